@@ -1,0 +1,67 @@
+"""The one exception tree of statectl.
+
+Every error statectl raises on purpose is a :class:`StatectlError`; the CLI turns it into one
+line on stderr and exit code 3 (see the README). Errors of the layers below (pyarrow, OSError,
+JSON) are translated at the boundary with ``raise ... from exc``.
+
+::
+
+    StatectlError
+    ├── InvalidArgumentError          (also ValueError) a precondition Flink checks, e.g. bounds
+    │   └── ParallelismError          parallelism / max parallelism outside 1..32768 or p > max p
+    ├── KeyGroupError                 a key or key group outside a backend's KeyGroupRange
+    ├── StateMapError                 misuse of a state map or of one of its snapshots
+    │   ├── ConcurrentModificationError   the map changed structurally under an iterator
+    │   └── SnapshotReleasedError     a released snapshot was read, or an unknown one released
+    └── TraceScriptError              a `statectl trace` script line that cannot be applied
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConcurrentModificationError",
+    "InvalidArgumentError",
+    "KeyGroupError",
+    "ParallelismError",
+    "SnapshotReleasedError",
+    "StateMapError",
+    "StatectlError",
+    "TraceScriptError",
+]
+
+
+class StatectlError(Exception):
+    """Root of every error statectl raises deliberately."""
+
+
+class InvalidArgumentError(StatectlError, ValueError):
+    """An argument violates a documented precondition."""
+
+
+class ParallelismError(InvalidArgumentError):
+    """Parallelism or max parallelism outside Flink's bounds (1..32768, p <= max p)."""
+
+
+class KeyGroupError(StatectlError):
+    """A key (or key group) does not belong to the key-group range at hand."""
+
+
+class StateMapError(StatectlError):
+    """A state map or one of its snapshots was used against its contract."""
+
+
+class ConcurrentModificationError(StateMapError):
+    """Port of Java's ``ConcurrentModificationException`` for state-map iterators."""
+
+
+class SnapshotReleasedError(StateMapError):
+    """A snapshot was used after release, or released by a map that does not own it."""
+
+
+class TraceScriptError(StatectlError):
+    """A line of a ``statectl trace`` script is malformed or cannot be applied."""
+
+    def __init__(self, message: str, line_number: int | None = None) -> None:
+        self.line_number = line_number
+        prefix = f"line {line_number}: " if line_number is not None else ""
+        super().__init__(prefix + message)

@@ -1,0 +1,206 @@
+"""Java ``hashCode`` semantics and Flink's ``MathUtils`` hash functions, in explicit int32 math.
+
+Everything here is deterministic across processes: Python's builtin ``hash()`` is salted per
+process (``PYTHONHASHSEED``) and is never used for anything that reaches disk or decides a key
+group. Reference: ``shared/reference/flink-internals.md`` §1.1 (``MathUtils``) and §2 (Java
+``hashCode`` of key types).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable
+
+__all__ = [
+    "INT32_MAX",
+    "INT32_MIN",
+    "VOID_NAMESPACE_HASH",
+    "bit_mix",
+    "java_bool_hash",
+    "java_bytes_hash",
+    "java_char_hash",
+    "java_double_hash",
+    "java_float_hash",
+    "java_int_hash",
+    "java_list_hash",
+    "java_long_hash",
+    "java_string_hash",
+    "java_tuple_hash",
+    "long_to_int_with_bit_mixing",
+    "murmur_hash",
+    "round_up_to_power_of_two",
+    "to_int32",
+]
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+#: ``VoidNamespace.hashCode()`` in Flink (reference §2).
+VOID_NAMESPACE_HASH = 99
+
+
+def to_int32(value: int) -> int:
+    """Wrap an arbitrary Python int to Java ``int`` (two's complement, 32 bits)."""
+    value &= _MASK32
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _to_int64(value: int) -> int:
+    value &= _MASK64
+    return value - (1 << 64) if value & (1 << 63) else value
+
+
+def _rotl32(value: int, shift: int) -> int:
+    value &= _MASK32
+    return ((value << shift) | (value >> (32 - shift))) & _MASK32
+
+
+def bit_mix(value: int) -> int:
+    """Port of ``MathUtils.bitMix``: the Murmur3 32-bit finalizer, returned as a signed int32.
+
+    Also the bucket hash of ``CopyOnWriteStateMap`` (reference §5.2).
+    """
+    h = value & _MASK32
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK32
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def murmur_hash(code: int) -> int:
+    """Port of ``MathUtils.murmurHash(int)``; the result is in ``[0, 2**31 - 1]``.
+
+    One Murmur3-32 block with seed 0 and length 4, then ``bit_mix``; negative results are
+    negated, except ``Integer.MIN_VALUE`` which maps to 0 (reference §1.1).
+    """
+    h = (code * 0xCC9E2D51) & _MASK32
+    h = _rotl32(h, 15)
+    h = (h * 0x1B873593) & _MASK32
+    h = _rotl32(h, 13)
+    h = (h * 5 + 0xE6546B64) & _MASK32
+    h ^= 4
+    h = bit_mix(h)
+    if h >= 0:
+        return h
+    if h != INT32_MIN:
+        return -h
+    return 0
+
+
+def round_up_to_power_of_two(value: int) -> int:
+    """Port of ``MathUtils.roundUpToPowerOfTwo`` (0 -> 0, 1 -> 1, 3 -> 4, 125 -> 128)."""
+    x = to_int32(value - 1)
+    for shift in (1, 2, 4, 8, 16):
+        x |= x >> shift  # arithmetic shift, as in Java's `>>`
+    return to_int32(x + 1)
+
+
+def long_to_int_with_bit_mixing(value: int) -> int:
+    """Port of ``MathUtils.longToIntWithBitMixing`` (used by ``TimeWindow.hashCode``)."""
+    x = value & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    x ^= x >> 31
+    return to_int32(x)
+
+
+def java_int_hash(value: int) -> int:
+    """``Integer/Short/Byte.hashCode``: the value itself (callers check the range)."""
+    return to_int32(value)
+
+
+def java_long_hash(value: int) -> int:
+    """``Long.hashCode``: ``(int)(v ^ (v >>> 32))``."""
+    v = value & _MASK64
+    return to_int32(v ^ (v >> 32))
+
+
+def java_bool_hash(value: bool) -> int:
+    """``Boolean.hashCode``: 1231 for true, 1237 for false."""
+    return 1231 if value else 1237
+
+
+def java_double_hash(value: float) -> int:
+    """``Double.hashCode``: the ``Long`` rule on ``doubleToLongBits`` (all NaNs canonical)."""
+    if math.isnan(value):
+        bits = 0x7FF8000000000000
+    else:
+        (bits,) = struct.unpack(">q", struct.pack(">d", value))
+    return java_long_hash(bits)
+
+
+def java_float_hash(value: float) -> int:
+    """``Float.hashCode``: ``floatToIntBits`` (all NaNs canonical ``0x7fc00000``).
+
+    The value is rounded to the nearest float32 first, as storing it in a Java ``float`` would.
+    """
+    if math.isnan(value):
+        return 0x7FC00000
+    (bits,) = struct.unpack(">i", struct.pack(">f", value))
+    return int(bits)
+
+
+def java_char_hash(value: str) -> int:
+    """``Character.hashCode``: the UTF-16 code unit of a one-unit string."""
+    code = ord(value)
+    if len(value) != 1 or code > 0xFFFF:
+        raise ValueError(f"a Java char is one UTF-16 code unit, got {value!r}")
+    return code
+
+
+def java_string_hash(value: str) -> int:
+    """``String.hashCode``: Horner ``h = 31*h + unit`` over UTF-16 code units, int32 wrap.
+
+    A code point above U+FFFF counts as its two surrogate units; a lone surrogate (which a
+    Python ``str`` can hold) is its own unit, exactly as in Java.
+    """
+    h = 0
+    for ch in value:
+        code = ord(ch)
+        if code > 0xFFFF:
+            code -= 0x10000
+            h = (h * 31 + (0xD800 | (code >> 10))) & _MASK32
+            h = (h * 31 + (0xDC00 | (code & 0x3FF))) & _MASK32
+        else:
+            h = (h * 31 + code) & _MASK32
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def java_bytes_hash(value: bytes) -> int:
+    """``java.util.Arrays.hashCode(byte[])``: ``h = 31*h + b`` from 1, bytes signed.
+
+    Flink does not accept arrays as keys (their ``hashCode`` is identity); statectl's own
+    format uses this content hash for ``bytes`` keys, a deliberate, documented extension.
+    """
+    h = 1
+    for b in value:
+        h = (h * 31 + (b - 256 if b > 127 else b)) & _MASK32
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def java_tuple_hash(field_hashes: Iterable[int | None]) -> int:
+    """Flink ``TupleN.hashCode``: ``h = hash(f0)``, then ``h = 31*h + hash(fi)``; null is 0.
+
+    Reference §2 (``flink-core-api/.../api/java/tuple/Tuple2.java``).
+    """
+    h = 0
+    first = True
+    for fh in field_hashes:
+        code = 0 if fh is None else fh
+        h = code if first else h * 31 + code
+        first = False
+        h &= _MASK32
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def java_list_hash(element_hashes: Iterable[int | None]) -> int:
+    """``java.util.List.hashCode``: ``h = 31*h + hash(e)`` starting from 1; null is 0."""
+    h = 1
+    for eh in element_hashes:
+        h = (h * 31 + (0 if eh is None else eh)) & _MASK32
+    return h - (1 << 32) if h & 0x80000000 else h
