@@ -66,8 +66,7 @@ class VoidNamespace:
     def __hash__(self) -> int:
         return VOID_NAMESPACE_HASH
 
-    def __eq__(self, other: object) -> bool:
-        return other is self
+    # Equality is identity (object's, evaluated in C): there is only one instance.
 
     def __reduce__(self) -> str:
         return "VOID_NAMESPACE"

@@ -1,0 +1,33 @@
+"""Shared fixtures: where the Flink oracle vectors and fixtures live (see ``oracle.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from oracle import oracle_files, resolve_flink_fixtures_dir, resolve_oracle_dir
+
+#: Test arguments that are parametrized with every oracle file of one kind, by file name.
+ORACLE_FILE_ARGUMENTS = {
+    "key_groups_file": "key_groups*.json",
+    "ranges_file": "ranges*.json",
+    "repartition_file": "repartition*.json",
+    "cow_traces_file": "cow_traces*.json",
+}
+
+
+@pytest.fixture(scope="session")
+def oracle_dir() -> Path:
+    return resolve_oracle_dir()
+
+
+@pytest.fixture(scope="session")
+def flink_fixtures_dir() -> Path:
+    return resolve_flink_fixtures_dir()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    for argument, pattern in ORACLE_FILE_ARGUMENTS.items():
+        if argument in metafunc.fixturenames:
+            files = oracle_files(resolve_oracle_dir(), pattern)
+            metafunc.parametrize(argument, files, ids=[f.name for f in files])
