@@ -116,6 +116,8 @@ class StateMapEntry:
                 f"entry_version={self.entry_version}, state_version={self.state_version})")
 
 
+_VOID = VOID_NAMESPACE
+
 # §5.1: the shared empty table; "not rehashing" is identity with it, and its length is 2.
 _EMPTY_TABLE: list[StateMapEntry | None] = [None] * (MINIMUM_CAPACITY >> 1)
 
@@ -219,10 +221,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         self._namespace_hash = namespace_hash or infer_java_hash
         self._hash_overrides = dict(hash_overrides or {})
         self._min_transferred = min_transferred_per_incremental_rehash
-        if self._hash_overrides or hash_mode != "fast":
-            self._hash: Callable[[Any, Any], int] = self._general_hash
-        else:
-            self._hash = _fast_hash
+        # The fast mode's hash is inlined in the hot paths (a call costs as much as the lookup).
+        self._fast = not self._hash_overrides and hash_mode == "fast"
 
         self._primary_size = 0
         self._incr_size = 0
@@ -364,7 +364,10 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
     def get(self, key: K, namespace: N) -> S | None:
         if self._incr is not _EMPTY_TABLE:
             self._incremental_rehash()
-        h = self._hash(key, namespace)
+        if self._fast:
+            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
+        else:
+            h = self._general_hash(key, namespace)
         required = self._highest_required
         tab = self._primary
         if (h & (len(tab) - 1)) < self._rehash_index:
@@ -387,7 +390,10 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
     def contains(self, key: K, namespace: N) -> bool:
         if self._incr is not _EMPTY_TABLE:
             self._incremental_rehash()
-        h = self._hash(key, namespace)
+        if self._fast:
+            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
+        else:
+            h = self._general_hash(key, namespace)
         tab = self._primary
         if (h & (len(tab) - 1)) < self._rehash_index:
             tab = self._incr
@@ -402,7 +408,10 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         # §5.3 putEntry: the live entry for (key, namespace), created if absent.
         if self._incr is not _EMPTY_TABLE:
             self._incremental_rehash()
-        h = self._hash(key, namespace)
+        if self._fast:
+            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
+        else:
+            h = self._general_hash(key, namespace)
         tab = self._primary
         if (h & (len(tab) - 1)) < self._rehash_index:
             tab = self._incr
@@ -414,27 +423,53 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
                     e = self._handle_chained_entry_copy_on_write(tab, idx, e)
                 return e
             e = e.next
+        return self._add_new_entry(tab, idx, key, namespace, h, None)
+
+    def put(self, key: K, namespace: N, state: S) -> None:
+        # _put_entry inlined: put is the hottest write path, and a new entry is created with
+        # its state at once.
+        if self._incr is not _EMPTY_TABLE:
+            self._incremental_rehash()
+        if self._fast:
+            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
+        else:
+            h = self._general_hash(key, namespace)
+        tab = self._primary
+        if (h & (len(tab) - 1)) < self._rehash_index:
+            tab = self._incr
+        idx = h & (len(tab) - 1)
+        e = tab[idx]
+        while e is not None:
+            if e.hash == h and e.key == key and e.namespace == namespace:
+                if e.entry_version < self._highest_required:
+                    e = self._handle_chained_entry_copy_on_write(tab, idx, e)
+                e.state = state
+                e.state_version = self._state_map_version
+                return
+            e = e.next
+        self._add_new_entry(tab, idx, key, namespace, h, state)
+
+    def _add_new_entry(
+        self, tab: list[StateMapEntry | None], idx: int, key: Any, namespace: Any, h: int,
+        state: Any,
+    ) -> StateMapEntry:
+        # §5.3: the growth check comes before the insertion; the entry is head-inserted into
+        # the table selected before any doubling.
         self._mod_count += 1
         if self._primary_size + self._incr_size > self._threshold:
             self._double_capacity()
-        # The new entry goes into the table selected before doubling (§5.3).
         if namespace == self._last_namespace:
             namespace = self._last_namespace
         else:
             self._last_namespace = namespace
         version = self._state_map_version
-        e = StateMapEntry(key, namespace, None, h, tab[idx], version, version)
+        e = StateMapEntry(key, namespace, state, h, tab[idx], version, version)
         tab[idx] = e
         if tab is self._primary:
             self._primary_size += 1
         else:
             self._incr_size += 1
         return e
-
-    def put(self, key: K, namespace: N, state: S) -> None:
-        e = self._put_entry(key, namespace)
-        e.state = state
-        e.state_version = self._state_map_version
 
     def put_and_get_old(self, key: K, namespace: N, state: S) -> S | None:
         e = self._put_entry(key, namespace)
@@ -459,7 +494,10 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         # §5.4 removeEntry.
         if self._incr is not _EMPTY_TABLE:
             self._incremental_rehash()
-        h = self._hash(key, namespace)
+        if self._fast:
+            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
+        else:
+            h = self._general_hash(key, namespace)
         tab = self._primary
         if (h & (len(tab) - 1)) < self._rehash_index:
             tab = self._incr
