@@ -179,7 +179,7 @@ def test_invalid_inputs(ranges_file: Path) -> None:
     unknown = sorted({r["function"] for r in records} - ORACLE_FUNCTIONS.keys())
     assert not unknown, f"{ranges_file.name}: unknown functions {unknown}; map them"
     mismatches = [
-        f"{record['function']}{tuple(record['args'])}: {problem}"
+        f"{record['function']}({', '.join(map(str, record['args']))}): {problem}"
         for record in records
         if (problem := _check_invalid_input(record))
     ]
