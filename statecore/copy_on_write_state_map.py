@@ -32,7 +32,6 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from statecore.errors import (
@@ -44,6 +43,7 @@ from statecore.errors import (
 from statecore.hashing import INT32_MAX, bit_mix, to_int32
 from statecore.serializers import VOID_NAMESPACE, TypeSerializer, infer_java_hash
 from statecore.state_map import StateEntry, StateMap, StateMapSnapshot
+from statecore.state_map_layout import EntryView, MapLayout, SnapshotLayout, build_layout
 
 __all__ = [
     "DEFAULT_CAPACITY",
@@ -120,57 +120,6 @@ _VOID = VOID_NAMESPACE
 
 # §5.1: the shared empty table; "not rehashing" is identity with it, and its length is 2.
 _EMPTY_TABLE: list[StateMapEntry | None] = [None] * (MINIMUM_CAPACITY >> 1)
-
-
-@dataclass(frozen=True, slots=True)
-class EntryView:
-    """Read-only view of one entry for layouts (``statectl trace`` and the oracle tests)."""
-
-    key: Any
-    namespace: Any
-    state: Any
-    hash: int
-    entry_version: int
-    state_version: int
-    #: versions of the open snapshots whose arrays reach this very entry object
-    shared_with: tuple[int, ...]
-    #: whether the live map still reaches this entry object (false: only a snapshot's copy)
-    live: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotLayout:
-    """Layout of one open snapshot: its version and the chains of its bucket-array copy."""
-
-    version: int
-    array_length: int
-    number_of_entries: int
-    taken_during_rehash: bool
-    chains: tuple[tuple[int, tuple[EntryView, ...]], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class MapLayout:
-    """Read-only view of a :class:`CopyOnWriteStateMap`'s internals after some operation.
-
-    ``incremental_rehash_table_length`` is 2 when idle, as Flink's ``EMPTY_TABLE``. Chains are
-    ``(bucket index, entries head to tail)`` for non-empty buckets only.
-    """
-
-    size: int
-    primary_table_length: int
-    incremental_rehash_table_length: int
-    rehashing: bool
-    rehash_index: int
-    state_map_version: int
-    highest_required_snapshot_version: int
-    snapshot_versions: tuple[int, ...]
-    primary_table_size: int
-    incremental_rehash_table_size: int
-    threshold: int
-    primary_chains: tuple[tuple[int, tuple[EntryView, ...]], ...]
-    incremental_rehash_chains: tuple[tuple[int, tuple[EntryView, ...]], ...]
-    snapshots: tuple[SnapshotLayout, ...]
 
 
 def _threshold_for(capacity: int, size: int) -> int:
@@ -626,56 +575,15 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
 
         With ``chains=False`` only the counters are filled in (cheap; chain fields are empty).
         """
-        with_chains = chains
         snapshots = [s for v in self.snapshot_versions if (s := self._snapshots.get(v))]
-        if not with_chains:
-            snapshots = []
-        sharing: dict[int, list[int]] = {}
-        for snap in snapshots:
-            for head in snap.snapshot_data or ():
-                e = head
-                while e is not None:
-                    sharing.setdefault(id(e), []).append(snap.snapshot_version)
-                    e = e.next
-        live_ids: set[int] = set()
-
-        def chains_of(
-            tab: list[StateMapEntry | None], live: bool
-        ) -> tuple[tuple[int, tuple[EntryView, ...]], ...]:
-            out = []
-            if not with_chains:
-                return ()
-            for idx, head in enumerate(tab):
-                views = []
-                e = head
-                while e is not None:
-                    if live:
-                        live_ids.add(id(e))
-                    views.append(EntryView(e.key, e.namespace, e.state, e.hash, e.entry_version,
-                                           e.state_version, tuple(sharing.get(id(e), ())),
-                                           live or id(e) in live_ids))
-                    e = e.next
-                if views:
-                    out.append((idx, tuple(views)))
-            return tuple(out)
-
-        rehashing = self._incr is not _EMPTY_TABLE
-        primary = chains_of(self._primary, True)
-        incremental = chains_of(self._incr, True) if rehashing else ()
-        snapshot_layouts = tuple(
-            SnapshotLayout(s.snapshot_version, len(s.snapshot_data or ()),
-                           s.number_of_entries, s.taken_during_rehash,
-                           chains_of(s.snapshot_data or [], False))
-            for s in snapshots)
-        return MapLayout(
-            size=len(self), primary_table_length=len(self._primary),
-            incremental_rehash_table_length=len(self._incr), rehashing=rehashing,
-            rehash_index=self._rehash_index, state_map_version=self._state_map_version,
-            highest_required_snapshot_version=self._highest_required,
-            snapshot_versions=self.snapshot_versions, primary_table_size=self._primary_size,
-            incremental_rehash_table_size=self._incr_size, threshold=self._threshold,
-            primary_chains=primary, incremental_rehash_chains=incremental,
-            snapshots=snapshot_layouts)
+        return build_layout(
+            size=len(self), primary=self._primary,
+            incremental=self._incr if self._incr is not _EMPTY_TABLE else None,
+            incremental_length=len(self._incr), rehash_index=self._rehash_index,
+            state_map_version=self._state_map_version,
+            highest_required=self._highest_required, snapshot_versions=self.snapshot_versions,
+            primary_size=self._primary_size, incremental_size=self._incr_size,
+            threshold=self._threshold, snapshots=snapshots, with_chains=chains)
 
 
 class CopyOnWriteStateMapSnapshot(StateMapSnapshot[K, N, S], Generic[K, N, S]):

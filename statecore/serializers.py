@@ -13,7 +13,6 @@ There is no pickle serializer here: nothing in statecore deserializes untrusted 
 
 from __future__ import annotations
 
-import copy as _copy
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -211,7 +210,9 @@ def _tuple_serializer(fields: list[TypeSerializer[Any]]) -> TypeSerializer[tuple
 
 
 def _split_arguments(text: str, spec: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "<":
             depth += 1

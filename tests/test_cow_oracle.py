@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oracle import oracle_files
 
 from statecore.copy_on_write_state_map import CopyOnWriteStateMap
 from statecore.serializers import VOID_NAMESPACE, parse_type
-from oracle import oracle_files
 
 FIELDS = ["size", "primary_table_length", "incremental_rehash_table_length", "rehash_index",
           "state_map_version", "highest_required_snapshot_version", "snapshot_versions",
@@ -99,7 +99,8 @@ def replay(trace: dict[str, Any]) -> list[str]:
             problems.append(f"op {step} {op}{args}: result {result!r} != {expected_result!r}")
         got = _counters(m)
         if got != expected_fields:
-            diffs = {f: (g, e) for f, g, e in zip(FIELDS, got, expected_fields) if g != e}
+            pairs = zip(FIELDS, got, expected_fields, strict=True)
+            diffs = {f: (g, e) for f, g, e in pairs if g != e}
             problems.append(f"op {step} {op}{args}: fields (ours, flink) {diffs}")
         if len(problems) > 10:
             break
@@ -125,12 +126,13 @@ def test_every_trace_matches_flink(oracle_dir: Path) -> None:
     assert not failures, json.dumps(failures, indent=1, default=str)[:4000]
 
 
-def test_trace_replay_detects_a_wrong_map(oracle_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The replay is able to fail: with a head-insertion bug injected, traces diverge."""
+def test_trace_replay_detects_a_wrong_map(
+    oracle_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay is able to fail: with rehash steps of 3 instead of 4 entries, traces diverge."""
     import statecore.copy_on_write_state_map as cow
 
     name, trace = next((n, t) for n, t in _traces(oracle_dir) if t["summary"]["doublings_started"])
-    monkeypatch.setattr(cow, "MIN_TRANSFERRED_PER_INCREMENTAL_REHASH", 4)
     original = cow.CopyOnWriteStateMap.__init__
 
     def patched(self: Any, *a: Any, **kw: Any) -> None:

@@ -1,4 +1,4 @@
-"""Contracts of the state maps, snapshots and StateTable (examples; the model test does the rest)."""
+"""Contracts of the state maps, snapshots and StateTable (examples; the model test does more)."""
 
 from __future__ import annotations
 
