@@ -1,0 +1,1 @@
+"""statectl command line: thin click commands over statecore and formats, rich and JSON output."""

@@ -2,7 +2,7 @@
 
 The library half of ``statectl trace``: :func:`parse_script` turns a script into
 :class:`TraceCommand` s, :func:`run_trace` applies them to a fresh map and records, after every
-operation, the map's :class:`~statecore.copy_on_write_state_map.MapLayout` (the pictures the seed
+operation, the map's :class:`~statecore.state_map_layout.MapLayout` (the pictures the seed
 articles draw). Only data is returned; drawing is the CLI's job.
 
 Script language, one command per line; ``#`` starts a comment (outside a quoted string), blank
@@ -42,19 +42,18 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from statecore.copy_on_write_state_map import (
     DEFAULT_CAPACITY,
     MIN_TRANSFERRED_PER_INCREMENTAL_REHASH,
     CopyOnWriteStateMap,
     CopyOnWriteStateMapSnapshot,
-    EntryView,
     HashMode,
-    MapLayout,
 )
 from statecore.errors import StatectlError, TraceScriptError
 from statecore.serializers import VOID_NAMESPACE
+from statecore.state_map_layout import EntryView, MapLayout
 
 __all__ = [
     "DEFAULT_TRACE_HASH_MODE",
@@ -113,8 +112,9 @@ RESULT_OPERATIONS: Final[frozenset[str]] = frozenset(
 class TraceCommand:
     """One directive or operation of a script, with its values parsed.
 
-    ``args`` are as written (an omitted namespace is not filled in); ``notes`` are the comment
-    lines since the previous command, then the command line's own trailing comment.
+    ``source`` is the line without its comment; ``args`` are as written (an omitted namespace
+    is not filled in); ``notes`` are the comment lines since the previous command, then the
+    command line's own trailing comment.
     """
 
     line_number: int
@@ -195,8 +195,8 @@ class _Token:
     bare: bool  # an unquoted word (an operation name must be one)
 
 
-def _tokenize(line: str, line_number: int) -> tuple[list[_Token], str | None]:
-    """Split one line into tokens and its trailing comment (``None`` if there is none)."""
+def _tokenize(line: str, line_number: int) -> tuple[list[_Token], int]:
+    """Split one line into tokens; also return where its comment starts (or its length)."""
     tokens: list[_Token] = []
     pos, end_of_line = 0, len(line)
     while pos < end_of_line:
@@ -205,13 +205,15 @@ def _tokenize(line: str, line_number: int) -> tuple[list[_Token], str | None]:
             pos += 1
             continue
         if char == "#":
-            return tokens, line[pos + 1:].strip()
+            return tokens, pos
         if char in '"[{':
             # A JSON string, list or object may contain blanks: let the decoder find its end.
             try:
                 value, end = _DECODER.raw_decode(line, pos)
             except ValueError as exc:
-                raise TraceScriptError(f"bad value {line[pos:].strip()!r}: {exc}",
+                detail = (f"{exc.msg} at column {exc.colno}"
+                          if isinstance(exc, json.JSONDecodeError) else str(exc))
+                raise TraceScriptError(f"bad value {line[pos:].strip()!r}: {detail}",
                                        line_number) from exc
             if end < end_of_line and not line[end].isspace() and line[end] != "#":
                 raise TraceScriptError(
@@ -226,7 +228,7 @@ def _tokenize(line: str, line_number: int) -> tuple[list[_Token], str | None]:
         word = line[pos:end]
         tokens.append(_Token(word, _bare_value(word, line_number), True))
         pos = end
-    return tokens, None
+    return tokens, end_of_line
 
 
 def _bare_value(word: str, line_number: int) -> Any:
@@ -291,7 +293,9 @@ def parse_script(text: str) -> list[TraceCommand]:
         line = raw.strip()
         if not line:
             continue
-        tokens, comment = _tokenize(line, line_number)
+        tokens, comment_start = _tokenize(line, line_number)
+        comment = line[comment_start + 1:].strip() if comment_start < len(line) else None
+        source = line[:comment_start].rstrip()
         if not tokens:
             if comment is not None:
                 notes.append(comment)
@@ -331,7 +335,7 @@ def parse_script(text: str) -> list[TraceCommand]:
                                        line_number)
         if comment is not None:
             notes.append(comment)
-        commands.append(TraceCommand(line_number, line, op, args, tuple(notes)))
+        commands.append(TraceCommand(line_number, source, op, args, tuple(notes)))
         notes = []
     return commands
 
@@ -437,8 +441,8 @@ class _Runner:
             state = m.get(key, namespace)
             if not isinstance(state, list):
                 raise TraceScriptError(
-                    f"get_append needs a list state, {_show(key)} has {_show(state)}",
-                    command.line_number)
+                    f"get_append needs a list state; the state of {_show(key)} is "
+                    f"{_show(state)}", command.line_number)
             state.append(value)
             return state
         if op == "contains":
@@ -533,7 +537,7 @@ def run_trace(
             args=command.args,
             result=copy.deepcopy(result),
             copied=_copied(previous, layout),
-            layout=cast(MapLayout, copy.deepcopy(layout)),
+            layout=copy.deepcopy(layout),
             notes=command.notes,
         ))
         previous = layout

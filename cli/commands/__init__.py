@@ -1,0 +1,12 @@
+"""The ``statectl`` subcommands, one module each; :data:`COMMANDS` is what the group registers."""
+
+from __future__ import annotations
+
+import click
+
+from cli.commands.trace import trace_command
+
+__all__ = ["COMMANDS", "trace_command"]
+
+#: Every subcommand, registered by :mod:`cli.main` under its own name.
+COMMANDS: tuple[click.Command, ...] = (trace_command,)

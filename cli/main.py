@@ -1,0 +1,66 @@
+"""The ``statectl`` command group: global options, subcommands, and errors at the boundary.
+
+Exit codes (documented in the README): 0 ok, 1 findings (verify problems, diff differences),
+2 usage (click), 3 domain error. A :class:`~statecore.errors.StatectlError` becomes one line
+``Error: <message>`` on stderr and exit code 3, with its traceback only under ``--verbose``;
+any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from cli.commands import COMMANDS
+from cli.output import JsonOutput, Output, TextOutput
+from statecore.errors import StatectlError
+
+__all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
+
+#: Exit code of a :class:`StatectlError` (bad, corrupt or unsupported input).
+EXIT_DOMAIN_ERROR = 3
+
+
+class StatectlGroup(click.Group):
+    """A click group that turns :class:`StatectlError` into ``Error: ...`` and exit code 3."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except StatectlError as exc:
+            if ctx.params.get("verbose"):
+                traceback.print_exception(exc, file=sys.stderr)
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(EXIT_DOMAIN_ERROR)
+
+
+@click.group(cls=StatectlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--output", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True,
+              help="text: drawings for people; json: one JSON document on stdout for scripts.")
+@click.option("--verbose", is_flag=True, help="Show the traceback of errors too.")
+@click.version_option(package_name="statectl", prog_name="statectl")
+@click.pass_context
+def statectl(ctx: click.Context, output_format: str, verbose: bool) -> None:
+    """Inspect, trace and rescale the state of stream processors (Flink's heap state backend).
+
+    Exit codes: 0 ok, 1 findings, 2 usage error, 3 bad or unsupported input.
+    """
+    output: Output = JsonOutput() if output_format == "json" else TextOutput(verbose=verbose)
+    ctx.obj = output
+
+
+for _command in COMMANDS:
+    statectl.add_command(_command)
+
+
+def main() -> None:
+    """Entry point of the ``statectl`` script (``pyproject.toml``)."""
+    statectl(prog_name="statectl")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""What commands print: one :class:`Output` interface, a rich text and a JSON implementation.
+
+Commands hand library results (dataclasses) to an ``Output``; nothing else in the CLI formats.
+Both implementations are complete (a test enumerates the methods). ``TextOutput`` draws for
+people with rich (no ANSI codes when stdout is not a terminal); ``JsonOutput`` prints exactly
+one JSON document on stdout, a contract for scripts: fields are added, never renamed. Values
+JSON cannot hold natively are rendered with ``repr``; the void namespace is ``null``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from statecore.map_trace import TraceResult, TraceSettings, TraceStep
+from statecore.serializers import VOID_NAMESPACE
+from statecore.state_map import StateEntry
+from statecore.state_map_layout import Chains, EntryView, MapLayout, SnapshotLayout
+
+if TYPE_CHECKING:
+    from cli.commands.trace import Walkthrough
+
+__all__ = ["JsonOutput", "Output", "TextOutput"]
+
+class Output(ABC):
+    """Where a command's result goes; one method per kind of result."""
+
+    @abstractmethod
+    def trace(self, result: TraceResult) -> None:
+        """Show a trace: the settings, then every step with the map after it."""
+
+    @abstractmethod
+    def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
+        """List the walkthrough scripts shipped with statectl."""
+
+
+# -- text -----------------------------------------------------------------------------------------
+
+_PLAIN_WORD = re.compile(r"[^\s\"'\[\]{}#,:@()]+")
+
+STYLE_COPIED = "bold yellow"
+STYLE_SHARED = "cyan"
+STYLE_SNAPSHOT_ONLY = "red"
+STYLE_NOTE = "italic dim"
+STYLE_SOURCE = "bold"
+
+
+def format_value(value: Any) -> str:
+    """Render a key, namespace or state compactly: bare words plain, the rest as JSON."""
+    if value is VOID_NAMESPACE:
+        return "VOID"
+    if isinstance(value, str) and _PLAIN_WORD.fullmatch(value):
+        try:
+            json.loads(value)
+        except ValueError:
+            return value  # would read back as the same bare word
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _format_composite_key(key: Any, namespace: Any) -> str:
+    if namespace is VOID_NAMESPACE:
+        return format_value(key)
+    return f"{format_value(key)}@{format_value(namespace)}"
+
+
+def _snapshot_labels(versions: Sequence[int]) -> str:
+    return ",".join(f"S{v}" for v in versions)
+
+
+class TextOutput(Output):
+    """Rich drawings for a terminal (plain text when piped)."""
+
+    def __init__(self, verbose: bool = False) -> None:
+        self.verbose = verbose
+        # soft_wrap: a chain stays on one line, however long; highlight off: only our styles.
+        self.console = Console(highlight=False, soft_wrap=True)
+
+    def trace(self, result: TraceResult) -> None:
+        for note in result.preamble:
+            self.console.print(Text(f"# {note}".rstrip(), style=STYLE_NOTE))
+        self.console.print(Text(_settings_line(result.settings)))
+        for step in result.steps:
+            self.console.print()
+            for line in _step_lines(step):
+                self.console.print(line)
+
+    def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
+        width = max((len(w.name) for w in walkthroughs), default=0)
+        for walkthrough in walkthroughs:
+            line = Text(walkthrough.name.ljust(width), style=STYLE_SOURCE)
+            line.append(f"  {walkthrough.title}")
+            self.console.print(line)
+
+
+def _settings_line(settings: TraceSettings) -> str:
+    parts = [f"capacity {settings.capacity}", f"hash mode {settings.hash_mode}",
+             f"min transfer {settings.min_transfer}"]
+    if settings.hash_overrides:
+        pinned = " ".join(f"{format_value(k)}={h}" for k, h in settings.hash_overrides)
+        parts.append(f"pinned hashes {pinned}")
+    return "trace: " + ", ".join(parts)
+
+
+def _step_lines(step: TraceStep) -> list[Text]:
+    lines = [Text(f"# {note}".rstrip(), style=STYLE_NOTE) for note in step.notes]
+    title = Text(f"line {step.line_number}: ")
+    title.append(step.source, style=STYLE_SOURCE)
+    if step.has_result:
+        title.append(f" => {_format_result(step.result)}")
+    lines.append(title)
+    layout = step.layout
+    snapshots = _snapshot_labels(layout.snapshot_versions) or "none"
+    lines.append(Text(
+        f"  state_map_version={layout.state_map_version}"
+        f" highest_required_snapshot_version={layout.highest_required_snapshot_version}"
+        f" snapshots={snapshots} rehash_index={layout.rehash_index} size={layout.size}"))
+    copied = set(step.copied)
+    if layout.rehashing:
+        moved = (f"buckets 0-{layout.rehash_index - 1} moved" if layout.rehash_index
+                 else "nothing moved yet")
+        lines.append(Text(f"  primary table (old): {layout.primary_table_length} buckets,"
+                          f" {moved}"))
+        lines.extend(_chain_lines(layout.primary_chains, copied, live=True))
+        lines.append(Text(f"  rehash table (new): {layout.incremental_rehash_table_length}"
+                          f" buckets"))
+        lines.extend(_chain_lines(layout.incremental_rehash_chains, copied, live=True))
+    else:
+        lines.append(Text(f"  primary table: {layout.primary_table_length} buckets"))
+        lines.extend(_chain_lines(layout.primary_chains, copied, live=True))
+    for snapshot in layout.snapshots:
+        lines.append(Text(_snapshot_heading(snapshot)))
+        lines.extend(_chain_lines(snapshot.chains, set(), live=False))
+    return lines
+
+
+def _snapshot_heading(snapshot: SnapshotLayout) -> str:
+    during = ", taken while rehashing" if snapshot.taken_during_rehash else ""
+    return (f"  snapshot {snapshot.version}: {snapshot.array_length} buckets,"
+            f" {snapshot.number_of_entries} entries{during}")
+
+
+def _chain_lines(chains: Chains, copied: set[tuple[Any, Any]], *, live: bool) -> list[Text]:
+    if not chains:
+        return [Text("    (empty)")]
+    width = len(str(chains[-1][0]))
+    lines = []
+    for bucket, entries in chains:
+        line = Text(f"    {str(bucket).rjust(width)}: ")
+        for position, entry in enumerate(entries):
+            if position:
+                line.append(" -> ")
+            line.append_text(_entry_text(entry, copied, live=live))
+        lines.append(line)
+    return lines
+
+
+def _entry_text(entry: EntryView, copied: set[tuple[Any, Any]], *, live: bool) -> Text:
+    text = Text(f"K:{_format_composite_key(entry.key, entry.namespace)}"
+                f" S:{format_value(entry.state)}"
+                f" (e{entry.entry_version} s{entry.state_version})")
+    if live:
+        if (entry.key, entry.namespace) in copied:
+            text.append(" copied", style=STYLE_COPIED)
+        if entry.shared_with:
+            text.append(f" [{_snapshot_labels(entry.shared_with)}]", style=STYLE_SHARED)
+    elif not entry.live:
+        # Superseded in the map: only the snapshot(s) still reach this entry object.
+        text.append(f" [{_snapshot_labels(entry.shared_with)} only]", style=STYLE_SNAPSHOT_ONLY)
+    return text
+
+
+def _format_result(result: Any) -> str:
+    if isinstance(result, tuple) and all(isinstance(e, StateEntry) for e in result):
+        inner = ", ".join(f"{_format_composite_key(e.key, e.namespace)}: {format_value(e.state)}"
+                          for e in result)
+        return "{" + inner + "}"
+    if result is None:
+        return "null"
+    return format_value(result)
+
+
+# -- JSON -----------------------------------------------------------------------------------------
+
+
+def to_json_value(value: Any) -> Any:
+    """Convert to JSON-native values; the void namespace is ``null``, the rest ``repr``."""
+    if value is None or value is VOID_NAMESPACE:
+        return None
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, StateEntry):
+        return {"key": to_json_value(value.key), "namespace": to_json_value(value.namespace),
+                "state": to_json_value(value.state)}
+    if isinstance(value, list | tuple):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: to_json_value(v) for k, v in value.items()}
+    return repr(value)
+
+
+def _entry_json(entry: EntryView) -> dict[str, Any]:
+    return {
+        "key": to_json_value(entry.key),
+        "namespace": to_json_value(entry.namespace),
+        "state": to_json_value(entry.state),
+        "hash": entry.hash,
+        "entry_version": entry.entry_version,
+        "state_version": entry.state_version,
+        "shared_with": list(entry.shared_with),
+        "live": entry.live,
+    }
+
+
+def _chains_json(chains: Chains) -> list[dict[str, Any]]:
+    return [{"bucket": bucket, "entries": [_entry_json(e) for e in entries]}
+            for bucket, entries in chains]
+
+
+def _with_chains_json(layout: MapLayout | SnapshotLayout) -> dict[str, Any]:
+    """Every field of a layout dataclass; chains as ``[{"bucket", "entries"}]``."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(layout):
+        value = getattr(layout, field.name)
+        if field.name.endswith("chains"):
+            out[field.name] = _chains_json(value)
+        elif field.name == "snapshots":
+            out[field.name] = [_with_chains_json(s) for s in value]
+        else:
+            out[field.name] = to_json_value(value)
+    return out
+
+
+def trace_json(result: TraceResult) -> dict[str, Any]:
+    """Build the JSON document of a trace (the ``statectl --output json trace`` contract)."""
+    settings = result.settings
+    return {
+        "settings": {
+            "capacity": settings.capacity,
+            "hash_mode": settings.hash_mode,
+            "min_transfer": settings.min_transfer,
+            "hash_overrides": [{"key": to_json_value(k), "hash": h}
+                               for k, h in settings.hash_overrides],
+        },
+        "preamble": list(result.preamble),
+        "steps": [
+            {
+                "line": step.line_number,
+                "source": step.source,
+                "op": step.op,
+                "args": to_json_value(step.args),
+                "result": to_json_value(step.result),
+                "copied": [{"key": to_json_value(k), "namespace": to_json_value(n)}
+                           for k, n in step.copied],
+                "notes": list(step.notes),
+                "layout": _with_chains_json(step.layout),
+            }
+            for step in result.steps
+        ],
+    }
+
+
+class JsonOutput(Output):
+    """One JSON document per command on stdout."""
+
+    def _emit(self, document: Any) -> None:
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
+
+    def trace(self, result: TraceResult) -> None:
+        self._emit(trace_json(result))
+
+    def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
+        self._emit({"walkthroughs": [{"name": w.name, "title": w.title}
+                                     for w in walkthroughs]})
