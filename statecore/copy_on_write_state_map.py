@@ -9,11 +9,13 @@ comments). In short:
   (``size() > threshold``, threshold 3/4) and starts an **incremental rehash**: every
   get/put/contains/remove first moves whole buckets from the primary table to the new one until
   at least ``min_transferred_per_incremental_rehash`` (4) entries moved.
-* ``snapshot()`` is O(buckets): it shallow-copies the bucket arrays and bumps
-  ``state_map_version``. Afterwards, an entry (or a state object) whose version is older than
-  ``highest_required_snapshot_version`` is shared with a snapshot and is never changed in place:
-  writes path-copy the chain prefix up to it (``_handle_chained_entry_copy_on_write``) and
-  ``get`` hands out a deep copy of the state (the caller may mutate it).
+* ``snapshot()`` shallow-copies the bucket arrays and bumps ``state_map_version``; the arrays
+  are stored in copy-on-write pages (:mod:`statecore.bucket_table`), so the copy is O(buckets /
+  1024) — a deliberate difference in representation from Flink's plain array, invisible in the
+  layout and the rehash schedule. Afterwards, an entry (or a state object) whose version is
+  older than ``highest_required_snapshot_version`` is shared with a snapshot and is never
+  changed in place: writes path-copy the chain prefix up to it
+  (``_handle_chained_entry_copy_on_write``) and ``get`` hands out a deep copy of the state (the caller may mutate it).
 
 Hashing modes: ``"flink"`` uses Flink's ``bit_mix(java_hash(key) ^ java_hash(namespace))`` and
 reproduces Flink's bucket layout and rehash schedule operation for operation (checked against
@@ -32,8 +34,10 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from statecore.bucket_table import PAGE_MASK, PAGE_SHIFT, BucketTable, slots
 from statecore.errors import (
     ConcurrentModificationError,
     InvalidArgumentError,
@@ -118,8 +122,9 @@ class StateMapEntry:
 
 _VOID = VOID_NAMESPACE
 
-# §5.1: the shared empty table; "not rehashing" is identity with it, and its length is 2.
-_EMPTY_TABLE: list[StateMapEntry | None] = [None] * (MINIMUM_CAPACITY >> 1)
+#: Flink's ``EMPTY_TABLE.length`` (``MINIMUM_CAPACITY >>> 1``): what layouts report as the
+#: rehash table's length while no rehash is in progress (§5.1).
+_EMPTY_TABLE_LENGTH = MINIMUM_CAPACITY >> 1
 
 
 def _threshold_for(capacity: int, size: int) -> int:
@@ -136,13 +141,14 @@ def _threshold_for(capacity: int, size: int) -> int:
 class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
     """Port of Flink's ``CopyOnWriteStateMap`` (reference §5).
 
-    ``capacity``: 0 gives Flink's empty table; other values are clamped to
-    ``[4, 2**30]`` and rounded up to a power of two (§5.1). ``state_serializer`` makes the
-    defensive copies (default: ``copy.deepcopy``). ``hash_mode`` is described in the module
-    docstring; ``key_hash`` / ``namespace_hash`` override the Java hash used in ``"flink"`` mode
-    (default: inferred from the Python value). ``hash_overrides`` pins the bucket hash of given
-    keys (teaching walkthroughs). ``min_transferred_per_incremental_rehash`` is Flink's constant
-    4; the seed walkthrough uses 1 to move one bucket per step.
+    ``capacity``: 0 gives Flink's empty table (2 slots, threshold -1: the first insertion
+    doubles); other values are clamped to ``[4, 2**30]`` and rounded up to a power of two
+    (§5.1). ``state_serializer`` makes the defensive copies (default: ``copy.deepcopy``).
+    ``hash_mode`` is described in the module docstring; ``key_hash`` / ``namespace_hash``
+    override the Java hash used in ``"flink"`` mode (default: inferred from the Python value).
+    ``hash_overrides`` pins the bucket hash of given keys (teaching walkthroughs).
+    ``min_transferred_per_incremental_rehash`` is Flink's constant 4; the seed walkthrough uses
+    1 to move one bucket per step.
     """
 
     def __init__(
@@ -185,9 +191,12 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         self._last_namespace: Any = None
         self._mod_count = 0
         self._threshold = -1
-        self._incr: list[StateMapEntry | None] = _EMPTY_TABLE
+        #: the rehash target while an incremental rehash is in progress (Flink: != EMPTY_TABLE)
+        self._incr: BucketTable | None = None
         if capacity == 0:
-            self._primary: list[StateMapEntry | None] = _EMPTY_TABLE
+            # Flink shares one static EMPTY_TABLE here and even inserts into it; a private
+            # table of the same length behaves the same without sharing anything between maps.
+            self._primary = BucketTable(_EMPTY_TABLE_LENGTH, 0)
         else:
             capacity = max(MINIMUM_CAPACITY, min(capacity, MAXIMUM_CAPACITY))
             capacity = 1 << (capacity - 1).bit_length()
@@ -214,7 +223,12 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
 
     @property
     def is_rehashing(self) -> bool:
-        return self._incr is not _EMPTY_TABLE
+        return self._incr is not None
+
+    @property
+    def capacity(self) -> int:
+        """Length of the primary table (Flink's ``primaryTable.length``)."""
+        return len(self._primary)
 
     @property
     def state_map_version(self) -> int:
@@ -224,46 +238,70 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
     def highest_required_snapshot_version(self) -> int:
         return self._highest_required
 
-    def _make_table(self, capacity: int) -> list[StateMapEntry | None]:
+    def _make_table(self, capacity: int) -> BucketTable:
         self._threshold = _threshold_for(capacity, len(self))
-        return [None] * capacity
+        return BucketTable(capacity, self._state_map_version)
 
     def _double_capacity(self) -> None:
-        # §5.3 doubleCapacity: only starts the incremental rehash.
-        if self._incr is not _EMPTY_TABLE:
+        # §5.3 doubleCapacity: only starts the incremental rehash (pages are made lazily).
+        if self._incr is not None:
             raise StateMapError("There is already a rehash in progress.")
         old_capacity = len(self._primary)
         if old_capacity == MAXIMUM_CAPACITY:
             return
         self._incr = self._make_table(old_capacity * 2)
 
+    def _set_bucket(self, table: BucketTable, index: int, head: StateMapEntry | None) -> None:
+        """Store a chain head; copy its page first if an open snapshot shares the page.
+
+        The page rule mirrors the entry rule: a page made at or before the newest open snapshot
+        is shared with it (``versions`` hold ``map version + 1``; the empty page holds 0).
+        """
+        p = index >> PAGE_SHIFT
+        page = table.pages[p]
+        if table.versions[p] <= self._highest_required:
+            page = page[:]
+            table.pages[p] = page
+            table.versions[p] = self._state_map_version + 1
+        page[index & PAGE_MASK] = head
+
     def _incremental_rehash(self) -> None:
         # §5.3 incrementalRehash: move whole buckets until >= min_transferred entries moved.
-        old_map = self._primary
-        new_map = self._incr
-        new_mask = len(new_map) - 1
+        incr = self._incr
+        assert incr is not None
+        old_pages = self._primary.pages
+        new_pages = incr.pages
+        new_versions = incr.versions
+        new_mask = incr.mask
         required = self._highest_required
         version = self._state_map_version
         rh_idx = self._rehash_index
-        old_capacity = len(old_map)
+        old_capacity = len(self._primary)
         transferred = 0
         while transferred < self._min_transferred:
-            e = old_map[rh_idx]
-            while e is not None:
-                if e.entry_version < required:
-                    # copy-on-write: a snapshot still holds this entry and its `next`
-                    e = e.copy_with_version(version)
-                n = e.next
-                pos = e.hash & new_mask
-                e.next = new_map[pos]
-                new_map[pos] = e
-                e = n
-                transferred += 1
-            old_map[rh_idx] = None
+            e = old_pages[rh_idx >> PAGE_SHIFT][rh_idx & PAGE_MASK]
+            if e is not None:
+                while e is not None:
+                    if e.entry_version < required:
+                        # copy-on-write: a snapshot still holds this entry and its `next`
+                        e = e.copy_with_version(version)
+                    n = e.next
+                    pos = e.hash & new_mask
+                    p = pos >> PAGE_SHIFT
+                    page = new_pages[p]
+                    if new_versions[p] <= required:  # _set_bucket's page rule, inlined
+                        page = page[:]
+                        new_pages[p] = page
+                        new_versions[p] = version + 1
+                    e.next = page[pos & PAGE_MASK]
+                    page[pos & PAGE_MASK] = e
+                    e = n
+                    transferred += 1
+                self._set_bucket(self._primary, rh_idx, None)
             rh_idx += 1
             if rh_idx == old_capacity:
-                self._primary = new_map
-                self._incr = _EMPTY_TABLE
+                self._primary = incr
+                self._incr = None
                 self._primary_size += self._incr_size
                 self._incr_size = 0
                 self._rehash_index = 0
@@ -272,16 +310,16 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         self._incr_size += transferred
         self._rehash_index = rh_idx
 
-    def _select_active_table(self, hash_code: int) -> list[StateMapEntry | None]:
-        primary = self._primary
-        if (hash_code & (len(primary) - 1)) >= self._rehash_index:
-            return primary
+    def _select_active_table(self, hash_code: int) -> BucketTable:
+        # §5.2 selectActiveTable (inlined in the hot paths below).
+        if (hash_code & self._primary.mask) >= self._rehash_index or self._incr is None:
+            return self._primary
         return self._incr
 
     # -- copy-on-write of chain prefixes (§5.4) -------------------------------------------------
 
     def _handle_chained_entry_copy_on_write(
-        self, tab: list[StateMapEntry | None], idx: int, until: StateMapEntry
+        self, table: BucketTable, index: int, until: StateMapEntry
     ) -> StateMapEntry:
         """Path-copy the chain from its head up to ``until``; return the live ``until``.
 
@@ -290,11 +328,11 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         """
         required = self._highest_required
         version = self._state_map_version
-        current = tab[idx]
+        current: StateMapEntry | None = table.head(index)
         assert current is not None
         if current.entry_version < required:
             copy = current.copy_with_version(version)
-            tab[idx] = copy
+            self._set_bucket(table, index, copy)
         else:
             copy = current
         while current is not until:
@@ -309,26 +347,30 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         return copy
 
     # -- operations -------------------------------------------------------------------------------
+    # Each operation inlines: one rehash step if rehashing, the hash, the table selection of
+    # §5.2 and the chain scan. They are the hot paths; the shared parts are _put_entry,
+    # _add_new_entry and _remove_entry.
 
     def get(self, key: K, namespace: N) -> S | None:
-        if self._incr is not _EMPTY_TABLE:
+        if self._incr is not None:
             self._incremental_rehash()
         if self._fast:
             h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
         else:
             h = self._general_hash(key, namespace)
         required = self._highest_required
-        tab = self._primary
-        if (h & (len(tab) - 1)) < self._rehash_index:
-            tab = self._incr
-        idx = h & (len(tab) - 1)
-        e = tab[idx]
+        table = self._primary
+        idx = h & table.mask
+        if idx < self._rehash_index:
+            table = self._incr  # type: ignore[assignment]
+            idx = h & table.mask
+        e = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
         while e is not None:
             if e.hash == h and e.key == key and e.namespace == namespace:
                 if e.state_version < required:
                     # The caller may mutate what it gets: copy a state a snapshot still needs.
                     if e.entry_version < required:
-                        e = self._handle_chained_entry_copy_on_write(tab, idx, e)
+                        e = self._handle_chained_entry_copy_on_write(table, idx, e)
                     e.state_version = self._state_map_version
                     state = e.state
                     e.state = None if state is None else self._copy(state)
@@ -337,70 +379,73 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         return None
 
     def contains(self, key: K, namespace: N) -> bool:
-        if self._incr is not _EMPTY_TABLE:
+        if self._incr is not None:
             self._incremental_rehash()
         if self._fast:
             h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
         else:
             h = self._general_hash(key, namespace)
-        tab = self._primary
-        if (h & (len(tab) - 1)) < self._rehash_index:
-            tab = self._incr
-        e = tab[h & (len(tab) - 1)]
+        table = self._primary
+        idx = h & table.mask
+        if idx < self._rehash_index:
+            table = self._incr  # type: ignore[assignment]
+            idx = h & table.mask
+        e = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
         while e is not None:
             if e.hash == h and e.key == key and e.namespace == namespace:
                 return True
             e = e.next
         return False
 
-    def _put_entry(self, key: Any, namespace: Any) -> StateMapEntry:
-        # §5.3 putEntry: the live entry for (key, namespace), created if absent.
-        if self._incr is not _EMPTY_TABLE:
-            self._incremental_rehash()
-        if self._fast:
-            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
-        else:
-            h = self._general_hash(key, namespace)
-        tab = self._primary
-        if (h & (len(tab) - 1)) < self._rehash_index:
-            tab = self._incr
-        idx = h & (len(tab) - 1)
-        e = tab[idx]
-        while e is not None:
-            if e.hash == h and e.key == key and e.namespace == namespace:
-                if e.entry_version < self._highest_required:
-                    e = self._handle_chained_entry_copy_on_write(tab, idx, e)
-                return e
-            e = e.next
-        return self._add_new_entry(tab, idx, key, namespace, h, None)
-
     def put(self, key: K, namespace: N, state: S) -> None:
         # _put_entry inlined: put is the hottest write path, and a new entry is created with
         # its state at once.
-        if self._incr is not _EMPTY_TABLE:
+        if self._incr is not None:
             self._incremental_rehash()
         if self._fast:
             h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
         else:
             h = self._general_hash(key, namespace)
-        tab = self._primary
-        if (h & (len(tab) - 1)) < self._rehash_index:
-            tab = self._incr
-        idx = h & (len(tab) - 1)
-        e = tab[idx]
+        table = self._primary
+        idx = h & table.mask
+        if idx < self._rehash_index:
+            table = self._incr  # type: ignore[assignment]
+            idx = h & table.mask
+        e = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
         while e is not None:
             if e.hash == h and e.key == key and e.namespace == namespace:
                 if e.entry_version < self._highest_required:
-                    e = self._handle_chained_entry_copy_on_write(tab, idx, e)
+                    e = self._handle_chained_entry_copy_on_write(table, idx, e)
                 e.state = state
                 e.state_version = self._state_map_version
                 return
             e = e.next
-        self._add_new_entry(tab, idx, key, namespace, h, state)
+        self._add_new_entry(table, idx, key, namespace, h, state)
+
+    def _put_entry(self, key: Any, namespace: Any) -> StateMapEntry:
+        # §5.3 putEntry: the live entry for (key, namespace), created (state None) if absent.
+        if self._incr is not None:
+            self._incremental_rehash()
+        if self._fast:
+            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
+        else:
+            h = self._general_hash(key, namespace)
+        table = self._primary
+        idx = h & table.mask
+        if idx < self._rehash_index:
+            table = self._incr  # type: ignore[assignment]
+            idx = h & table.mask
+        e: StateMapEntry | None = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
+        while e is not None:
+            if e.hash == h and e.key == key and e.namespace == namespace:
+                if e.entry_version < self._highest_required:
+                    e = self._handle_chained_entry_copy_on_write(table, idx, e)
+                return e
+            e = e.next
+        return self._add_new_entry(table, idx, key, namespace, h, None)
 
     def _add_new_entry(
-        self, tab: list[StateMapEntry | None], idx: int, key: Any, namespace: Any, h: int,
-        state: Any,
+        self, table: BucketTable, idx: int, key: Any, namespace: Any, h: int, state: Any,
     ) -> StateMapEntry:
         # §5.3: the growth check comes before the insertion; the entry is head-inserted into
         # the table selected before any doubling.
@@ -412,9 +457,9 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         else:
             self._last_namespace = namespace
         version = self._state_map_version
-        e = StateMapEntry(key, namespace, state, h, tab[idx], version, version)
-        tab[idx] = e
-        if tab is self._primary:
+        e = StateMapEntry(key, namespace, state, h, table.head(idx), version, version)
+        self._set_bucket(table, idx, e)
+        if table is self._primary:
             self._primary_size += 1
         else:
             self._incr_size += 1
@@ -441,29 +486,30 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
 
     def _remove_entry(self, key: Any, namespace: Any) -> StateMapEntry | None:
         # §5.4 removeEntry.
-        if self._incr is not _EMPTY_TABLE:
+        if self._incr is not None:
             self._incremental_rehash()
         if self._fast:
             h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
         else:
             h = self._general_hash(key, namespace)
-        tab = self._primary
-        if (h & (len(tab) - 1)) < self._rehash_index:
-            tab = self._incr
-        idx = h & (len(tab) - 1)
+        table = self._primary
+        idx = h & table.mask
+        if idx < self._rehash_index:
+            table = self._incr  # type: ignore[assignment]
+            idx = h & table.mask
         prev: StateMapEntry | None = None
-        e = tab[idx]
+        e: StateMapEntry | None = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
         while e is not None:
             if e.hash == h and e.key == key and e.namespace == namespace:
                 if prev is None:
-                    tab[idx] = e.next
+                    self._set_bucket(table, idx, e.next)
                 else:
                     if prev.entry_version < self._highest_required:
                         # prev.next is shared with a snapshot: path-copy up to prev
-                        prev = self._handle_chained_entry_copy_on_write(tab, idx, prev)
+                        prev = self._handle_chained_entry_copy_on_write(table, idx, prev)
                     prev.next = e.next
                 self._mod_count += 1
-                if tab is self._primary:
+                if table is self._primary:
                     self._primary_size -= 1
                 else:
                     self._incr_size -= 1
@@ -493,18 +539,17 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         next step raise :class:`ConcurrentModificationError`; updating values does not.
         """
         expected = self._mod_count
-        tables = [self._primary]
-        if self._incr is not _EMPTY_TABLE:
-            tables.append(self._incr)
-        for tab in tables:
-            for head in tab:
-                e = head
-                while e is not None:
-                    if self._mod_count != expected:
-                        raise ConcurrentModificationError(
-                            "the state map was structurally modified during iteration")
-                    yield StateEntry(e.key, e.namespace, e.state)
-                    e = e.next
+        tables = [self._primary] if self._incr is None else [self._primary, self._incr]
+        for table in tables:
+            for page in table.pages:
+                for head in page:
+                    e = head
+                    while e is not None:
+                        if self._mod_count != expected:
+                            raise ConcurrentModificationError(
+                                "the state map was structurally modified during iteration")
+                        yield StateEntry(e.key, e.namespace, e.state)
+                        e = e.next
         if self._mod_count != expected:
             raise ConcurrentModificationError(
                 "the state map was structurally modified during iteration")
@@ -512,15 +557,16 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
     # -- snapshots (§5.5) ----------------------------------------------------------------------
 
     def snapshot(self) -> CopyOnWriteStateMapSnapshot[K, N, S]:
-        """Port of ``stateSnapshot()``: O(buckets) copy of the bucket arrays plus a version.
+        """Port of ``stateSnapshot()``: a copy of the bucket arrays plus a version.
 
         The snapshot iterates exactly the state at this moment while the map keeps changing.
-        Release it exactly once (``release()`` or ``with``); until then every entry it shares is
-        copied before it is changed.
+        Release it exactly once (``release()`` or ``with``); until then every entry and page it
+        shares is copied before it is changed. Cost: O(buckets / 1024), see ``bucket_table``.
         """
         return CopyOnWriteStateMapSnapshot(self)
 
-    def _snapshot_map_arrays(self) -> tuple[int, list[StateMapEntry | None]]:
+    def _snapshot_map_arrays(self) -> tuple[int, _SnapshotArrays]:
+        # §5.5 snapshotMapArrays, with the page lists standing for the copied arrays.
         with self._versions_lock:
             self._state_map_version += 1
             if self._state_map_version > INT32_MAX:
@@ -530,24 +576,16 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             self._highest_required = self._state_map_version
             self._snapshot_versions.add(self._state_map_version)
             version = self._state_map_version
-        table = self._primary
-        size = max(self._rehash_index + len(table), len(self))
-        if self._incr is _EMPTY_TABLE:
-            copy = table[:]
-            if size > len(copy):
-                copy.extend([None] * (size - len(copy)))
-            return version, copy
-        # While rehashing: the unmigrated part of the primary table, then the two halves of the
-        # rehash table that received the migrated buckets (§5.5).
-        rh = self._rehash_index
-        rest = len(table) - rh
         incr = self._incr
-        half = len(incr) >> 1
-        copy = [None] * size
-        copy[0:rest] = table[rh:]
-        copy[rest:rest + rh] = incr[0:rh]
-        copy[rest + rh:rest + 2 * rh] = incr[half:half + rh]
-        return version, copy
+        arrays = _SnapshotArrays(
+            primary_pages=list(self._primary.pages),
+            primary_length=len(self._primary),
+            incremental_pages=None if incr is None else list(incr.pages),
+            incremental_length=0 if incr is None else len(incr),
+            rehash_index=self._rehash_index,
+            size=len(self),
+        )
+        return version, arrays
 
     def _release_snapshot_version(self, version: int) -> None:
         with self._versions_lock:
@@ -576,14 +614,52 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         With ``chains=False`` only the counters are filled in (cheap; chain fields are empty).
         """
         snapshots = [s for v in self.snapshot_versions if (s := self._snapshots.get(v))]
+        incr = self._incr
         return build_layout(
-            size=len(self), primary=self._primary,
-            incremental=self._incr if self._incr is not _EMPTY_TABLE else None,
-            incremental_length=len(self._incr), rehash_index=self._rehash_index,
-            state_map_version=self._state_map_version,
+            size=len(self), primary=self._primary.heads() if chains else [],
+            primary_length=len(self._primary),
+            incremental=None if incr is None else (incr.heads() if chains else []),
+            incremental_length=_EMPTY_TABLE_LENGTH if incr is None else len(incr),
+            rehash_index=self._rehash_index, state_map_version=self._state_map_version,
             highest_required=self._highest_required, snapshot_versions=self.snapshot_versions,
             primary_size=self._primary_size, incremental_size=self._incr_size,
             threshold=self._threshold, snapshots=snapshots, with_chains=chains)
+
+
+@dataclass(frozen=True, slots=True)
+class _SnapshotArrays:
+    """What a snapshot holds: the page lists of the tables at snapshot time (§5.5).
+
+    Pages are never changed once a snapshot holds them (the map copies a shared page before
+    writing), so these lists stand for Flink's ``snapshotData`` array without copying slots.
+    """
+
+    primary_pages: list[list[Any]]
+    primary_length: int
+    incremental_pages: list[list[Any]] | None
+    incremental_length: int
+    rehash_index: int
+    size: int
+
+    @property
+    def array_length(self) -> int:
+        """Flink's ``snapshotData.length``: ``max(rehashIndex + primary.length, size())``."""
+        return max(self.rehash_index + self.primary_length, self.size)
+
+    def heads(self) -> Iterator[Any]:
+        """The chain heads in Flink's ``snapshotData`` order (§5.5), without the null padding.
+
+        Not rehashing: the primary table. Rehashing: the primary table from ``rehash_index``,
+        then the two ranges of the rehash table that received the migrated buckets.
+        """
+        if self.incremental_pages is None:
+            yield from slots(self.primary_pages, 0, self.primary_length)
+            return
+        rh = self.rehash_index
+        half = self.incremental_length >> 1
+        yield from slots(self.primary_pages, rh, self.primary_length)
+        yield from slots(self.incremental_pages, 0, rh)
+        yield from slots(self.incremental_pages, half, half + rh)
 
 
 class CopyOnWriteStateMapSnapshot(StateMapSnapshot[K, N, S], Generic[K, N, S]):
@@ -600,9 +676,10 @@ class CopyOnWriteStateMapSnapshot(StateMapSnapshot[K, N, S], Generic[K, N, S]):
         self.owner = owner
         self.taken_during_rehash = owner.is_rehashing
         self.number_of_entries = len(owner)
-        version, data = owner._snapshot_map_arrays()
+        version, arrays = owner._snapshot_map_arrays()
         self.snapshot_version = version
-        self.snapshot_data: list[StateMapEntry | None] | None = data
+        self.array_length = arrays.array_length
+        self._arrays: _SnapshotArrays | None = arrays
         self._released = False
         self._release_lock = threading.Lock()
         owner._snapshots[version] = self
@@ -614,17 +691,25 @@ class CopyOnWriteStateMapSnapshot(StateMapSnapshot[K, N, S], Generic[K, N, S]):
     def released(self) -> bool:
         return self._released
 
-    def __iter__(self) -> Iterator[StateEntry[K, N, S]]:
-        """Entries in array order, chain by chain (Flink's ``NonTransformSnapshotIterator``)."""
-        data = self.snapshot_data
-        if data is None:
+    def _checked_arrays(self) -> _SnapshotArrays:
+        arrays = self._arrays
+        if arrays is None:
             raise SnapshotReleasedError(
                 f"snapshot version {self.snapshot_version} was released and cannot be read")
-        for head in data:
+        return arrays
+
+    def __iter__(self) -> Iterator[StateEntry[K, N, S]]:
+        """Entries in array order, chain by chain (Flink's ``NonTransformSnapshotIterator``)."""
+        for head in self._checked_arrays().heads():
             e = head
             while e is not None:
                 yield StateEntry(e.key, e.namespace, e.state)
                 e = e.next
+
+    def buckets(self) -> list[StateMapEntry | None]:
+        """Flink's ``snapshotData`` array: chain heads, null-padded to ``array_length``."""
+        heads = list(self._checked_arrays().heads())
+        return heads + [None] * (self.array_length - len(heads))
 
     def release(self) -> None:
         with self._release_lock:
@@ -632,7 +717,7 @@ class CopyOnWriteStateMapSnapshot(StateMapSnapshot[K, N, S], Generic[K, N, S]):
                 return
             self._released = True
             self.owner._release_snapshot_version(self.snapshot_version)
-            self.snapshot_data = None
+            self._arrays = None
 
     def __repr__(self) -> str:
         state = "released" if self._released else f"{self.number_of_entries} entries"

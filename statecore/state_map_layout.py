@@ -81,6 +81,7 @@ def build_layout(
     *,
     size: int,
     primary: Sequence[Any],
+    primary_length: int,
     incremental: Sequence[Any] | None,
     incremental_length: int,
     rehash_index: int,
@@ -98,7 +99,7 @@ def build_layout(
     live_ids: set[int] = set()
     if with_chains:
         for snap in snapshots:
-            for head in snap.snapshot_data or ():
+            for head in snap.buckets():
                 for e in _walk(head):
                     sharing.setdefault(id(e), []).append(snap.snapshot_version)
         for table in (primary, incremental or ()):
@@ -115,7 +116,7 @@ def build_layout(
             for idx, head in enumerate(table) if head is not None)
 
     return MapLayout(
-        size=size, primary_table_length=len(primary),
+        size=size, primary_table_length=primary_length,
         incremental_rehash_table_length=incremental_length,
         rehashing=incremental is not None, rehash_index=rehash_index,
         state_map_version=state_map_version, highest_required_snapshot_version=highest_required,
@@ -123,6 +124,6 @@ def build_layout(
         incremental_rehash_table_size=incremental_size, threshold=threshold,
         primary_chains=chains_of(primary), incremental_rehash_chains=chains_of(incremental or ()),
         snapshots=tuple(
-            SnapshotLayout(s.snapshot_version, len(s.snapshot_data or ()), s.number_of_entries,
-                           s.taken_during_rehash, chains_of(s.snapshot_data or ()))
+            SnapshotLayout(s.snapshot_version, s.array_length, s.number_of_entries,
+                           s.taken_during_rehash, chains_of(s.buckets()))
             for s in snapshots) if with_chains else ())

@@ -113,7 +113,7 @@ class CopyOnWriteMapMachine(RuleBasedStateMachine):
             return
         assert len(self.map) == len(self.model)
         assert self.map.to_dict() == self.model
-        self.max_capacity_seen = max(self.max_capacity_seen, len(self.map._primary))
+        self.max_capacity_seen = max(self.max_capacity_seen, self.map.capacity)
 
     @invariant()
     def snapshots_see_their_moment(self) -> None:
@@ -154,7 +154,7 @@ def test_model_run_grows_through_several_doublings() -> None:
         m.put(k, VOID_NAMESPACE, [k])
         if m.is_rehashing and len(rehash_snapshots) < 3:
             rehash_snapshots.append((m.snapshot(), m.to_dict()))
-    assert len(m._primary) >= 128  # 4 -> 8 -> ... -> 256: five doublings or more
+    assert m.capacity >= 128  # 4 -> 8 -> ... -> 256: five doublings or more
     assert list(snap) == []
     for s, expected in rehash_snapshots:
         assert s.taken_during_rehash

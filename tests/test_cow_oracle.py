@@ -85,7 +85,7 @@ def replay(trace: dict[str, Any]) -> list[str]:
         elif op == "snapshot":
             snap = m.snapshot()
             snapshots.append(snap)
-            result = [len(snapshots) - 1, snap.snapshot_version, len(snap.snapshot_data or ()),
+            result = [len(snapshots) - 1, snap.snapshot_version, snap.array_length,
                       snap.number_of_entries, snap.taken_during_rehash]
         elif op == "release":
             result = snapshots[args[0]].release()

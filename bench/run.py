@@ -1,0 +1,121 @@
+"""``make bench``: CopyOnWriteStateMap against its baselines; prints a table, writes JSON.
+
+Usage: ``.venv/bin/python bench/run.py [--quick] [--only NAME] [--json PATH]``. Every figure in
+the ratio column is measured side by side in this run; the acceptance bars are reported, PASS
+or MISS, not tuned for. A full run writes ``bench/results.json``; partial runs (``--quick`` or
+``--only``) write JSON only when ``--json`` is given, so they never replace the full results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_state_maps import BENCHMARKS, FULL, QUICK, Row, Section
+
+BENCH_DIR = Path(__file__).resolve().parent
+DEFAULT_JSON = BENCH_DIR / "results.json"
+COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
+WIDTHS = (42, 16, 16, 8, 10, 6)
+
+
+def format_value(value: float, unit: str) -> str:
+    if unit == "ops/s":
+        if value >= 1e6:
+            return f"{value / 1e6:.2f}M ops/s"
+        return f"{value / 1e3:.0f}k ops/s"
+    for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if value >= scale:
+            return f"{value / scale:.3g} {name}"
+    return f"{value:.0f} ns"
+
+
+def format_ratio(ratio: float) -> str:
+    return f"{ratio:.2f}" if ratio >= 0.1 else f"1/{1 / ratio:.0f}"
+
+
+def table(rows: list[Row]) -> str:
+    def line(cells: tuple[str, ...]) -> str:
+        return "".join(c.ljust(w) for c, w in zip(cells, WIDTHS, strict=True)).rstrip()
+
+    lines = [line(COLUMNS)]
+    for r in rows:
+        lines.append(line((r.name, format_value(r.statecore, r.unit),
+                           format_value(r.baseline, r.unit), format_ratio(r.ratio),
+                           r.bar.label if r.bar else "", r.result)))
+    return "\n".join(lines)
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=BENCH_DIR,
+                             capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip()
+
+
+def results_json(sections: list[Section], args: argparse.Namespace, started: datetime.datetime,
+                 seconds: float) -> dict[str, Any]:
+    return {
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "cwd": os.getcwd(),
+        "date": started.isoformat(timespec="seconds"),
+        "python": sys.version,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "git": git_revision(),
+        "quick": args.quick,
+        "only": args.only,
+        "total_seconds": round(seconds, 1),
+        "rows": [{"benchmark": r.name, "statecore": r.statecore, "baseline": r.baseline,
+                  "unit": r.unit, "ratio": r.ratio, "bar": r.bar.label if r.bar else None,
+                  "result": r.result} for s in sections for r in s.rows],
+        "sections": {s.name: {"notes": s.notes, "raw": s.raw} for s in sections},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    parser.add_argument("--only", choices=sorted(BENCHMARKS), help="run one benchmark")
+    parser.add_argument("--json", type=Path,
+                        help=f"write results here (default for a full run: {DEFAULT_JSON})")
+    args = parser.parse_args()
+    config = QUICK if args.quick else FULL
+    json_path = args.json or (None if args.quick or args.only else DEFAULT_JSON)
+
+    started = datetime.datetime.now(datetime.UTC)
+    clock = time.perf_counter()
+    sections = []
+    for name, bench in BENCHMARKS.items():
+        if args.only in (None, name):
+            print(f"running {name}{' (quick)' if args.quick else ''} ...", file=sys.stderr)
+            sections.append(bench(config))
+    seconds = time.perf_counter() - clock
+
+    print(table([r for s in sections for r in s.rows]))
+    for s in sections:
+        print(f"\n{s.name}:")
+        for note in s.notes:
+            print(f"  - {note}")
+    print(f"\nPython {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"{'QUICK sizes, ' if args.quick else ''}total {seconds:.0f} s")
+    if json_path is not None:
+        json_path.write_text(json.dumps(results_json(sections, args, started, seconds),
+                                        indent=2) + "\n")
+        print(f"results written to {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
