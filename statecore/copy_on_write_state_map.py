@@ -15,7 +15,8 @@ comments). In short:
   layout and the rehash schedule. Afterwards, an entry (or a state object) whose version is
   older than ``highest_required_snapshot_version`` is shared with a snapshot and is never
   changed in place: writes path-copy the chain prefix up to it
-  (``_handle_chained_entry_copy_on_write``) and ``get`` hands out a deep copy of the state (the caller may mutate it).
+  (``_handle_chained_entry_copy_on_write``) and ``get`` hands out a deep copy of the state
+  (the caller may mutate it).
 
 Hashing modes: ``"flink"`` uses Flink's ``bit_mix(java_hash(key) ^ java_hash(namespace))`` and
 reproduces Flink's bucket layout and rehash schedule operation for operation (checked against
