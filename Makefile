@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[spark,dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

@@ -45,9 +45,9 @@ class StatectlGroup(click.Group):
 @click.version_option(package_name="statectl", prog_name="statectl")
 @click.pass_context
 def statectl(ctx: click.Context, output_format: str, verbose: bool) -> None:
-    """Inspect, trace and rescale the state of stream processors (Flink's heap state backend).
+    """See the state of stream processors, built on Flink's heap state backend.
 
-    Exit codes: 0 ok, 1 findings, 2 usage error, 3 bad or unsupported input.
+    Exit codes: 0 ok, 2 usage error, 3 bad or unsupported input.
     """
     output: Output = JsonOutput() if output_format == "json" else TextOutput(verbose=verbose)
     ctx.obj = output
