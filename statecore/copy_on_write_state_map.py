@@ -311,12 +311,6 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         self._incr_size += transferred
         self._rehash_index = rh_idx
 
-    def _select_active_table(self, hash_code: int) -> BucketTable:
-        # §5.2 selectActiveTable (inlined in the hot paths below).
-        if (hash_code & self._primary.mask) >= self._rehash_index or self._incr is None:
-            return self._primary
-        return self._incr
-
     # -- copy-on-write of chain prefixes (§5.4) -------------------------------------------------
 
     def _handle_chained_entry_copy_on_write(
@@ -348,9 +342,25 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         return copy
 
     # -- operations -------------------------------------------------------------------------------
-    # Each operation inlines: one rehash step if rehashing, the hash, the table selection of
-    # §5.2 and the chain scan. They are the hot paths; the shared parts are _put_entry,
-    # _add_new_entry and _remove_entry.
+
+    def _locate(self, key: Any, namespace: Any) -> tuple[int, BucketTable, int]:
+        """One rehash step if rehashing, then ``(hash, active table, bucket index)`` (§5.2).
+
+        ``get`` and ``put``, the hottest paths, inline these lines instead of calling this:
+        the call would cost about as much as the lookup itself.
+        """
+        if self._incr is not None:
+            self._incremental_rehash()
+        if self._fast:
+            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
+        else:
+            h = self._general_hash(key, namespace)
+        table = self._primary
+        idx = h & table.mask
+        if idx < self._rehash_index:
+            table = self._incr  # type: ignore[assignment]
+            idx = h & table.mask
+        return h, table, idx
 
     def get(self, key: K, namespace: N) -> S | None:
         if self._incr is not None:
@@ -380,18 +390,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         return None
 
     def contains(self, key: K, namespace: N) -> bool:
-        if self._incr is not None:
-            self._incremental_rehash()
-        if self._fast:
-            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
-        else:
-            h = self._general_hash(key, namespace)
-        table = self._primary
-        idx = h & table.mask
-        if idx < self._rehash_index:
-            table = self._incr  # type: ignore[assignment]
-            idx = h & table.mask
-        e = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
+        h, table, idx = self._locate(key, namespace)
+        e = table.head(idx)
         while e is not None:
             if e.hash == h and e.key == key and e.namespace == namespace:
                 return True
@@ -425,18 +425,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
 
     def _put_entry(self, key: Any, namespace: Any) -> StateMapEntry:
         # §5.3 putEntry: the live entry for (key, namespace), created (state None) if absent.
-        if self._incr is not None:
-            self._incremental_rehash()
-        if self._fast:
-            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
-        else:
-            h = self._general_hash(key, namespace)
-        table = self._primary
-        idx = h & table.mask
-        if idx < self._rehash_index:
-            table = self._incr  # type: ignore[assignment]
-            idx = h & table.mask
-        e: StateMapEntry | None = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
+        h, table, idx = self._locate(key, namespace)
+        e: StateMapEntry | None = table.head(idx)
         while e is not None:
             if e.hash == h and e.key == key and e.namespace == namespace:
                 if e.entry_version < self._highest_required:
@@ -487,19 +477,9 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
 
     def _remove_entry(self, key: Any, namespace: Any) -> StateMapEntry | None:
         # §5.4 removeEntry.
-        if self._incr is not None:
-            self._incremental_rehash()
-        if self._fast:
-            h = hash(key) if namespace is _VOID else _fast_hash(key, namespace)
-        else:
-            h = self._general_hash(key, namespace)
-        table = self._primary
-        idx = h & table.mask
-        if idx < self._rehash_index:
-            table = self._incr  # type: ignore[assignment]
-            idx = h & table.mask
+        h, table, idx = self._locate(key, namespace)
         prev: StateMapEntry | None = None
-        e: StateMapEntry | None = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
+        e: StateMapEntry | None = table.head(idx)
         while e is not None:
             if e.hash == h and e.key == key and e.namespace == namespace:
                 if prev is None:

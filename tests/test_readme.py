@@ -18,3 +18,11 @@ def test_readme_python_examples_run() -> None:
 def test_readme_opens_with_the_two_setup_commands() -> None:
     head = README.read_text().split("\n## ", 1)[0]
     assert "make demo" in head and "make test" in head
+
+
+def test_every_command_has_a_readme_example() -> None:
+    from cli.main import statectl
+
+    text = README.read_text()
+    for name in statectl.commands:
+        assert re.search(rf"statectl (--output json )?{name}\b", text), name
