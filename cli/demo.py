@@ -12,8 +12,8 @@ import click
 from rich.console import Console
 from rich.rule import Rule
 
-from cli.commands.trace import walkthroughs
 from cli.main import statectl
+from cli.walkthroughs import walkthroughs
 
 __all__ = ["demo_invocations", "main"]
 

@@ -49,7 +49,7 @@ def statectl(ctx: click.Context, output_format: str, verbose: bool) -> None:
 
     Exit codes: 0 ok, 2 usage error, 3 bad or unsupported input.
     """
-    output: Output = JsonOutput() if output_format == "json" else TextOutput(verbose=verbose)
+    output: Output = JsonOutput() if output_format == "json" else TextOutput()
     ctx.obj = output
 
 

@@ -27,7 +27,7 @@ from statecore.state_map import StateEntry
 from statecore.state_map_layout import Chains, EntryView, MapLayout, SnapshotLayout
 
 if TYPE_CHECKING:
-    from cli.commands.trace import Walkthrough
+    from cli.walkthroughs import Walkthrough
 
 __all__ = ["JsonOutput", "Output", "TextOutput"]
 
@@ -82,8 +82,7 @@ def _snapshot_labels(versions: Sequence[int]) -> str:
 class TextOutput(Output):
     """Rich drawings for a terminal (plain text when piped)."""
 
-    def __init__(self, verbose: bool = False) -> None:
-        self.verbose = verbose
+    def __init__(self) -> None:
         # soft_wrap: a chain stays on one line, however long; highlight off: only our styles.
         self.console = Console(highlight=False, soft_wrap=True)
 

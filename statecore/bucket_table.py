@@ -29,8 +29,10 @@ PAGE_SIZE = 1 << PAGE_SHIFT
 PAGE_MASK = PAGE_SIZE - 1
 
 #: The page every slot of a fresh large table starts in. Never written: its stored version 0
-#: is <= any highest required snapshot version, so the first write to it copies it.
-EMPTY_PAGE: list[Any] = [None] * PAGE_SIZE
+#: is <= any highest required snapshot version, so the first write to it copies it (into a
+#: list); a tuple, so that a write that skipped the rule would fail instead of corrupting
+#: every map.
+EMPTY_PAGE: tuple[None, ...] = (None,) * PAGE_SIZE
 
 
 class BucketTable:
@@ -47,7 +49,7 @@ class BucketTable:
     def __init__(self, capacity: int, map_version: int) -> None:
         self.mask = capacity - 1
         if capacity <= PAGE_SIZE:
-            self.pages: list[list[Any]] = [[None] * capacity]
+            self.pages: list[Any] = [[None] * capacity]
             self.versions: list[int] = [map_version + 1]
         else:
             count = capacity >> PAGE_SHIFT
@@ -65,7 +67,7 @@ class BucketTable:
         return list(slots(self.pages, 0, self.mask + 1))
 
 
-def slots(pages: list[list[Any]], start: int, stop: int) -> Iterator[Any]:
+def slots(pages: list[Any], start: int, stop: int) -> Iterator[Any]:
     """The slots ``[start, stop)`` of a paged array, in index order."""
     while start < stop:
         offset = start & PAGE_MASK

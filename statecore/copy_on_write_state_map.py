@@ -47,20 +47,18 @@ from statecore.errors import (
 )
 from statecore.hashing import INT32_MAX, bit_mix, to_int32
 from statecore.serializers import VOID_NAMESPACE, TypeSerializer, infer_java_hash
-from statecore.state_map import StateEntry, StateMap, StateMapSnapshot
-from statecore.state_map_layout import EntryView, MapLayout, SnapshotLayout, build_layout
+from statecore.state_map import StateEntry, StateIncrementalVisitor, StateMap, StateMapSnapshot
+from statecore.state_map_layout import MapLayout, build_layout
 
 __all__ = [
     "DEFAULT_CAPACITY",
     "MAXIMUM_CAPACITY",
     "MINIMUM_CAPACITY",
     "MIN_TRANSFERRED_PER_INCREMENTAL_REHASH",
+    "HASH_MODES",
     "CopyOnWriteStateMap",
     "CopyOnWriteStateMapSnapshot",
-    "EntryView",
     "HashMode",
-    "MapLayout",
-    "SnapshotLayout",
     "StateMapEntry",
 ]
 
@@ -77,7 +75,8 @@ MIN_TRANSFERRED_PER_INCREMENTAL_REHASH = 4
 _MAX_ARRAY_SIZE = INT32_MAX - 8
 
 HashMode = Literal["fast", "flink", "identity"]
-_HASH_MODES = ("fast", "flink", "identity")
+#: The hashing modes, in the order the CLI lists them.
+HASH_MODES: tuple[HashMode, ...] = ("fast", "flink", "identity")
 
 
 class StateMapEntry:
@@ -165,9 +164,9 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
     ) -> None:
         if capacity < 0:
             raise InvalidArgumentError("Capacity must be non-negative.")
-        if hash_mode not in _HASH_MODES:
+        if hash_mode not in HASH_MODES:
             raise InvalidArgumentError(
-                f"unknown hash mode {hash_mode!r} (known: {', '.join(_HASH_MODES)})")
+                f"unknown hash mode {hash_mode!r} (known: {', '.join(HASH_MODES)})")
         if min_transferred_per_incremental_rehash < 1:
             raise InvalidArgumentError("min_transferred_per_incremental_rehash must be >= 1")
         self._copy: Callable[[Any], Any] = (
@@ -245,8 +244,11 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
 
     def _double_capacity(self) -> None:
         # §5.3 doubleCapacity: only starts the incremental rehash (pages are made lazily).
+        # Flink refuses a second doubling ("There is already a rehash in progress."), which its
+        # fixed step of 4 entries never reaches; with a smaller step (walkthroughs) the table
+        # can fill up before the rehash ends, so the doubling waits for a later insertion.
         if self._incr is not None:
-            raise StateMapError("There is already a rehash in progress.")
+            return
         old_capacity = len(self._primary)
         if old_capacity == MAXIMUM_CAPACITY:
             return
@@ -261,7 +263,7 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         p = index >> PAGE_SHIFT
         page = table.pages[p]
         if table.versions[p] <= self._highest_required:
-            page = page[:]
+            page = list(page)
             table.pages[p] = page
             table.versions[p] = self._state_map_version + 1
         page[index & PAGE_MASK] = head
@@ -291,7 +293,7 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
                     p = pos >> PAGE_SHIFT
                     page = new_pages[p]
                     if new_versions[p] <= required:  # _set_bucket's page rule, inlined
-                        page = page[:]
+                        page = list(page)
                         new_pages[p] = page
                         new_versions[p] = version + 1
                     e.next = page[pos & PAGE_MASK]
@@ -522,18 +524,30 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         expected = self._mod_count
         tables = [self._primary] if self._incr is None else [self._primary, self._incr]
         for table in tables:
-            for page in table.pages:
-                for head in page:
-                    e = head
-                    while e is not None:
-                        if self._mod_count != expected:
-                            raise ConcurrentModificationError(
-                                "the state map was structurally modified during iteration")
-                        yield StateEntry(e.key, e.namespace, e.state)
-                        e = e.next
+            pages = table.pages
+            for index in range(len(table)):
+                # Re-read the page for every slot: a value update may have replaced a page
+                # shared with a snapshot, and the iteration must see the live one.
+                e = pages[index >> PAGE_SHIFT][index & PAGE_MASK]
+                while e is not None:
+                    if self._mod_count != expected:
+                        raise ConcurrentModificationError(
+                            "the state map was structurally modified during iteration")
+                    yield StateEntry(e.key, e.namespace, e.state)
+                    e = e.next
         if self._mod_count != expected:
             raise ConcurrentModificationError(
                 "the state map was structurally modified during iteration")
+
+    def incremental_visitor(
+        self, recommended_max_positions: int
+    ) -> StateIncrementalVisitor[K, N, S]:
+        """Port of ``getStateIncrementalVisitor(n)`` (§5.6).
+
+        Chains in bucket order, primary table first; each ``next_entries`` scans at most ``n``
+        empty positions.
+        """
+        return _IncrementalVisitor(self, recommended_max_positions)
 
     # -- snapshots (§5.5) ----------------------------------------------------------------------
 
@@ -605,6 +619,62 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             highest_required=self._highest_required, snapshot_versions=self.snapshot_versions,
             primary_size=self._primary_size, incremental_size=self._incr_size,
             threshold=self._threshold, snapshots=snapshots, with_chains=chains)
+
+
+#: Flink's ``EMPTY_TABLE`` for the visitor: what it walks after the primary table when no rehash
+#: is in progress (two empty slots; never written).
+_IDLE_REHASH_TABLE = BucketTable(_EMPTY_TABLE_LENGTH, 0)
+
+
+class _IncrementalVisitor(StateIncrementalVisitor[K, N, S]):
+    """Port of ``StateIncrementalVisitorImpl`` over ``StateEntryChainIterator`` (§5.6).
+
+    As in Flink, it walks the tables it finds, so writes through it (which may advance an
+    incremental rehash) can make it skip or revisit a chain; cleanup tolerates both.
+    """
+
+    def __init__(self, owner: CopyOnWriteStateMap[K, N, S], max_positions: int) -> None:
+        self._map = owner
+        self._max_positions = max_positions
+        self._table = owner._primary
+        self._position = 0
+
+    def has_next(self) -> bool:
+        owner = self._map
+        return len(owner) > 0 and (
+            self._position < len(self._table) or self._table is owner._primary)
+
+    def _next_position(self) -> StateMapEntry | None:
+        table = self._table
+        traversed = 0
+        while self._position < len(table) and traversed < self._max_positions:
+            head: StateMapEntry | None = table.head(self._position)
+            self._position += 1
+            if head is not None:
+                return head
+            traversed += 1
+        return None
+
+    def next_entries(self) -> list[StateEntry[K, N, S]]:
+        if not self.has_next():
+            return []
+        head = self._next_position()
+        # consider both tables, to cover a rehash in progress
+        while head is None and self._table is self._map._primary:
+            self._table = self._map._incr or _IDLE_REHASH_TABLE
+            self._position = 0
+            head = self._next_position()
+        chain = []
+        while head is not None:
+            chain.append(StateEntry(head.key, head.namespace, head.state))
+            head = head.next
+        return chain
+
+    def remove(self, entry: StateEntry[K, N, S]) -> None:
+        self._map.remove(entry.key, entry.namespace)
+
+    def update(self, entry: StateEntry[K, N, S], new_state: S) -> None:
+        self._map.put(entry.key, entry.namespace, new_state)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,12 +40,14 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from statecore.copy_on_write_state_map import (
     DEFAULT_CAPACITY,
+    HASH_MODES,
     MIN_TRANSFERRED_PER_INCREMENTAL_REHASH,
     CopyOnWriteStateMap,
     CopyOnWriteStateMapSnapshot,
@@ -59,6 +61,7 @@ __all__ = [
     "DEFAULT_TRACE_HASH_MODE",
     "DIRECTIVES",
     "HASH_MODES",
+    "MAX_TRACE_CAPACITY",
     "OPERATIONS",
     "RESULT_OPERATIONS",
     "TraceCommand",
@@ -73,7 +76,8 @@ __all__ = [
 #: ``flink`` hashing places keys the same way in every process (``fast`` uses the salted
 #: builtin ``hash`` of strings), so a trace is reproducible.
 DEFAULT_TRACE_HASH_MODE: Final[HashMode] = "flink"
-HASH_MODES: Final[tuple[HashMode, ...]] = ("fast", "flink", "identity")
+#: A trace lays out every bucket after every step: larger tables are for the library.
+MAX_TRACE_CAPACITY: Final = 1 << 16
 
 # Argument kinds: "key" and "namespace" are str or number, "value" any JSON value, "count" an
 # int, "version" a positive int, "mode" a hash mode.
@@ -188,6 +192,39 @@ def _reject_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_MAX_DEPTH = 32
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
+
+
+def _check_value(value: Any, text: str, line_number: int, depth: int = 0) -> Any:
+    """Keep values to what a Java state could hold: int64, finite doubles, encodable strings."""
+    if depth > _MAX_DEPTH:
+        raise TraceScriptError(f"bad value {text[:40]!r}: nested deeper than {_MAX_DEPTH}",
+                               line_number)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+        raise TraceScriptError(f"bad value {text[:40]!r}: integers must fit in 64 bits",
+                               line_number)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TraceScriptError(f"bad value {text[:40]!r}: not a finite number", line_number)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise TraceScriptError(f"bad value {text[:40]!r}: a lone surrogate is not text",
+                                   line_number) from None
+    if isinstance(value, list):
+        for item in value:
+            _check_value(item, text, line_number, depth + 1)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_value(key, text, line_number, depth + 1)
+            _check_value(item, text, line_number, depth + 1)
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class _Token:
     text: str
@@ -210,6 +247,9 @@ def _tokenize(line: str, line_number: int) -> tuple[list[_Token], int]:
             # A JSON string, list or object may contain blanks: let the decoder find its end.
             try:
                 value, end = _DECODER.raw_decode(line, pos)
+            except RecursionError:
+                raise TraceScriptError(f"bad value {line[pos:pos + 40]!r}: nested too deeply",
+                                       line_number) from None
             except ValueError as exc:
                 detail = (f"{exc.msg} at column {exc.colno}"
                           if isinstance(exc, json.JSONDecodeError) else str(exc))
@@ -219,7 +259,8 @@ def _tokenize(line: str, line_number: int) -> tuple[list[_Token], int]:
                 raise TraceScriptError(
                     f"bad value {line[pos:].split()[0]!r}: unexpected text after the JSON value",
                     line_number)
-            tokens.append(_Token(line[pos:end], value, False))
+            tokens.append(_Token(line[pos:end], _check_value(value, line[pos:end], line_number),
+                                 False))
             pos = end
             continue
         end = pos
@@ -239,10 +280,11 @@ def _bare_value(word: str, line_number: int) -> Any:
         if word.lstrip("-") in ("NaN", "Infinity"):
             raise TraceScriptError(f"bad value {word!r}: not a finite number", line_number) \
                 from exc
-        return word
-    if isinstance(value, float) and not math.isfinite(value):
-        raise TraceScriptError(f"bad value {word!r}: not a finite number", line_number)
-    return value
+        if _NUMBER.fullmatch(word):
+            raise TraceScriptError(f"bad value {word[:40]!r}: not a 64-bit integer or a finite "
+                                   "double", line_number) from exc
+        return _check_value(word, word, line_number)
+    return _check_value(value, word, line_number)
 
 
 def _is_number(value: Any) -> bool:
@@ -289,7 +331,9 @@ def parse_script(text: str) -> list[TraceCommand]:
     notes: list[str] = []
     seen_operation = False
     seen_directives: set[tuple[str, Any]] = set()
-    for line_number, raw in enumerate(text.splitlines(), start=1):
+    # Only "\n" ends a line (str.splitlines would also split on form feeds and U+2028, so line
+    # numbers would differ from an editor's); a byte-order mark is not part of the script.
+    for line_number, raw in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
         line = raw.strip()
         if not line:
             continue
@@ -379,6 +423,10 @@ def _settings(
     )
     if settings.capacity < 0:
         raise TraceScriptError(f"capacity must be non-negative, got {settings.capacity}")
+    if settings.capacity > MAX_TRACE_CAPACITY:
+        raise TraceScriptError(
+            f"capacity must be at most {MAX_TRACE_CAPACITY} (a trace draws every bucket), "
+            f"got {settings.capacity}")
     if settings.hash_mode not in HASH_MODES:
         raise TraceScriptError(
             f"unknown hash mode {settings.hash_mode!r} (known: {', '.join(HASH_MODES)})")
@@ -394,7 +442,11 @@ def _transform(current: Any, value: Any) -> Any:
     if isinstance(current, list):
         return [*current, value]
     if _is_number(current) and _is_number(value):
-        return current + value
+        result = current + value
+        if isinstance(result, float) and not math.isfinite(result) or isinstance(
+                result, int) and not _INT64_MIN <= result <= _INT64_MAX:
+            raise ValueError(f"{_show(current)} + {_show(value)} overflows a 64-bit value")
+        return result
     raise ValueError(f"cannot transform state {_show(current)} with {_show(value)} "
                      f"(numbers add, lists append)")
 

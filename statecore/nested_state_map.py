@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from statecore.errors import SnapshotReleasedError
 from statecore.serializers import TypeSerializer
-from statecore.state_map import StateEntry, StateMap, StateMapSnapshot
+from statecore.state_map import StateEntry, StateIncrementalVisitor, StateMap, StateMapSnapshot
 
 __all__ = ["NestedStateMap", "NestedStateMapSnapshot"]
 
@@ -86,11 +86,49 @@ class NestedStateMap(StateMap[K, N, S], Generic[K, N, S]):
     def size_of_namespace(self, namespace: N) -> int:
         return len(self._maps.get(namespace, ()))
 
+    def incremental_visitor(
+        self, recommended_max_positions: int
+    ) -> StateIncrementalVisitor[K, N, S]:
+        """Batches of at most ``recommended_max_positions`` entries, namespace by namespace."""
+        return _NestedIncrementalVisitor(self, recommended_max_positions)
+
     def snapshot(self) -> NestedStateMapSnapshot[K, N, S]:
         """A synchronous deep copy of every state: O(entries), blocks the owner meanwhile."""
         copy = self._copy
         data = {ns: {k: copy(s) for k, s in keyed.items()} for ns, keyed in self._maps.items()}
         return NestedStateMapSnapshot(data, self._size)
+
+
+class _NestedIncrementalVisitor(StateIncrementalVisitor[K, N, S]):
+    """Walks the ``(namespace, key)`` pairs present when it was made, in batches.
+
+    Pairs removed meanwhile are skipped; pairs added meanwhile are left for the next visitor
+    (the cleanup makes a new one when this one is exhausted).
+    """
+
+    def __init__(self, owner: NestedStateMap[K, N, S], batch: int) -> None:
+        self._map = owner
+        self._batch = max(1, batch)
+        self._pending = [(ns, k) for ns, keyed in owner._maps.items() for k in keyed]
+        self._pending.reverse()
+
+    def has_next(self) -> bool:
+        return bool(self._pending)
+
+    def next_entries(self) -> list[StateEntry[K, N, S]]:
+        entries: list[StateEntry[K, N, S]] = []
+        while self._pending and len(entries) < self._batch:
+            namespace, key = self._pending.pop()
+            keyed = self._map._maps.get(namespace)
+            if keyed is not None and key in keyed:
+                entries.append(StateEntry(key, namespace, keyed[key]))
+        return entries
+
+    def remove(self, entry: StateEntry[K, N, S]) -> None:
+        self._map.remove(entry.key, entry.namespace)
+
+    def update(self, entry: StateEntry[K, N, S], new_state: S) -> None:
+        self._map.put(entry.key, entry.namespace, new_state)
 
 
 class NestedStateMapSnapshot(StateMapSnapshot[K, N, S], Generic[K, N, S]):

@@ -13,7 +13,13 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from statecore.errors import InvalidArgumentError
 from statecore.serializers import VOID_NAMESPACE
 
-__all__ = ["StateEntry", "StateMap", "StateMapSnapshot", "VOID_NAMESPACE"]
+__all__ = [
+    "StateEntry",
+    "StateIncrementalVisitor",
+    "StateMap",
+    "StateMapSnapshot",
+    "VOID_NAMESPACE",
+]
 
 K = TypeVar("K")
 N = TypeVar("N")
@@ -61,6 +67,27 @@ class StateMapSnapshot(ABC, Generic[K, N, S]):
         return {(e.key, e.namespace): e.state for e in self}
 
 
+class StateIncrementalVisitor(ABC, Generic[K, N, S]):
+    """Port of ``InternalKvState.StateIncrementalVisitor``: walks a map a few chains at a time.
+
+    Used by TTL's incremental cleanup (reference §5.6, §9.4). ``next_entries`` returns the next
+    chain (a bucket's entries, or a batch for maps without buckets); an empty list means the
+    walk stops for now. ``remove`` and ``update`` write through the map's normal operations.
+    """
+
+    @abstractmethod
+    def has_next(self) -> bool: ...
+
+    @abstractmethod
+    def next_entries(self) -> list[StateEntry[K, N, S]]: ...
+
+    @abstractmethod
+    def remove(self, entry: StateEntry[K, N, S]) -> None: ...
+
+    @abstractmethod
+    def update(self, entry: StateEntry[K, N, S], new_state: S) -> None: ...
+
+
 class StateMap(ABC, Generic[K, N, S]):
     """State of one key group: ``(key, namespace) -> state``.
 
@@ -101,6 +128,11 @@ class StateMap(ABC, Generic[K, N, S]):
 
     @abstractmethod
     def snapshot(self) -> StateMapSnapshot[K, N, S]: ...
+
+    @abstractmethod
+    def incremental_visitor(
+        self, recommended_max_positions: int
+    ) -> StateIncrementalVisitor[K, N, S]: ...
 
     def keys(self, namespace: N) -> Iterator[K]:
         """Port of ``getKeys(namespace)``: the keys that have state in ``namespace``."""

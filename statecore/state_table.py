@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from statecore.copy_on_write_state_map import CopyOnWriteStateMap
 from statecore.errors import KeyGroupError
 from statecore.key_groups import KeyGroupRange, assign_to_key_group
 from statecore.serializers import VOID_NAMESPACE, TypeSerializer, resolve_type
-from statecore.state_map import StateEntry, StateMap, StateMapSnapshot
+from statecore.state_map import StateEntry, StateIncrementalVisitor, StateMap, StateMapSnapshot
 
-__all__ = ["StateTable", "StateTableSnapshot"]
+__all__ = ["StateTable", "StateTableSnapshot", "StateTableVisitor"]
 
 K = TypeVar("K")
 N = TypeVar("N")
@@ -43,8 +44,6 @@ class StateTable(Generic[K, N, S]):
             raise KeyGroupError(
                 f"{key_group_range} exceeds max parallelism {max_parallelism}")
         if map_factory is None:
-            from statecore.copy_on_write_state_map import CopyOnWriteStateMap
-
             map_factory = CopyOnWriteStateMap
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
@@ -103,10 +102,46 @@ class StateTable(Generic[K, N, S]):
     def items_by_key_group(self) -> Iterator[tuple[int, StateMap[K, N, S]]]:
         return zip(self.key_group_range, self._maps, strict=True)
 
+    def incremental_visitor(self, recommended_max_positions: int) -> StateTableVisitor[K, N, S]:
+        """Port of ``StateTable.getStateIncrementalVisitor``: the key groups' maps in order."""
+        return StateTableVisitor(self._maps, recommended_max_positions)
+
     def snapshot(self) -> StateTableSnapshot[K, N, S]:
         """Snapshots of every key group's map (O(buckets) each for copy-on-write maps)."""
         return StateTableSnapshot(
             {kg: m.snapshot() for kg, m in self.items_by_key_group()})
+
+
+class StateTableVisitor(StateIncrementalVisitor[K, N, S]):
+    """Chains of every key group's map, key group by key group (§5.6, §9.4)."""
+
+    def __init__(self, maps: list[StateMap[K, N, S]], recommended_max_positions: int) -> None:
+        self._maps = maps
+        self._max = recommended_max_positions
+        self._index = 0
+        self._visitor: StateIncrementalVisitor[K, N, S] | None = None
+
+    def has_next(self) -> bool:
+        while self._visitor is None or not self._visitor.has_next():
+            if self._index == len(self._maps):
+                return False
+            self._visitor = self._maps[self._index].incremental_visitor(self._max)
+            self._index += 1
+        return True
+
+    def next_entries(self) -> list[StateEntry[K, N, S]]:
+        if not self.has_next():
+            return []
+        assert self._visitor is not None
+        return self._visitor.next_entries()
+
+    def remove(self, entry: StateEntry[K, N, S]) -> None:
+        assert self._visitor is not None
+        self._visitor.remove(entry)
+
+    def update(self, entry: StateEntry[K, N, S], new_state: S) -> None:
+        assert self._visitor is not None
+        self._visitor.update(entry, new_state)
 
 
 class StateTableSnapshot(Generic[K, N, S]):

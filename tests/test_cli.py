@@ -18,6 +18,7 @@ import cli.commands.trace as trace_module
 from cli import demo
 from cli.main import statectl
 from cli.output import JsonOutput, Output, TextOutput
+from cli.walkthroughs import walkthroughs
 
 WALKTHROUGHS = ["seed000-copy-on-write", "seed000-incremental-rehash", "seed001-chain-copy"]
 
@@ -237,7 +238,7 @@ def test_list_examples() -> None:
     as_json = json.loads(run("--output", "json", "trace", "--list-examples").stdout)
     assert [w["name"] for w in as_json["walkthroughs"]] == WALKTHROUGHS
     assert all(w["title"] for w in as_json["walkthroughs"])
-    assert [w.name for w in trace_module.walkthroughs()] == WALKTHROUGHS
+    assert [w.name for w in walkthroughs()] == WALKTHROUGHS
 
 
 # -- trace: errors and exit codes -----------------------------------------------------------------

@@ -45,7 +45,6 @@ class CopyOnWriteMapMachine(RuleBasedStateMachine):
             4, parse_type("list<int32>"), hash_mode=self.hash_mode)  # type: ignore[arg-type]
         self.model: dict[tuple[int, Any], list[int]] = {}
         self.open: dict[int, tuple[Any, dict[tuple[int, Any], list[int]]]] = {}
-        self.max_capacity_seen = 4
 
     @rule(key=KEYS, ns=NAMESPACES, value=VALUES)
     def put(self, key: int, ns: Any, value: list[int]) -> None:
@@ -113,7 +112,6 @@ class CopyOnWriteMapMachine(RuleBasedStateMachine):
             return
         assert len(self.map) == len(self.model)
         assert self.map.to_dict() == self.model
-        self.max_capacity_seen = max(self.max_capacity_seen, self.map.capacity)
 
     @invariant()
     def snapshots_see_their_moment(self) -> None:

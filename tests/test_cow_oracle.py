@@ -111,17 +111,15 @@ def replay(trace: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _traces(oracle_dir: Path) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for path in oracle_files(oracle_dir, "cow_traces*.json"):
-        for trace in json.loads(path.read_text())["traces"]:
-            out.append((f"{path.name}:{trace['id']}", trace))
-    return out
+def _traces(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{path.name}:{trace['id']}", trace)
+            for trace in json.loads(path.read_text())["traces"]]
 
 
-def test_every_trace_matches_flink(oracle_dir: Path) -> None:
-    traces = _traces(oracle_dir)
-    assert traces, "no traces found"
+def test_every_trace_matches_flink(cow_traces_file: Path) -> None:
+    """Parametrized by conftest with every cow_traces*.json of the oracle directory."""
+    traces = _traces(cow_traces_file)
+    assert traces, f"no traces in {cow_traces_file}"
     failures = {name: problems for name, trace in traces if (problems := replay(trace))}
     assert not failures, json.dumps(failures, indent=1, default=str)[:4000]
 
@@ -132,7 +130,8 @@ def test_trace_replay_detects_a_wrong_map(
     """The replay is able to fail: with rehash steps of 3 instead of 4 entries, traces diverge."""
     import statecore.copy_on_write_state_map as cow
 
-    name, trace = next((n, t) for n, t in _traces(oracle_dir) if t["summary"]["doublings_started"])
+    traces = [t for path in oracle_files(oracle_dir, "cow_traces*.json") for t in _traces(path)]
+    name, trace = next((n, t) for n, t in traces if t["summary"]["doublings_started"])
     original = cow.CopyOnWriteStateMap.__init__
 
     def patched(self: Any, *a: Any, **kw: Any) -> None:

@@ -180,3 +180,31 @@ def test_state_table_snapshot_releases_per_key_group() -> None:
         snap.release_key_group(0)
         assert first.released and not snap.for_key_group(1).released
     assert all(snap.for_key_group(kg).released for kg in range(4))
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_small_rehash_steps_defer_the_next_doubling_instead_of_failing(step: int) -> None:
+    # With Flink's step of 4 the table never fills up during a rehash; with 1 or 2 it can
+    # (capacity 4, keys 0..7 in identity mode): the next doubling then waits for the rehash.
+    m: CopyOnWriteStateMap[int, Any, int] = CopyOnWriteStateMap(
+        4, hash_mode="identity", min_transferred_per_incremental_rehash=step)
+    for k in range(64):
+        m.put(k, VOID, k)
+    assert m.to_dict() == {(k, VOID): k for k in range(64)}
+    while m.is_rehashing:
+        m.get(0, VOID)
+    assert m.capacity >= 64 and len(m) == 64
+
+
+def test_iteration_sees_live_values_while_a_snapshot_shares_the_pages() -> None:
+    m: CopyOnWriteStateMap[int, Any, str] = CopyOnWriteStateMap(hash_mode="identity")
+    for k in range(4):
+        m.put(k, VOID, "old")
+    with m.snapshot() as snap:
+        seen = {}
+        for entry in m:
+            if entry.key == 0:
+                m.put(3, VOID, "new")  # a value update: allowed while iterating
+            seen[entry.key] = entry.state
+        assert seen[3] == "new"
+        assert snap.to_dict()[(3, VOID)] == "old"

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli.commands.trace import walkthrough_script
 from cli.main import statectl
+from cli.walkthroughs import walkthrough_script
 from statecore.errors import TraceScriptError
 from statecore.map_trace import (
     TraceResult,
@@ -592,3 +592,26 @@ def test_random_scripts_against_a_dict_model(ops: list[tuple[Any, ...]], pins: b
                 for entry in chain:
                     assert snapshot.version in entry.shared_with
         previous = step.layout
+
+
+@pytest.mark.parametrize(("script", "message"), [
+    ('put "\\ud800" 1\n', "lone surrogate"),
+    ("put a " + "[" * 900 + "]" * 900 + "\n", "nested"),
+    ("put a " + "[" * 100_000 + "\n", "nested"),
+    ("put a " + "9" * 4301 + "\n", "64-bit"),
+    ("put a " + str(2**63) + "\n", "64 bits"),
+    ("put a [1e400]\n", "finite"),
+    ("put a 9223372036854775807\ntransform a 1\n", "overflows"),
+    ("put a 1e308\ntransform a 1e308\n", "overflows"),
+    ("capacity 65537\nput a 1\n", "at most 65536"),
+])
+def test_values_a_java_state_cannot_hold_are_refused(script: str, message: str) -> None:
+    with pytest.raises(TraceScriptError, match=message):
+        run_script(script)
+
+
+def test_byte_order_mark_and_form_feeds_do_not_shift_lines() -> None:
+    result = run_script("\ufeffput a 1\n\fget a\nget b \u2028\n")
+    assert [step.line_number for step in result.steps] == [1, 2, 3]
+    with pytest.raises(TraceScriptError, match="line 2"):
+        run_script("put a 1\n\fbogus\n")

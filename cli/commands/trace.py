@@ -1,64 +1,21 @@
 """``statectl trace``: run a script of map operations and draw the map after each step.
 
-The walkthroughs of the seed articles ship as package data (``cli/walkthroughs/*.trace``); the
-first comment line of each is its title.
+The walkthroughs of the seed articles ship with it (:mod:`cli.walkthroughs`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from importlib.resources import files
-from importlib.resources.abc import Traversable
 from typing import IO
 
 import click
 
 from cli.output import Output
+from cli.walkthroughs import walkthrough_script, walkthroughs
 from statecore.copy_on_write_state_map import HashMode
 from statecore.errors import TraceScriptError
 from statecore.map_trace import HASH_MODES, run_script
 
-__all__ = ["Walkthrough", "trace_command", "walkthrough_script", "walkthroughs"]
-
-_SUFFIX = ".trace"
-
-
-@dataclass(frozen=True, slots=True)
-class Walkthrough:
-    """A trace script shipped with statectl: ``--example NAME``."""
-
-    name: str
-    title: str
-
-
-def _directory() -> Traversable:
-    return files("cli").joinpath("walkthroughs")
-
-
-def walkthroughs() -> list[Walkthrough]:
-    """Every shipped walkthrough, sorted by name."""
-    found = []
-    for resource in _directory().iterdir():
-        if resource.name.endswith(_SUFFIX):
-            name = resource.name[: -len(_SUFFIX)]
-            found.append(Walkthrough(name, _title(resource.read_text(encoding="utf-8"))))
-    return sorted(found, key=lambda w: w.name)
-
-
-def walkthrough_script(name: str) -> str:
-    """Read the text of the shipped walkthrough ``name``."""
-    return _directory().joinpath(name + _SUFFIX).read_text(encoding="utf-8")
-
-
-def _title(text: str) -> str:
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            return stripped.lstrip("#").strip()
-        if stripped:
-            break
-    return ""
-
+__all__ = ["trace_command"]
 
 def _script_text(script: IO[str] | None, example: str | None) -> str:
     if script is not None and example is not None:
