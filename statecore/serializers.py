@@ -6,13 +6,15 @@ needs the old object (reference §5.4), and ``java_hash`` gives the Java ``hashC
 of that type (reference §2), which decides key groups. Arrow mappings are added by ``formats``.
 
 Types are named by specs: ``int8 int16 int32 int64 float32 float64 bool char string bytes``,
-``list<T>``, ``map<K,V>``, ``tuple<A,B,...>`` (Flink's ``TupleN``) and ``void`` (the void
-namespace). Java aliases (``int``, ``long``, ``double``, ``boolean``, ``str``...) are accepted.
-There is no pickle serializer here: nothing in statecore deserializes untrusted bytes.
+``list<T>``, ``map<K,V>``, ``tuple<A,B,...>`` (Flink's ``TupleN``), ``void`` (the void
+namespace) and ``any`` (an arbitrary Python value, deep-copied; in memory only: checkpoints
+need a declared type). Java aliases (``int``, ``long``, ``double``, ``boolean``, ``str``...)
+are accepted. There is no pickle serializer here: nothing in statecore deserializes untrusted bytes.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -149,6 +151,7 @@ _SCALARS: dict[str, TypeSerializer[Any]] = {
         "void", lambda _v: VOID_NAMESPACE_HASH, check=lambda v: v is VOID_NAMESPACE
     ),
 }
+_SCALARS["any"] = TypeSerializer("any", lambda v: _infer(v).java_hash(v), copy.deepcopy)
 
 _ALIASES = {
     "byte": "int8", "short": "int16", "int": "int32", "integer": "int32", "long": "int64",
