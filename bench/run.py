@@ -1,4 +1,4 @@
-"""``make bench``: CopyOnWriteStateMap against its baselines; prints a table, writes JSON.
+"""``make bench``: state maps and keyed backend vs their baselines; prints a table, writes JSON.
 
 Usage: ``.venv/bin/python bench/run.py [--quick] [--only NAME] [--json PATH]``. Every figure in
 the ratio column is measured side by side in this run; the acceptance bars are reported, PASS
@@ -17,12 +17,18 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_state_maps import BENCHMARKS, FULL, QUICK, Row, Section
+from bench_backend import bench_backend
+from bench_state_maps import BENCHMARKS as STATE_MAP_BENCHMARKS
+from bench_state_maps import FULL, QUICK, Config, Row, Section
 
 BENCH_DIR = Path(__file__).resolve().parent
+#: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py).
+BENCHMARKS: dict[str, Callable[[Config], Section]] = {
+    **STATE_MAP_BENCHMARKS, "backend": bench_backend}
 DEFAULT_JSON = BENCH_DIR / "results.json"
 COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
 WIDTHS = (42, 16, 16, 8, 10, 6)
