@@ -659,8 +659,10 @@ class _IncrementalVisitor(StateIncrementalVisitor[K, N, S]):
         if not self.has_next():
             return []
         head = self._next_position()
-        # consider both tables, to cover a rehash in progress
-        while head is None and self._table is self._map._primary:
+        # Consider both tables, to cover a rehash in progress; but only move on once this table
+        # is exhausted: a scan stopped by the limit of empty positions resumes here next time.
+        while (head is None and self._position >= len(self._table)
+               and self._table is self._map._primary):
             self._table = self._map._incr or _IDLE_REHASH_TABLE
             self._position = 0
             head = self._next_position()

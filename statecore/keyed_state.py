@@ -436,7 +436,7 @@ class MapState(KeyedState):
     def snapshot_filter(self, stored: Any, now: int) -> Any:
         # Map values are filtered one by one (§5.7); an empty result drops the entry.
         assert self._ttl is not None
-        return self._ttl.unexpired_map_or_none(stored, now, lambda v: v)
+        return self._ttl.unexpired_map_or_none(stored, now, lambda v: v) or None
 
 
 class ReducingState(KeyedState):
