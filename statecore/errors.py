@@ -13,13 +13,20 @@ JSON) are translated at the boundary with ``raise ... from exc``.
     ├── StateMapError                 misuse of a state map or of one of its snapshots
     │   ├── ConcurrentModificationError   the map changed structurally under an iterator
     │   └── SnapshotReleasedError     a released snapshot was read, or an unknown one released
-    └── TraceScriptError              a `statectl trace` script line that cannot be applied
+    ├── TraceScriptError              a `statectl trace` script line that cannot be applied
+    └── CheckpointError               a checkpoint cannot be written or read as asked
+        ├── CorruptCheckpointError    malformed, truncated or inconsistent files or metadata
+        ├── UnsafePathError           a path in a checkpoint escapes its directory
+        └── UnsupportedFormatError    an unknown format marker or version, or a value type
+                                      the format cannot store
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "ConcurrentModificationError",
+    "CorruptCheckpointError",
     "InvalidArgumentError",
     "KeyGroupError",
     "ParallelismError",
@@ -27,6 +34,8 @@ __all__ = [
     "StateMapError",
     "StatectlError",
     "TraceScriptError",
+    "UnsafePathError",
+    "UnsupportedFormatError",
 ]
 
 
@@ -65,3 +74,19 @@ class TraceScriptError(StatectlError):
         self.line_number = line_number
         prefix = f"line {line_number}: " if line_number is not None else ""
         super().__init__(prefix + message)
+
+
+class CheckpointError(StatectlError):
+    """A checkpoint cannot be written or read as asked."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """Files or metadata are malformed, truncated, or disagree with each other."""
+
+
+class UnsafePathError(CheckpointError):
+    """A path recorded in a checkpoint is absolute, climbs out with ``..`` or a symlink."""
+
+
+class UnsupportedFormatError(CheckpointError):
+    """An unknown format marker or major version, or a type the format cannot store."""

@@ -1,0 +1,628 @@
+"""statectl checkpoint format, version 1: typed Parquet files and ``_metadata.json``.
+
+Layout (DESIGN "statectl checkpoint format, version 1")::
+
+    <checkpoint dir>/_metadata.json                  written last; its presence means complete
+    <checkpoint dir>/op-<i>/keyed/<s>/<subtask>.parquet      i, s: indexes; names live in the
+    <checkpoint dir>/op-<i>/operator/<s>/<subtask>.parquet   metadata, so any uid/name is safe
+
+Keyed files have the columns ``key_group`` (int32), ``key``, ``namespace`` (absent for the void
+namespace), ``value`` and, with TTL, ``ttl_timestamp`` (int64 ms; ``list<int64>`` for list
+state, ``map<K, int64>`` for map state, parallel to the values). Rows are grouped by key group
+in ascending order; a row group never holds part of a key group together with another one, and
+the metadata records per key group ``(first row, row count)``, so one key group is read from
+its row groups only. Operator files have ``value`` (list states, in list order) or ``key`` and
+``value`` (broadcast state). Every file's schema metadata carries the format version, state
+name and kind.
+
+Writing publishes atomically: files go into a sibling ``<dir>.inprogress-<random>`` directory
+(fsynced where the filesystem is local), ``_metadata.json`` last (temp name, then rename), then
+the directory is renamed into place. A crash leaves either no checkpoint or a complete one, and
+an existing checkpoint is never overwritten. All IO goes through ``pyarrow.fs``: a local path or
+any URI pyarrow supports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from formats.arrow_types import arrow_type, from_arrow, to_arrow
+from statecore.checkpoint import (
+    CheckpointKind,
+    CheckpointMetadata,
+    FileInfo,
+    KeyedStateHandle,
+    KeyGroupRows,
+    OperatorMetadata,
+    OperatorStateHandle,
+    StateMetadata,
+    SubtaskMetadata,
+    check_relative_path,
+    metadata_from_json,
+    metadata_to_json,
+)
+from statecore.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    StatectlError,
+    UnsafePathError,
+)
+from statecore.key_groups import KeyGroupRange
+from statecore.keyed_backend import HeapKeyedStateBackend, KeyedStateSnapshot
+from statecore.keyed_state import StateKind
+from statecore.operator_backend import (
+    OperatorStateBackend,
+    OperatorStateMode,
+    OperatorStateSnapshot,
+    OperatorStateSnapshotEntry,
+)
+from statecore.serializers import VOID_NAMESPACE
+from statecore.ttl import TtlValue
+
+__all__ = [
+    "METADATA_FILE",
+    "Checkpoint",
+    "OperatorSnapshot",
+    "SubtaskSnapshot",
+    "open_checkpoint",
+    "write_checkpoint",
+]
+
+METADATA_FILE = "_metadata.json"
+#: A key group's rows are flushed into a row group of their own once this many rows are pending.
+ROW_GROUP_ROWS = 65_536
+#: ``_metadata.json`` larger than this is refused before parsing (it is untrusted input).
+MAX_METADATA_BYTES = 64 << 20
+_MODE_KIND = {OperatorStateMode.SPLIT_DISTRIBUTE: "split", OperatorStateMode.UNION: "union",
+              OperatorStateMode.BROADCAST: "broadcast"}
+
+
+@dataclass(frozen=True)
+class SubtaskSnapshot:
+    """What one subtask contributes: the synchronous halves of its two backends."""
+
+    index: int
+    keyed: KeyedStateSnapshot | None = None
+    operator: OperatorStateSnapshot | None = None
+
+
+@dataclass(frozen=True)
+class OperatorSnapshot:
+    """One operator to write: identity, parallelism and its subtasks' snapshots."""
+
+    uid: str
+    name: str
+    parallelism: int
+    max_parallelism: int
+    subtasks: Sequence[SubtaskSnapshot] = field(default_factory=tuple)
+
+
+# -- filesystem -----------------------------------------------------------------------------
+
+
+def _filesystem(location: str, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, str]:
+    if filesystem is not None:
+        return filesystem, location
+    if "://" in location:
+        try:
+            fs, path = pafs.FileSystem.from_uri(location)
+            return fs, str(path)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise CheckpointError(f"cannot open {location}: {exc}") from exc
+    return pafs.LocalFileSystem(), os.path.abspath(location)
+
+
+def _fsync(fs: pafs.FileSystem, path: str) -> None:
+    """Flush a file (or directory) to stable storage when it is on the local disk."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# -- conversion of stored states ------------------------------------------------------------
+
+
+def _value_spec(state: StateMetadata) -> str:
+    """Type spec of the ``value`` column of a keyed state."""
+    if state.kind == "list":
+        return f"list<{state.value_type}>"
+    if state.kind == "map":
+        return f"map<{state.user_key_type},{state.value_type}>"
+    return state.value_type
+
+
+def _ttl_spec(state: StateMetadata) -> str:
+    """Type spec of the ``ttl_timestamp`` column (parallel to the values)."""
+    if state.kind == "list":
+        return "list<int64>"
+    if state.kind == "map":
+        return f"map<{state.user_key_type},int64>"
+    return "int64"
+
+
+def _value_columns(state: StateMetadata) -> tuple[pa.DataType, pa.DataType | None]:
+    """Arrow types of the ``value`` and ``ttl_timestamp`` columns of a keyed state."""
+    return arrow_type(_value_spec(state)), arrow_type(_ttl_spec(state)) if state.ttl else None
+
+
+def _split_ttl(state: StateMetadata, stored: Any) -> tuple[Any, Any]:
+    """A stored state as ``(value, ttl_timestamps)`` (timestamps ``None`` without TTL)."""
+    if not state.ttl:
+        return stored, None
+    if state.kind == "list":
+        return [e.user_value for e in stored], [e.last_access_timestamp for e in stored]
+    if state.kind == "map":
+        return ({k: v.user_value for k, v in stored.items()},
+                {k: v.last_access_timestamp for k, v in stored.items()})
+    return stored.user_value, stored.last_access_timestamp
+
+
+def _join_ttl(state: StateMetadata, value: Any, ttl: Any) -> Any:
+    if not state.ttl:
+        return value
+    try:
+        if state.kind == "list":
+            return [TtlValue(v, t) for v, t in zip(value, ttl, strict=True)]
+        if state.kind == "map":
+            return {k: TtlValue(v, ttl[k]) for k, v in value.items()}
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CorruptCheckpointError(
+            f"state {state.name!r}: values and ttl timestamps do not match") from exc
+    if not isinstance(ttl, int):
+        raise CorruptCheckpointError(f"state {state.name!r}: missing ttl timestamp")
+    return TtlValue(value, ttl)
+
+
+def _keyed_schema(state: StateMetadata, key_type: str) -> pa.Schema:
+    value_type, ttl_type = _value_columns(state)
+    fields = [pa.field("key_group", pa.int32(), nullable=False),
+              pa.field("key", arrow_type(key_type), nullable=False)]
+    if state.namespace_type != "void":
+        fields.append(pa.field("namespace", arrow_type(state.namespace_type), nullable=False))
+    fields.append(pa.field("value", value_type))
+    if ttl_type is not None:
+        fields.append(pa.field("ttl_timestamp", ttl_type))
+    return pa.schema(fields, metadata=_schema_metadata(state))
+
+
+def _operator_schema(state: StateMetadata) -> pa.Schema:
+    fields = [pa.field("value", arrow_type(state.value_type))]
+    if state.kind == "broadcast":
+        assert state.user_key_type is not None
+        fields.insert(0, pa.field("key", arrow_type(state.user_key_type), nullable=False))
+    return pa.schema(fields, metadata=_schema_metadata(state))
+
+
+def _schema_metadata(state: StateMetadata) -> dict[str, str]:
+    return {"statectl.format_version": "1", "statectl.state": state.name,
+            "statectl.kind": state.kind}
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+class _FileWriter:
+    """One Parquet file being written, with its relative path; checksummed on close."""
+
+    def __init__(self, fs: pafs.FileSystem, root: str, relative: str, schema: pa.Schema) -> None:
+        self.fs, self.relative, self.schema = fs, relative, schema
+        self.path = f"{root}/{relative}"
+        fs.create_dir(self.path.rsplit("/", 1)[0], recursive=True)
+        self._stream = fs.open_output_stream(self.path)
+        self._writer = pq.ParquetWriter(self._stream, schema)
+        self.rows = 0
+
+    def write(self, columns: dict[str, list[Any]]) -> None:
+        n = len(next(iter(columns.values())))
+        if n == 0:
+            return
+        try:
+            table = pa.table({f.name: pa.array(columns[f.name], type=f.type)
+                              for f in self.schema}, schema=self.schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            raise CheckpointError(f"cannot store a value in {self.relative}: {exc}") from exc
+        self._writer.write_table(table, row_group_size=n)
+        self.rows += n
+
+    def close(self) -> FileInfo:
+        self._writer.close()
+        self._stream.close()
+        _fsync(self.fs, self.path)
+        digest, size = hashlib.sha256(), 0
+        with self.fs.open_input_stream(self.path) as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+        return FileInfo(self.relative, size, "sha256:" + digest.hexdigest())
+
+
+def write_checkpoint(
+    location: str,
+    checkpoint_id: int,
+    operators: Sequence[OperatorSnapshot],
+    *,
+    kind: CheckpointKind = CheckpointKind.CHECKPOINT,
+    created_ms: int | None = None,
+    filesystem: pafs.FileSystem | None = None,
+) -> CheckpointMetadata:
+    """Write a complete checkpoint at ``location`` and return its metadata.
+
+    Consumes the given snapshots (each keyed snapshot's key groups are released as they are
+    written) and closes them, also on failure, when the partial directory is removed.
+    Refuses a ``location`` that exists. Values must be of their declared types.
+    """
+    fs, final = _filesystem(location, filesystem)
+    if fs.get_file_info(final).type != pafs.FileType.NotFound:
+        _close_all(operators)
+        raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
+    staging = f"{final}.inprogress-{uuid.uuid4().hex[:12]}"
+    try:
+        fs.create_dir(staging, recursive=True)
+        files: list[FileInfo] = []
+        described = [_write_operator(fs, staging, i, op, files) for i, op in enumerate(operators)]
+        metadata = CheckpointMetadata(
+            checkpoint_id=checkpoint_id, kind=kind,
+            created_ms=int(time.time() * 1000) if created_ms is None else created_ms,
+            operators=tuple(described), files=tuple(files))
+        document = json.dumps(metadata_to_json(metadata), indent=1, sort_keys=True).encode()
+        temporary = f"{staging}/{METADATA_FILE}.tmp"
+        with fs.open_output_stream(temporary) as out:
+            out.write(document)
+        _fsync(fs, temporary)
+        fs.move(temporary, f"{staging}/{METADATA_FILE}")
+        fs.move(staging, final)
+        parent = final.rsplit("/", 1)[0] if "/" in final else "."
+        _fsync(fs, parent)
+        return metadata
+    except BaseException as exc:
+        _close_all(operators)
+        try:
+            fs.delete_dir(staging)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise CheckpointError(f"writing checkpoint {location} failed: {exc}") from exc
+        raise
+
+
+def _close_all(operators: Sequence[OperatorSnapshot]) -> None:
+    for op in operators:
+        for subtask in op.subtasks:
+            if subtask.keyed is not None:
+                subtask.keyed.close()
+
+
+def _write_operator(fs: pafs.FileSystem, root: str, op_index: int, op: OperatorSnapshot,
+                    files: list[FileInfo]) -> OperatorMetadata:
+    states: dict[str, StateMetadata] = {}
+    key_type: str | None = None
+    subtasks = []
+    for subtask in op.subtasks:
+        keyed: list[KeyedStateHandle] = []
+        operator: list[OperatorStateHandle] = []
+        kg_range = None
+        if subtask.keyed is not None:
+            key_type, kg_range = subtask.keyed.key_type, subtask.keyed.key_group_range
+            keyed = _write_keyed(fs, root, op_index, subtask, states, files)
+        if subtask.operator is not None:
+            operator = _write_operator_state(fs, root, op_index, subtask, states, files)
+        subtasks.append(SubtaskMetadata(subtask.index, kg_range, tuple(keyed), tuple(operator)))
+    return OperatorMetadata(op.uid, op.name, op.parallelism, op.max_parallelism, key_type,
+                            tuple(states[n] for n in sorted(states)), tuple(subtasks))
+
+
+def _register(states: dict[str, StateMetadata], state: StateMetadata) -> int:
+    existing = states.setdefault(state.name, state)
+    if existing != state:
+        raise CheckpointError(f"state {state.name!r} is declared differently by two subtasks")
+    return list(states).index(state.name)  # the file index: order of first registration
+
+
+def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: SubtaskSnapshot,
+                 states: dict[str, StateMetadata], files: list[FileInfo]) -> list[KeyedStateHandle]:
+    snapshot = subtask.keyed
+    assert snapshot is not None
+    writers: dict[str, tuple[StateMetadata, _FileWriter, dict[str, list[Any]],
+                             list[KeyGroupRows], Callable[..., Any]]] = {}
+    for descriptor in snapshot.descriptors:
+        meta = StateMetadata(descriptor.name, "keyed", descriptor.kind.value,
+                             descriptor.value_type, descriptor.user_key_type,
+                             descriptor.namespace_type,
+                             None if descriptor.ttl is None else descriptor.ttl.ttl)
+        index = _register(states, meta)
+        schema = _keyed_schema(meta, snapshot.key_type)
+        writer = _FileWriter(fs, root, f"op-{op_index}/keyed/{index}/{subtask.index}.parquet",
+                             schema)
+        writers[meta.name] = (meta, writer, {f.name: [] for f in schema}, [],
+                              _row_converter(meta, snapshot.key_type))
+    for block in snapshot:
+        meta, writer, pending, rows, convert = writers[block.state_name]
+        if not block.entries:
+            continue
+        first = writer.rows + len(pending["key"])
+        for entry in block.entries:
+            for name, value in convert(block.key_group, entry).items():
+                pending[name].append(value)
+        rows.append(KeyGroupRows(block.key_group, first, len(block.entries)))
+        if len(pending["key"]) >= ROW_GROUP_ROWS:
+            writer.write(pending)
+            for column in pending.values():
+                column.clear()
+    handles = []
+    for meta, writer, pending, rows, _ in writers.values():
+        writer.write(pending)
+        files.append(writer.close())
+        handles.append(KeyedStateHandle(meta.name, writer.relative, snapshot.key_group_range,
+                                        tuple(rows)))
+    return handles
+
+
+def _row_converter(state: StateMetadata, key_type: str) -> Callable[..., dict[str, Any]]:
+    key = to_arrow(key_type)
+    namespace = None if state.namespace_type == "void" else to_arrow(state.namespace_type)
+    value = to_arrow(_value_spec(state))
+    ttl = to_arrow(_ttl_spec(state))
+
+    def convert(key_group: int, entry: Any) -> dict[str, Any]:
+        raw_value, timestamps = _split_ttl(state, entry.state)
+        row = {"key_group": key_group, "key": key(entry.key), "value": value(raw_value)}
+        if namespace is not None:
+            row["namespace"] = namespace(entry.namespace)
+        if state.ttl:
+            row["ttl_timestamp"] = ttl(timestamps)
+        return row
+
+    return convert
+
+
+def _write_operator_state(fs: pafs.FileSystem, root: str, op_index: int,
+                          subtask: SubtaskSnapshot, states: dict[str, StateMetadata],
+                          files: list[FileInfo]) -> list[OperatorStateHandle]:
+    assert subtask.operator is not None
+    handles = []
+    for entry in subtask.operator:
+        meta = StateMetadata(entry.name, "operator", _MODE_KIND[entry.mode],
+                             entry.value_type_spec, entry.key_type_spec)
+        index = _register(states, meta)
+        writer = _FileWriter(fs, root, f"op-{op_index}/operator/{index}/{subtask.index}.parquet",
+                             _operator_schema(meta))
+        value = to_arrow(entry.value_type_spec)
+        if entry.mode is OperatorStateMode.BROADCAST:
+            assert entry.key_type_spec is not None
+            key = to_arrow(entry.key_type_spec)
+            writer.write({"key": [key(k) for k, _ in entry.entries],
+                          "value": [value(v) for _, v in entry.entries]})
+            count = len(entry.entries)
+        else:
+            writer.write({"value": [value(v) for v in entry.elements]})
+            count = len(entry.elements)
+        files.append(writer.close())
+        handles.append(OperatorStateHandle(entry.name, entry.mode, writer.relative, 0, count))
+    return handles
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+class Checkpoint:
+    """An opened checkpoint: its validated metadata and access to its files.
+
+    Nothing is written to it. Every failure to read is a :class:`StatectlError`.
+    """
+
+    def __init__(self, fs: pafs.FileSystem, root: str, metadata: CheckpointMetadata) -> None:
+        self.fs, self.root, self.metadata = fs, root, metadata
+        self._files = {f.path: f for f in metadata.files}
+
+    def operator(self, uid: str) -> OperatorMetadata:
+        for op in self.metadata.operators:
+            if op.uid == uid:
+                return op
+        raise CheckpointError(f"no operator with uid {uid!r} in this checkpoint")
+
+    def _path(self, relative: str) -> str:
+        check_relative_path(relative)
+        path = f"{self.root}/{relative}"
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            real_root = os.path.realpath(self.root)
+            if not os.path.realpath(path).startswith(real_root + os.sep):
+                raise UnsafePathError(f"{relative!r} leads out of the checkpoint directory")
+        return path
+
+    def _parquet(self, relative: str) -> pq.ParquetFile:
+        info = self._files[relative]
+        path = self._path(relative)
+        try:
+            actual = self.fs.get_file_info(path)
+            if actual.type != pafs.FileType.File:
+                raise CorruptCheckpointError(f"{relative} is missing")
+            if actual.size != info.size:
+                raise CorruptCheckpointError(
+                    f"{relative} has {actual.size} bytes, the metadata says {info.size}")
+            return pq.ParquetFile(self.fs.open_input_file(path))
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptCheckpointError(f"{relative} is not a readable Parquet file: {exc}") \
+                from exc
+
+    def verify_checksum(self, relative: str) -> None:
+        """Read a whole file and compare its SHA-256 with the metadata."""
+        info = self._files[relative]
+        digest = hashlib.sha256()
+        try:
+            with self.fs.open_input_stream(self._path(relative)) as stream:
+                while chunk := stream.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise CorruptCheckpointError(f"cannot read {relative}: {exc}") from exc
+        if "sha256:" + digest.hexdigest() != info.checksum:
+            raise CorruptCheckpointError(f"{relative}: checksum mismatch")
+
+    def _read_rows(self, relative: str, schema: pa.Schema, first: int, count: int) -> pa.Table:
+        """Rows ``[first, first + count)``, reading only the row groups that hold them."""
+        parquet = self._parquet(relative)
+        try:
+            if not parquet.schema_arrow.remove_metadata().equals(schema.remove_metadata()):
+                raise CorruptCheckpointError(
+                    f"{relative}: columns {parquet.schema_arrow} differ from the declared "
+                    f"{schema}")
+            groups, start, offsets = [], 0, []
+            for i in range(parquet.num_row_groups):
+                n = parquet.metadata.row_group(i).num_rows
+                if start + n > first and start < first + count:
+                    groups.append(i)
+                    offsets.append(start)
+                start += n
+            if first + count > start:
+                raise CorruptCheckpointError(
+                    f"{relative}: rows {first}..{first + count} beyond its {start} rows")
+            if not groups:
+                return schema.empty_table()
+            table = parquet.read_row_groups(groups)
+            return table.slice(first - offsets[0], count)
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptCheckpointError(f"{relative}: {exc}") from exc
+
+    def keyed_entries(self, uid: str, state_name: str,
+                      key_groups: KeyGroupRange | None = None
+                      ) -> Iterator[tuple[int, Any, Any, Any]]:
+        """``(key_group, key, namespace, stored state)`` of one keyed state, key group order.
+
+        Only the row groups of the requested key groups are read. TTL states come back as
+        stored in a backend (``TtlValue`` wrappers).
+        """
+        op = self.operator(uid)
+        state = _state(op, state_name, "keyed")
+        assert op.key_type is not None
+        schema = _keyed_schema(state, op.key_type)
+        read_key = from_arrow(op.key_type)
+        read_ns = (None if state.namespace_type == "void"
+                   else from_arrow(state.namespace_type))
+        read_value = from_arrow(_value_spec(state))
+        read_ttl = from_arrow(_ttl_spec(state))
+        handles = [h for st in op.subtasks for h in st.keyed if h.state == state_name]
+        selected = [(r, h) for h in handles for r in h.rows
+                    if key_groups is None or r.key_group in key_groups]
+        for group, handle in sorted(selected, key=lambda pair: pair[0].key_group):
+            table = self._read_rows(handle.file, schema, group.first_row, group.row_count)
+            columns = {name: table.column(name).to_pylist() for name in table.column_names}
+            for i in range(table.num_rows):
+                if columns["key_group"][i] != group.key_group:
+                    raise CorruptCheckpointError(
+                        f"{handle.file}: row {group.first_row + i} is in key group "
+                        f"{columns['key_group'][i]}, the metadata says {group.key_group}")
+                namespace = VOID_NAMESPACE if read_ns is None else read_ns(columns["namespace"][i])
+                value = read_value(columns["value"][i])
+                ttl = read_ttl(columns["ttl_timestamp"][i]) if state.ttl else None
+                yield group.key_group, read_key(columns["key"][i]), namespace, _join_ttl(
+                    state, value, ttl)
+
+    def operator_entries(self, uid: str, subtask_index: int) -> list[OperatorStateSnapshotEntry]:
+        """The operator state one subtask holds, as snapshot entries (for restore)."""
+        op = self.operator(uid)
+        subtasks = [st for st in op.subtasks if st.index == subtask_index]
+        if not subtasks:
+            raise CheckpointError(f"operator {uid!r} has no subtask {subtask_index}")
+        out = []
+        for handle in subtasks[0].operator:
+            state = _state(op, handle.state, "operator")
+            table = self._read_rows(handle.file, _operator_schema(state), handle.first_element,
+                                    handle.element_count)
+            values = [from_arrow(state.value_type)(v) for v in table.column("value").to_pylist()]
+            try:
+                if handle.mode is OperatorStateMode.BROADCAST:
+                    assert state.user_key_type is not None
+                    keys = [from_arrow(state.user_key_type)(k)
+                            for k in table.column("key").to_pylist()]
+                    out.append(OperatorStateSnapshotEntry(
+                        state.name, handle.mode, state.value_type, state.user_key_type,
+                        entries=tuple(zip(keys, values, strict=True))))
+                else:
+                    out.append(OperatorStateSnapshotEntry(state.name, handle.mode,
+                                                          state.value_type,
+                                                          elements=tuple(values)))
+            except StatectlError as exc:
+                raise CorruptCheckpointError(f"{handle.file}: {exc}") from exc
+        return out
+
+    def restore_keyed(self, uid: str, backend: HeapKeyedStateBackend[Any]) -> int:
+        """Load the backend's key groups of every state it has registered; entries loaded.
+
+        Register the states first (descriptors carry the functions a file cannot); a state the
+        checkpoint lacks stays empty.
+        """
+        op = self.operator(uid)
+        if op.max_parallelism != backend.max_parallelism:
+            raise CheckpointError(
+                f"the backend has max parallelism {backend.max_parallelism}, the checkpoint "
+                f"{op.max_parallelism}: rescale the checkpoint first")
+        loaded = 0
+        declared = {s.name: s for s in op.states if s.scope == "keyed"}
+        for descriptor in backend.descriptors:
+            if descriptor.name not in declared:
+                continue
+            _check_compatible(declared[descriptor.name], descriptor)
+            table = backend.table(descriptor.name)
+            for key_group, key, namespace, stored in self.keyed_entries(
+                    uid, descriptor.name, backend.key_group_range):
+                table.map_for_key_group(key_group).put(key, namespace, stored)
+                loaded += 1
+        return loaded
+
+    def restore_operator(self, uid: str, subtask_index: int) -> OperatorStateBackend:
+        return OperatorStateBackend(self.operator_entries(uid, subtask_index))
+
+
+def _state(op: OperatorMetadata, name: str, scope: str) -> StateMetadata:
+    for state in op.states:
+        if state.name == name and state.scope == scope:
+            return state
+    raise CheckpointError(f"operator {op.uid!r} has no {scope} state {name!r}")
+
+
+def _check_compatible(state: StateMetadata, descriptor: Any) -> None:
+    expected = (StateKind(state.kind), state.value_type, state.user_key_type,
+                state.namespace_type, state.ttl is not None)
+    actual = (descriptor.kind, descriptor.value_type, descriptor.user_key_type,
+              descriptor.namespace_type, descriptor.ttl is not None)
+    if expected != actual:
+        raise CheckpointError(
+            f"state {state.name!r} was checkpointed as {state.kind} {state.value_type} "
+            f"(ttl: {state.ttl is not None}), the backend declares {descriptor.kind.value} "
+            f"{descriptor.value_type} (ttl: {descriptor.ttl is not None})")
+
+
+def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None) -> Checkpoint:
+    """Open and validate a statectl checkpoint (a directory with ``_metadata.json``)."""
+    fs, root = _filesystem(location, filesystem)
+    path = f"{root}/{METADATA_FILE}"
+    try:
+        info = fs.get_file_info(path)
+        if info.type != pafs.FileType.File:
+            raise CheckpointError(f"{location} is not a checkpoint: no {METADATA_FILE} "
+                                  "(an incomplete checkpoint has none)")
+        if info.size is not None and info.size > MAX_METADATA_BYTES:
+            raise CorruptCheckpointError(f"{METADATA_FILE} is {info.size} bytes, more than "
+                                         f"the {MAX_METADATA_BYTES} a checkpoint may have")
+        with fs.open_input_stream(path) as stream:
+            raw = stream.read(MAX_METADATA_BYTES + 1)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {path}: {exc}") from exc
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CorruptCheckpointError(f"{METADATA_FILE} is not valid JSON: {exc}") from exc
+    return Checkpoint(fs, root, metadata_from_json(document))
