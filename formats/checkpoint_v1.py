@@ -53,6 +53,7 @@ from statecore.checkpoint import (
     metadata_to_json,
 )
 from statecore.errors import (
+    CheckpointCancelledError,
     CheckpointError,
     CorruptCheckpointError,
     StatectlError,
@@ -258,12 +259,14 @@ def write_checkpoint(
     kind: CheckpointKind = CheckpointKind.CHECKPOINT,
     created_ms: int | None = None,
     filesystem: pafs.FileSystem | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> CheckpointMetadata:
     """Write a complete checkpoint at ``location`` and return its metadata.
 
     Consumes the given snapshots (each keyed snapshot's key groups are released as they are
-    written) and closes them, also on failure, when the partial directory is removed.
-    Refuses a ``location`` that exists. Values must be of their declared types.
+    written) and closes them, also on failure or cancellation (``cancelled()`` is asked
+    between key groups and files), when the partial directory is removed. Refuses a
+    ``location`` that exists. Values must be of their declared types.
     """
     fs, final = _filesystem(location, filesystem)
     if fs.get_file_info(final).type != pafs.FileType.NotFound:
@@ -273,7 +276,9 @@ def write_checkpoint(
     try:
         fs.create_dir(staging, recursive=True)
         files: list[FileInfo] = []
-        described = [_write_operator(fs, staging, i, op, files) for i, op in enumerate(operators)]
+        described = [_write_operator(fs, staging, i, op, files, cancelled)
+                     for i, op in enumerate(operators)]
+        _check_cancelled(cancelled, checkpoint_id)
         metadata = CheckpointMetadata(
             checkpoint_id=checkpoint_id, kind=kind,
             created_ms=int(time.time() * 1000) if created_ms is None else created_ms,
@@ -299,6 +304,11 @@ def write_checkpoint(
         raise
 
 
+def _check_cancelled(cancelled: Callable[[], bool], checkpoint_id: int) -> None:
+    if cancelled():
+        raise CheckpointCancelledError(f"checkpoint {checkpoint_id} was cancelled")
+
+
 def _close_all(operators: Sequence[OperatorSnapshot]) -> None:
     for op in operators:
         for subtask in op.subtasks:
@@ -307,7 +317,7 @@ def _close_all(operators: Sequence[OperatorSnapshot]) -> None:
 
 
 def _write_operator(fs: pafs.FileSystem, root: str, op_index: int, op: OperatorSnapshot,
-                    files: list[FileInfo]) -> OperatorMetadata:
+                    files: list[FileInfo], cancelled: Callable[[], bool]) -> OperatorMetadata:
     states: dict[str, StateMetadata] = {}
     key_type: str | None = None
     subtasks = []
@@ -317,7 +327,7 @@ def _write_operator(fs: pafs.FileSystem, root: str, op_index: int, op: OperatorS
         kg_range = None
         if subtask.keyed is not None:
             key_type, kg_range = subtask.keyed.key_type, subtask.keyed.key_group_range
-            keyed = _write_keyed(fs, root, op_index, subtask, states, files)
+            keyed = _write_keyed(fs, root, op_index, subtask, states, files, cancelled)
         if subtask.operator is not None:
             operator = _write_operator_state(fs, root, op_index, subtask, states, files)
         subtasks.append(SubtaskMetadata(subtask.index, kg_range, tuple(keyed), tuple(operator)))
@@ -333,7 +343,8 @@ def _register(states: dict[str, StateMetadata], state: StateMetadata) -> int:
 
 
 def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: SubtaskSnapshot,
-                 states: dict[str, StateMetadata], files: list[FileInfo]) -> list[KeyedStateHandle]:
+                 states: dict[str, StateMetadata], files: list[FileInfo],
+                 cancelled: Callable[[], bool]) -> list[KeyedStateHandle]:
     snapshot = subtask.keyed
     assert snapshot is not None
     writers: dict[str, tuple[StateMetadata, _FileWriter, dict[str, list[Any]],
@@ -350,6 +361,8 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
         writers[meta.name] = (meta, writer, {f.name: [] for f in schema}, [],
                               _row_converter(meta, snapshot.key_type))
     for block in snapshot:
+        if cancelled():
+            raise CheckpointCancelledError("the checkpoint was cancelled")
         meta, writer, pending, rows, convert = writers[block.state_name]
         if not block.entries:
             continue

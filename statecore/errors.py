@@ -15,6 +15,7 @@ JSON) are translated at the boundary with ``raise ... from exc``.
     │   └── SnapshotReleasedError     a released snapshot was read, or an unknown one released
     ├── TraceScriptError              a `statectl trace` script line that cannot be applied
     └── CheckpointError               a checkpoint cannot be written or read as asked
+        ├── CheckpointCancelledError  an asynchronous write was cancelled (nothing was kept)
         ├── CorruptCheckpointError    malformed, truncated or inconsistent files or metadata
         ├── UnsafePathError           a path in a checkpoint escapes its directory
         └── UnsupportedFormatError    an unknown format marker or version, or a value type
@@ -24,6 +25,7 @@ JSON) are translated at the boundary with ``raise ... from exc``.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointCancelledError",
     "CheckpointError",
     "ConcurrentModificationError",
     "CorruptCheckpointError",
@@ -78,6 +80,10 @@ class TraceScriptError(StatectlError):
 
 class CheckpointError(StatectlError):
     """A checkpoint cannot be written or read as asked."""
+
+
+class CheckpointCancelledError(CheckpointError):
+    """An asynchronous checkpoint write was cancelled; its partial files were removed."""
 
 
 class CorruptCheckpointError(CheckpointError):

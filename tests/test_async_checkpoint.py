@@ -1,0 +1,130 @@
+"""Asynchronous checkpoints: processing goes on while a worker writes; cancel and failure
+leave nothing that looks like a checkpoint, and every map snapshot is released."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from formats.async_checkpoint import write_checkpoint_async
+from formats.checkpoint_v1 import OperatorSnapshot, SubtaskSnapshot, open_checkpoint
+from statecore.errors import CheckpointCancelledError, UnsupportedFormatError
+from statecore.keyed_backend import HeapKeyedStateBackend, KeyedStateSnapshot
+from statecore.keyed_state import list_state, value_state
+
+KEYS = [f"key-{i}" for i in range(3000)]
+
+
+def make_backend() -> HeapKeyedStateBackend[str]:
+    backend: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
+    value = backend.get_value_state(value_state("count", "int64"))
+    items = backend.get_list_state(list_state("items", "int64"))
+    for i, key in enumerate(KEYS):
+        backend.set_current_key(key)
+        value.update(i)
+        items.add_all([i, i + 1])
+    return backend
+
+
+def stored(backend: HeapKeyedStateBackend[str]) -> dict[str, dict[Any, Any]]:
+    return {d.name: {(e.key, e.namespace): e.state for e in backend.table(d.name)}
+            for d in backend.descriptors}
+
+
+def pinned_versions(backend: HeapKeyedStateBackend[str]) -> set[int]:
+    return {v for d in backend.descriptors
+            for _, m in backend.table(d.name).items_by_key_group()
+            for v in m.snapshot_versions}  # type: ignore[attr-defined]
+
+
+def operator(snapshot: Any) -> list[OperatorSnapshot]:
+    return [OperatorSnapshot("op", "op", 1, 128, [SubtaskSnapshot(0, snapshot)])]
+
+
+def test_processing_continues_and_the_checkpoint_holds_the_trigger_point(tmp_path: Path) -> None:
+    backend = make_backend()
+    expected = stored(backend)
+    pending = write_checkpoint_async(str(tmp_path / "chk-1"), 1, operator(backend.snapshot()))
+    value = backend.get_value_state(value_state("count", "int64"))
+    items = backend.get_list_state(list_state("items", "int64"))
+    rounds = 0
+    while not pending.done() or rounds == 0:  # write on the owner thread meanwhile
+        for key in KEYS[rounds % 10::10]:
+            backend.set_current_key(key)
+            value.update(-1)
+            items.add(-1)
+        rounds += 1
+    metadata = pending.result(timeout=60)
+    assert metadata.checkpoint_id == 1
+    restored: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
+    restored.get_value_state(value_state("count", "int64"))
+    restored.get_list_state(list_state("items", "int64"))
+    open_checkpoint(str(tmp_path / "chk-1")).restore_keyed("op", restored)
+    assert stored(restored) == expected
+    assert stored(backend) != expected  # the owner really kept writing
+    assert pinned_versions(backend) == set()
+
+
+class GatedSnapshot(KeyedStateSnapshot):
+    """Stops after the first key group until the test opens the gate."""
+
+    def __init__(self, inner: KeyedStateSnapshot) -> None:
+        self.__dict__.update(inner.__dict__)
+        self.first_written = threading.Event()
+        self.gate = threading.Event()
+
+    def __iter__(self) -> Iterator[Any]:
+        for i, block in enumerate(super().__iter__()):
+            if i == 2:
+                self.first_written.set()
+                assert self.gate.wait(30)
+            yield block
+
+
+def test_cancel_mid_write_removes_everything_and_releases_snapshots(tmp_path: Path) -> None:
+    backend = make_backend()
+    snapshot = GatedSnapshot(backend.snapshot())
+    pending = write_checkpoint_async(str(tmp_path / "chk-2"), 2, operator(snapshot))
+    assert snapshot.first_written.wait(30)
+    pending.cancel()
+    snapshot.gate.set()
+    with pytest.raises(CheckpointCancelledError):
+        pending.result(timeout=60)
+    assert list(tmp_path.iterdir()) == []  # no checkpoint, no staging directory
+    assert pinned_versions(backend) == set()
+
+
+def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
+    backend = make_backend()
+    anything = backend.get_value_state(value_state("anything"))
+    backend.set_current_key(KEYS[0])
+    anything.update(object())
+    pending = write_checkpoint_async(str(tmp_path / "chk-3"), 3, operator(backend.snapshot()))
+    with pytest.raises(UnsupportedFormatError):
+        pending.result(timeout=60)
+    assert list(tmp_path.iterdir()) == []
+    assert pinned_versions(backend) == set()
+
+
+def test_several_checkpoints_in_flight(tmp_path: Path) -> None:
+    backend = make_backend()
+    value = backend.get_value_state(value_state("count", "int64"))
+    pendings, expectations = [], []
+    for n in range(3):
+        expectations.append(stored(backend))
+        pendings.append(write_checkpoint_async(str(tmp_path / f"chk-{n}"), n,
+                                               operator(backend.snapshot())))
+        backend.set_current_key(KEYS[n])
+        value.update(1000 + n)
+    for n, pending in enumerate(pendings):
+        pending.result(timeout=60)
+        restored: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
+        restored.get_value_state(value_state("count", "int64"))
+        restored.get_list_state(list_state("items", "int64"))
+        open_checkpoint(str(tmp_path / f"chk-{n}")).restore_keyed("op", restored)
+        assert stored(restored) == expectations[n]
+    assert pinned_versions(backend) == set()
