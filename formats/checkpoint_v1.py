@@ -30,7 +30,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -45,9 +44,11 @@ from statecore.checkpoint import (
     KeyedStateHandle,
     KeyGroupRows,
     OperatorMetadata,
+    OperatorSnapshot,
     OperatorStateHandle,
     StateMetadata,
     SubtaskMetadata,
+    SubtaskSnapshot,
     check_relative_path,
     metadata_from_json,
     metadata_to_json,
@@ -60,12 +61,11 @@ from statecore.errors import (
     UnsafePathError,
 )
 from statecore.key_groups import KeyGroupRange
-from statecore.keyed_backend import HeapKeyedStateBackend, KeyedStateSnapshot
+from statecore.keyed_backend import HeapKeyedStateBackend
 from statecore.keyed_state import StateKind
 from statecore.operator_backend import (
     OperatorStateBackend,
     OperatorStateMode,
-    OperatorStateSnapshot,
     OperatorStateSnapshotEntry,
 )
 from statecore.serializers import VOID_NAMESPACE
@@ -87,26 +87,6 @@ ROW_GROUP_ROWS = 65_536
 MAX_METADATA_BYTES = 64 << 20
 _MODE_KIND = {OperatorStateMode.SPLIT_DISTRIBUTE: "split", OperatorStateMode.UNION: "union",
               OperatorStateMode.BROADCAST: "broadcast"}
-
-
-@dataclass(frozen=True)
-class SubtaskSnapshot:
-    """What one subtask contributes: the synchronous halves of its two backends."""
-
-    index: int
-    keyed: KeyedStateSnapshot | None = None
-    operator: OperatorStateSnapshot | None = None
-
-
-@dataclass(frozen=True)
-class OperatorSnapshot:
-    """One operator to write: identity, parallelism and its subtasks' snapshots."""
-
-    uid: str
-    name: str
-    parallelism: int
-    max_parallelism: int
-    subtasks: Sequence[SubtaskSnapshot] = field(default_factory=tuple)
 
 
 # -- filesystem -----------------------------------------------------------------------------

@@ -14,14 +14,15 @@ input), and :func:`metadata_to_json` does the reverse. File IO lives in ``format
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
 from statecore.errors import CorruptCheckpointError, UnsafePathError, UnsupportedFormatError
 from statecore.key_groups import KeyGroupRange
-from statecore.operator_backend import OperatorStateMode
+from statecore.keyed_backend import KeyedStateSnapshot
+from statecore.operator_backend import OperatorStateMode, OperatorStateSnapshot
 
 __all__ = [
     "FORMAT_MARKER",
@@ -32,9 +33,11 @@ __all__ = [
     "KeyGroupRows",
     "KeyedStateHandle",
     "OperatorMetadata",
+    "OperatorSnapshot",
     "OperatorStateHandle",
     "StateMetadata",
     "SubtaskMetadata",
+    "SubtaskSnapshot",
     "check_relative_path",
     "metadata_from_json",
     "metadata_to_json",
@@ -140,6 +143,26 @@ class CheckpointMetadata:
     operators: tuple[OperatorMetadata, ...]
     files: tuple[FileInfo, ...]
     format_version: int = FORMAT_VERSION
+
+
+@dataclass(frozen=True)
+class SubtaskSnapshot:
+    """What one subtask contributes to a checkpoint: the synchronous halves of its backends."""
+
+    index: int
+    keyed: KeyedStateSnapshot | None = None
+    operator: OperatorStateSnapshot | None = None
+
+
+@dataclass(frozen=True)
+class OperatorSnapshot:
+    """One operator to write: identity, parallelism and its subtasks' snapshots."""
+
+    uid: str
+    name: str
+    parallelism: int
+    max_parallelism: int
+    subtasks: Sequence[SubtaskSnapshot] = field(default_factory=tuple)
 
 
 _KEYED_KINDS = frozenset({"value", "list", "map", "reducing", "aggregating"})

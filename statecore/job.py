@@ -1,0 +1,320 @@
+"""A local job: one keyed operator over a replayable source, with checkpoints and restore.
+
+The shape of a Flink job reduced to what statectl needs to build state (seed 004): a source of
+splits read at recorded positions; an operator with parallelism ``p`` and max parallelism
+``M`` whose subtask ``i`` owns key-group range ``i`` (reference §1.2) with one keyed and one
+operator backend; records routed to the subtask of their key group; a user function that
+registers state and processes records. A checkpoint coordinator triggers a checkpoint every
+``checkpoint_every`` records (or on demand): the synchronous half takes every backend's
+snapshot and the source positions (kept in operator list state, Flink's
+``CheckpointedFunction`` pattern), the storage writes it asynchronously while processing goes
+on, and it counts as complete only once its metadata is durable. The last ``keep`` completed
+checkpoints are retained; savepoints are taken by hand and never released automatically.
+
+Exactly once: records are processed in an order that depends only on the source positions
+(splits in order, each from its position), so a job restored from any completed checkpoint
+and run to the end reaches the same state as one that never stopped. Storage is injected
+(:class:`CheckpointStorage`); ``formats`` implements it on files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from statecore.checkpoint import CheckpointKind, OperatorSnapshot, SubtaskSnapshot
+from statecore.errors import CheckpointError, InvalidArgumentError
+from statecore.key_groups import (
+    assign_to_key_group,
+    compute_default_max_parallelism,
+    compute_key_group_range_for_operator_index,
+    compute_operator_index_for_key_group,
+)
+from statecore.keyed_backend import HeapKeyedStateBackend, MapKind
+from statecore.operator_backend import (
+    OperatorListStateDescriptor,
+    OperatorStateBackend,
+    OperatorStateSnapshotEntry,
+)
+from statecore.serializers import TypeSerializer, resolve_type
+from statecore.ttl import Clock, system_clock
+
+__all__ = [
+    "SOURCE_POSITIONS_STATE",
+    "CheckpointStorage",
+    "CompletedCheckpoint",
+    "JobResult",
+    "LocalJob",
+    "PendingWrite",
+    "ProcessFunction",
+    "RestoredCheckpoint",
+    "RuntimeContext",
+    "Source",
+]
+
+#: The operator list state that holds ``(split, position)`` of the splits a subtask reads.
+SOURCE_POSITIONS_STATE = "source-positions"
+_POSITIONS = OperatorListStateDescriptor(SOURCE_POSITIONS_STATE, "tuple<string,int64>")
+
+
+
+class Source(Protocol):
+    """A replayable source: named splits, each read from a position (Flink's source splits)."""
+
+    def splits(self) -> Sequence[str]: ...
+
+    def read(self, split: str, position: int) -> Iterator[tuple[int, Any]]:
+        """``(position after the record, record)`` from ``position`` to the split's end."""
+        ...
+
+
+@dataclass
+class RuntimeContext:
+    """What a function sees: its subtask and its backends (the current key is set for it)."""
+
+    subtask_index: int
+    parallelism: int
+    keyed: HeapKeyedStateBackend[Any]
+    operator: OperatorStateBackend
+
+
+class ProcessFunction(Protocol):
+    """User logic: register state in ``open``, update it in ``process`` (one key at a time)."""
+
+    def open(self, context: RuntimeContext) -> None: ...
+
+    def process(self, record: Any, context: RuntimeContext) -> None: ...
+
+
+class PendingWrite(Protocol):
+    """A checkpoint being written (``formats.async_checkpoint.PendingCheckpoint``)."""
+
+    checkpoint_id: int
+
+    def done(self) -> bool: ...
+
+    def result(self, timeout: float | None = None) -> Any: ...
+
+    def cancel(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CompletedCheckpoint:
+    """A checkpoint or savepoint whose metadata is durably written."""
+
+    checkpoint_id: int
+    kind: CheckpointKind
+    location: str
+
+
+class RestoredCheckpoint(Protocol):
+    """Read access to one completed checkpoint, as a restore needs it."""
+
+    def restore_keyed(self, uid: str, backend: HeapKeyedStateBackend[Any]) -> int: ...
+
+    def operator_entries(self, uid: str, subtask_index: int) -> list[OperatorStateSnapshotEntry]:
+        ...
+
+
+class CheckpointStorage(Protocol):
+    """Where checkpoints go: written asynchronously, listed, discarded, opened."""
+
+    def begin(self, checkpoint_id: int, kind: CheckpointKind,
+              operators: Sequence[OperatorSnapshot]) -> PendingWrite: ...
+
+    def completed(self) -> list[CompletedCheckpoint]: ...
+
+    def discard(self, checkpoint_id: int) -> None: ...
+
+    def open(self, checkpoint_id: int) -> RestoredCheckpoint: ...
+
+
+@dataclass
+class JobResult:
+    """Records processed by a run, checkpoints completed, and failed ones with the reason."""
+
+    records: int
+    completed: list[int] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Subtask:
+    context: RuntimeContext
+    function: ProcessFunction
+    positions: dict[str, int]
+
+
+class LocalJob:
+    """One keyed operator with ``parallelism`` subtasks fed by ``source`` (see the module doc).
+
+    ``key_selector`` extracts a record's key, of Java type ``key_type``; ``max_parallelism``
+    defaults to Flink's rule. ``restore_from`` is ``None`` (a fresh start), ``"latest"`` or a
+    checkpoint id; restoring needs the same parallelism and max parallelism (rescaling is a
+    separate, offline step). Split ``j`` is read by subtask ``j % parallelism``.
+    """
+
+    def __init__(
+        self,
+        *,
+        uid: str,
+        name: str,
+        source: Source,
+        key_selector: Callable[[Any], Any],
+        key_type: str | TypeSerializer[Any],
+        function_factory: Callable[[], ProcessFunction],
+        storage: CheckpointStorage,
+        parallelism: int = 1,
+        max_parallelism: int | None = None,
+        checkpoint_every: int | None = None,
+        keep: int = 3,
+        restore_from: int | str | None = None,
+        map_kind: MapKind = "copy_on_write",
+        clock: Clock = system_clock,
+    ) -> None:
+        self.max_parallelism = (compute_default_max_parallelism(parallelism)
+                                if max_parallelism is None else max_parallelism)
+        compute_key_group_range_for_operator_index(self.max_parallelism, parallelism, 0)
+        if checkpoint_every is not None and checkpoint_every < 1:
+            raise InvalidArgumentError("checkpoint_every must be at least 1")
+        if keep < 1:
+            raise InvalidArgumentError("keep must be at least 1 completed checkpoint")
+        self.uid, self.name, self.parallelism = uid, name, parallelism
+        self.source, self.storage = source, storage
+        self.key_selector = key_selector
+        self.key_serializer = resolve_type(key_type)
+        self.checkpoint_every, self.keep = checkpoint_every, keep
+        self._pending: list[PendingWrite] = []
+        self._result = JobResult(0)
+        restored = self._checkpoint_to_restore(restore_from)
+        self.restored_from = restored.checkpoint_id if restored else None
+        self._next_id = 1 + max((c.checkpoint_id for c in storage.completed()), default=0)
+        reader = storage.open(restored.checkpoint_id) if restored else None
+        self._subtasks = [self._make_subtask(i, function_factory, map_kind, clock, reader)
+                          for i in range(parallelism)]
+
+    # -- set-up and restore ---------------------------------------------------------------------
+
+    def _checkpoint_to_restore(self, restore_from: int | str | None) -> CompletedCheckpoint | None:
+        if restore_from is None:
+            return None
+        completed = self.storage.completed()
+        if restore_from == "latest":
+            if not completed:
+                raise CheckpointError("there is no completed checkpoint to resume from")
+            return max(completed, key=lambda c: c.checkpoint_id)
+        for checkpoint in completed:
+            if checkpoint.checkpoint_id == restore_from:
+                return checkpoint
+        raise CheckpointError(f"checkpoint {restore_from} is not a completed checkpoint "
+                              f"(completed: {[c.checkpoint_id for c in completed]})")
+
+    def _make_subtask(self, index: int, function_factory: Callable[[], ProcessFunction],
+                      map_kind: MapKind, clock: Clock,
+                      reader: RestoredCheckpoint | None) -> _Subtask:
+        key_groups = compute_key_group_range_for_operator_index(
+            self.max_parallelism, self.parallelism, index)
+        keyed: HeapKeyedStateBackend[Any] = HeapKeyedStateBackend(
+            self.key_serializer, self.max_parallelism, key_groups, map_kind=map_kind,
+            clock=clock)
+        entries = reader.operator_entries(self.uid, index) if reader else []
+        operator = OperatorStateBackend(entries)
+        context = RuntimeContext(index, self.parallelism, keyed, operator)
+        function = function_factory()
+        function.open(context)  # registers the keyed states a restore fills
+        if reader is not None:
+            reader.restore_keyed(self.uid, keyed)
+        positions = {split: 0 for j, split in enumerate(self.source.splits())
+                     if j % self.parallelism == index}
+        for split, position in operator.get_list_state(_POSITIONS).get():
+            if split not in positions:
+                raise CheckpointError(f"the checkpoint has a position for split {split!r}, "
+                                      "which this source does not have for this subtask")
+            positions[split] = position
+        return _Subtask(context, function, positions)
+
+    # -- processing -----------------------------------------------------------------------------
+
+    def run(self, limit: int | None = None) -> JobResult:
+        """Process records (at most ``limit``) and wait for checkpoints still in flight."""
+        processed = 0
+        for owner in self._subtasks:
+            for split in list(owner.positions):
+                for position, record in self.source.read(split, owner.positions[split]):
+                    if limit is not None and processed >= limit:
+                        self._wait_for_pending()
+                        return self._result
+                    self._process(record)
+                    owner.positions[split] = position
+                    processed += 1
+                    self._result.records += 1
+                    if self.checkpoint_every and processed % self.checkpoint_every == 0:
+                        self.trigger_checkpoint()
+                    self._collect_completed()
+        self._wait_for_pending()
+        return self._result
+
+    def _process(self, record: Any) -> None:
+        key = self.key_selector(record)
+        key_group = assign_to_key_group(key, self.max_parallelism, self.key_serializer)
+        subtask = self._subtasks[compute_operator_index_for_key_group(
+            self.max_parallelism, self.parallelism, key_group)]
+        subtask.context.keyed.set_current_key(key)
+        subtask.function.process(record, subtask.context)
+
+    @property
+    def subtasks(self) -> list[RuntimeContext]:
+        return [s.context for s in self._subtasks]
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def trigger_checkpoint(self, kind: CheckpointKind = CheckpointKind.CHECKPOINT) -> PendingWrite:
+        """The synchronous half now; the storage writes the rest while processing goes on."""
+        snapshots = []
+        for subtask in self._subtasks:
+            positions = subtask.context.operator.get_list_state(_POSITIONS)
+            positions.update(sorted(subtask.positions.items()))
+            snapshots.append(SubtaskSnapshot(subtask.context.subtask_index,
+                                             subtask.context.keyed.snapshot(),
+                                             subtask.context.operator.snapshot()))
+        checkpoint_id, self._next_id = self._next_id, self._next_id + 1
+        pending = self.storage.begin(checkpoint_id, kind, [OperatorSnapshot(
+            self.uid, self.name, self.parallelism, self.max_parallelism, snapshots)])
+        self._pending.append(pending)
+        return pending
+
+    def savepoint(self) -> int:
+        """Take a savepoint and wait until it is complete; returns its id."""
+        pending = self.trigger_checkpoint(CheckpointKind.SAVEPOINT)
+        self._wait_for_pending()
+        if pending.checkpoint_id in self._result.failed:
+            raise CheckpointError(f"savepoint {pending.checkpoint_id} failed: "
+                                  f"{self._result.failed[pending.checkpoint_id]}")
+        return pending.checkpoint_id
+
+    def _collect_completed(self, wait: bool = False) -> None:
+        still = []
+        for pending in self._pending:
+            if not (wait or pending.done()):
+                still.append(pending)
+                continue
+            try:
+                pending.result()
+            except Exception as exc:  # a failed checkpoint does not stop the job
+                self._result.failed[pending.checkpoint_id] = str(exc)
+            else:
+                self._result.completed.append(pending.checkpoint_id)
+        changed = len(still) != len(self._pending)
+        self._pending = still
+        if changed:
+            self._apply_retention()
+
+    def _wait_for_pending(self) -> None:
+        self._collect_completed(wait=True)
+
+    def _apply_retention(self) -> None:
+        checkpoints = sorted(c.checkpoint_id for c in self.storage.completed()
+                             if c.kind is CheckpointKind.CHECKPOINT)
+        for checkpoint_id in checkpoints[:-self.keep]:
+            self.storage.discard(checkpoint_id)
