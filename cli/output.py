@@ -14,13 +14,22 @@ import json
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.text import Text
 
+from formats.build import BuildSummary
 from statecore.map_trace import TraceResult, TraceSettings, TraceStep
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
@@ -41,6 +50,14 @@ class Output(ABC):
     @abstractmethod
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         """List the walkthrough scripts shipped with statectl."""
+
+    @abstractmethod
+    def progress(self, description: str) -> AbstractContextManager[Callable[[int, int], None]]:
+        """A progress reporter ``(done, total)`` for long work (stderr; may show nothing)."""
+
+    @abstractmethod
+    def build(self, summary: BuildSummary) -> None:
+        """Show what a build processed and wrote."""
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -85,6 +102,33 @@ class TextOutput(Output):
     def __init__(self) -> None:
         # soft_wrap: a chain stays on one line, however long; highlight off: only our styles.
         self.console = Console(highlight=False, soft_wrap=True)
+
+    @contextmanager
+    def progress(self, description: str) -> Iterator[Callable[[int, int], None]]:
+        err = Console(stderr=True)
+        if not err.is_terminal:
+            yield lambda done, total: None
+            return
+        with Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
+                      TimeRemainingColumn(), console=err, transient=True) as bar:
+            task = bar.add_task(description, total=None)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
+
+    def build(self, summary: BuildSummary) -> None:
+        resumed = ("" if summary.restored_from is None
+                   else f" (resumed from checkpoint {summary.restored_from})")
+        self.console.print(f"processed {summary.records:,} of {summary.total_records:,} "
+                           f"records{resumed}")
+        self.console.print(f"states: {', '.join(summary.states)}; parallelism "
+                           f"{summary.parallelism}, max parallelism {summary.max_parallelism}")
+        if summary.checkpoints:
+            self.console.print(f"checkpoints completed on the way: "
+                               f"{', '.join(map(str, summary.checkpoints))}")
+        for checkpoint_id, reason in sorted(summary.failed_checkpoints.items()):
+            self.console.print(f"checkpoint {checkpoint_id} failed: {reason}",
+                               style="bold red")
+        self.console.print(f"final state: checkpoint {summary.final_checkpoint} at "
+                           f"{summary.final_location}")
 
     def trace(self, result: TraceResult) -> None:
         for note in result.preamble:
@@ -243,6 +287,17 @@ def _with_chains_json(layout: MapLayout | SnapshotLayout) -> dict[str, Any]:
     return out
 
 
+def build_json(summary: BuildSummary) -> dict[str, Any]:
+    return {
+        "records": summary.records, "total_records": summary.total_records,
+        "restored_from": summary.restored_from, "checkpoints": list(summary.checkpoints),
+        "failed_checkpoints": {str(k): v for k, v in summary.failed_checkpoints.items()},
+        "final_checkpoint": summary.final_checkpoint, "location": summary.final_location,
+        "states": list(summary.states), "parallelism": summary.parallelism,
+        "max_parallelism": summary.max_parallelism,
+    }
+
+
 def trace_json(result: TraceResult) -> dict[str, Any]:
     """Build the JSON document of a trace (the ``statectl --output json trace`` contract)."""
     settings = result.settings
@@ -277,6 +332,13 @@ class JsonOutput(Output):
 
     def _emit(self, document: Any) -> None:
         click.echo(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
+
+    @contextmanager
+    def progress(self, description: str) -> Iterator[Callable[[int, int], None]]:
+        yield lambda done, total: None  # JSON mode never draws
+
+    def build(self, summary: BuildSummary) -> None:
+        self._emit(build_json(summary))
 
     def trace(self, result: TraceResult) -> None:
         self._emit(trace_json(result))

@@ -236,8 +236,17 @@ class LocalJob:
 
     # -- processing -----------------------------------------------------------------------------
 
-    def run(self, limit: int | None = None) -> JobResult:
-        """Process records (at most ``limit``) and wait for checkpoints still in flight."""
+    @property
+    def records_already_read(self) -> int:
+        """Records before the current positions (what a restored job does not read again)."""
+        return sum(sum(s.positions.values()) for s in self._subtasks)
+
+    def run(self, limit: int | None = None,
+            on_record: Callable[[int], None] | None = None) -> JobResult:
+        """Process records (at most ``limit``) and wait for checkpoints still in flight.
+
+        ``on_record(n)`` is called after the n-th record of this run (progress reporting).
+        """
         processed = 0
         for owner in self._subtasks:
             for split in list(owner.positions):
@@ -249,6 +258,8 @@ class LocalJob:
                     owner.positions[split] = position
                     processed += 1
                     self._result.records += 1
+                    if on_record is not None:
+                        on_record(processed)
                     if self.checkpoint_every and processed % self.checkpoint_every == 0:
                         self.trigger_checkpoint()
                     self._collect_completed()
@@ -284,14 +295,18 @@ class LocalJob:
         self._pending.append(pending)
         return pending
 
-    def savepoint(self) -> int:
-        """Take a savepoint and wait until it is complete; returns its id."""
-        pending = self.trigger_checkpoint(CheckpointKind.SAVEPOINT)
+    def complete_checkpoint(self, kind: CheckpointKind = CheckpointKind.CHECKPOINT) -> int:
+        """Take a checkpoint (or savepoint) and wait until it is complete; returns its id."""
+        pending = self.trigger_checkpoint(kind)
         self._wait_for_pending()
         if pending.checkpoint_id in self._result.failed:
-            raise CheckpointError(f"savepoint {pending.checkpoint_id} failed: "
+            raise CheckpointError(f"{kind.value} {pending.checkpoint_id} failed: "
                                   f"{self._result.failed[pending.checkpoint_id]}")
         return pending.checkpoint_id
+
+    def savepoint(self) -> int:
+        """Take a savepoint (never released automatically) and wait until it is complete."""
+        return self.complete_checkpoint(CheckpointKind.SAVEPOINT)
 
     def _collect_completed(self, wait: bool = False) -> None:
         still = []

@@ -1,0 +1,56 @@
+"""``statectl build``: aggregate Parquet, CSV or JSON Lines files into keyed state."""
+
+from __future__ import annotations
+
+import click
+
+from cli.output import Output
+from formats.build import build_state
+
+__all__ = ["build_command"]
+
+
+def _resume(value: str | None) -> int | str | None:
+    if value is None or value == "latest":
+        return value
+    if not value.isdigit():
+        raise click.BadParameter("give a checkpoint id or 'latest'", param_hint="--resume")
+    return int(value)
+
+
+@click.command("build")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--key", required=True, help="The column whose values are the keys.")
+@click.option("--key-type", help="Java type of the key (default: the column's type), e.g. "
+                                 "string, int32, int64: it decides the key groups.")
+@click.option("--agg", "aggregations", multiple=True, required=True,
+              help="An aggregation, repeatable: count, sum:COL, min:COL, max:COL, last:COL, "
+                   "list:COL, map:KEYCOL=VALCOL, window-count:COL:SIZE.")
+@click.option("--checkpoint-dir", required=True, type=click.Path(file_okay=False),
+              help="Where checkpoints go (chk-<id>/, savepoint-<id>/).")
+@click.option("--parallelism", default=1, show_default=True, type=click.IntRange(1, 32768),
+              help="Subtasks of the keyed operator; subtask i owns key-group range i.")
+@click.option("--max-parallelism", type=click.IntRange(1, 32768),
+              help="Default: Flink's rule (at least 128).")
+@click.option("--uid", default="build", show_default=True, help="The operator's uid.")
+@click.option("--ttl", type=click.IntRange(min=1), help="State time-to-live in ms.")
+@click.option("--checkpoint-every", type=click.IntRange(min=1),
+              help="Take a checkpoint every N records (asynchronously).")
+@click.option("--keep", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Completed checkpoints to retain.")
+@click.option("--resume", is_flag=False, flag_value="latest", default=None,
+              help="Resume from the latest checkpoint, or from the given id.")
+@click.pass_obj
+def build_command(output: Output, inputs: tuple[str, ...], key: str, key_type: str | None,
+                  aggregations: tuple[str, ...], checkpoint_dir: str, parallelism: int,
+                  max_parallelism: int | None, uid: str, ttl: int | None,
+                  checkpoint_every: int | None, keep: int, resume: str | None) -> None:
+    """Aggregate INPUTS (Parquet, CSV or JSON Lines) into keyed state, with checkpoints."""
+    with output.progress("building") as progress:
+        summary = build_state(
+            inputs, key=key, key_type=key_type, aggregations=aggregations,
+            checkpoint_dir=checkpoint_dir, parallelism=parallelism,
+            max_parallelism=max_parallelism, uid=uid, ttl=ttl,
+            checkpoint_every=checkpoint_every, keep=keep, resume=_resume(resume),
+            progress=progress)
+    output.build(summary)
