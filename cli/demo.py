@@ -1,45 +1,95 @@
-"""``make demo``: run statectl's main features on embedded data, through the CLI.
+"""``make demo``: statectl's main job on embedded data, through the CLI.
 
-For now: the three seed walkthroughs of ``statectl trace`` (copy-on-write, incremental rehash,
-chain copies), drawn as text. Run with ``python -m cli.demo``; exits 0 when every step worked.
+Generates two days of a small click-stream (``demo/day-1.parquet``, ``demo/day-2.parquet``,
+deterministic), builds keyed state from day 1 with asynchronous checkpoints, resumes from the
+latest checkpoint with both days (day 1 continues from its recorded position, so nothing is
+counted twice; day 2 is read from the start), inspects the final checkpoint, then traces the
+seed walkthroughs of the copy-on-write map. Run with ``python -m cli.demo``; exits 0 when every
+step worked. ``demo/`` is rebuilt on every run.
 """
 
 from __future__ import annotations
 
+import random
+import shutil
 import sys
+from pathlib import Path
 
 import click
+import pyarrow as pa
+import pyarrow.parquet as pq
 from rich.console import Console
 from rich.rule import Rule
 
 from cli.main import statectl
 from cli.walkthroughs import walkthroughs
+from formats.storage import DirectoryCheckpointStorage
 
-__all__ = ["demo_invocations", "main"]
+__all__ = ["demo_invocations", "main", "write_events"]
+
+DEMO_DIR = Path("demo")
 
 
-def demo_invocations() -> list[list[str]]:
-    """The ``statectl`` argument lists the demo runs, in order."""
-    return [["trace", "--example", w.name] for w in walkthroughs()]
+def write_events(path: Path, count: int, seed: int = 42) -> None:
+    """A deterministic click-stream: user, page, amount, ts (ms)."""
+    rng = random.Random(seed)
+    pq.write_table(pa.table({
+        "user": [f"user-{rng.randrange(500)}" for _ in range(count)],
+        "page": [rng.choice(["home", "search", "cart", "checkout"]) for _ in range(count)],
+        "amount": [rng.randint(1, 200) for _ in range(count)],
+        "ts": [i * 250 for i in range(count)],
+    }), path)
+
+
+def _build(directory: Path, *inputs: str) -> list[str]:
+    return ["build", *(str(directory / name) for name in inputs), "--key", "user",
+            "--agg", "count", "--agg", "sum:amount", "--agg", "last:page",
+            "--agg", "map:page=amount", "--agg", "window-count:ts:60000",
+            "--checkpoint-dir", str(directory / "state"), "--checkpoint-every", "2000",
+            "--parallelism", "2"]
+
+
+def demo_invocations(directory: Path = DEMO_DIR) -> list[list[str]]:
+    """The ``statectl`` argument lists the demo runs, in order.
+
+    ``inspect`` is added after the builds, once the latest checkpoint is known.
+    """
+    return [
+        _build(directory, "day-1.parquet"),
+        [*_build(directory, "day-1.parquet", "day-2.parquet"), "--resume"],
+        *(["trace", "--example", w.name] for w in walkthroughs()),
+    ]
+
+
+def _run(console: Console, arguments: list[str]) -> int:
+    console.print(Rule("statectl " + " ".join(arguments)))
+    try:
+        # Not standalone: a failed command's ctx.exit(code) comes back as the return value.
+        code = statectl.main(arguments, prog_name="statectl", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    console.print()
+    return code if isinstance(code, int) else 0
 
 
 def main() -> int:
     """Run every demo invocation; return the exit code (non-zero at the first failure)."""
     console = Console(highlight=False, soft_wrap=True)
-    invocations = demo_invocations()
-    for arguments in invocations:
-        console.print(Rule("statectl " + " ".join(arguments)))
-        try:
-            # Not standalone: a failed command's ctx.exit(code) comes back as the return value.
-            code = statectl.main(arguments, prog_name="statectl", standalone_mode=False)
-        except click.ClickException as exc:
-            exc.show()
-            return exc.exit_code
-        if isinstance(code, int) and code != 0:
+    shutil.rmtree(DEMO_DIR, ignore_errors=True)
+    DEMO_DIR.mkdir()
+    write_events(DEMO_DIR / "day-1.parquet", 10_000, seed=1)
+    write_events(DEMO_DIR / "day-2.parquet", 10_000, seed=2)
+    builds, traces = demo_invocations()[:2], demo_invocations()[2:]
+    for arguments in builds:
+        if code := _run(console, arguments):
             return code
-        console.print()
-    console.print(f"demo done: {len(invocations)} walkthroughs traced. "
-                  f"Next: `statectl trace --list-examples`, `statectl trace --help`.")
+    latest = DirectoryCheckpointStorage(str(DEMO_DIR / "state")).completed()[-1]
+    for arguments in [["inspect", latest.location], *traces]:
+        if code := _run(console, arguments):
+            return code
+    console.print("demo done: built state from day 1 with checkpoints, resumed with day 2, "
+                  f"inspected, traced {len(traces)} walkthroughs. Files are in demo/.")
     return 0
 
 

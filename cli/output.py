@@ -27,9 +27,12 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
 from formats.build import BuildSummary
+from formats.inspect import CheckpointSummary
 from statecore.map_trace import TraceResult, TraceSettings, TraceStep
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
@@ -58,6 +61,10 @@ class Output(ABC):
     @abstractmethod
     def build(self, summary: BuildSummary) -> None:
         """Show what a build processed and wrote."""
+
+    @abstractmethod
+    def inspect(self, summary: CheckpointSummary) -> None:
+        """Show a checkpoint: operators, states with entries and bytes, subtasks."""
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -113,6 +120,27 @@ class TextOutput(Output):
                       TimeRemainingColumn(), console=err, transient=True) as bar:
             task = bar.add_task(description, total=None)
             yield lambda done, total: bar.update(task, completed=done, total=total)
+
+    def inspect(self, summary: CheckpointSummary) -> None:
+        tree = Tree(f"{summary.kind} {summary.checkpoint_id}  {summary.location}")
+        for op in summary.operators:
+            branch = tree.add(
+                f"[bold]{op.uid}[/] ({op.name})  parallelism {op.parallelism}, max "
+                f"parallelism {op.max_parallelism}" + (f", key {op.key_type}" if op.key_type
+                                                       else ""))
+            for state in op.states:
+                branch.add(f"{state.name}  [dim]{state.scope} {state.kind}[/]  "
+                           f"{state.entries:,} entries, {_size(state.bytes)}")
+        self.console.print(tree)
+        for op in summary.operators:
+            table = Table(title=f"{op.uid}: subtasks", title_justify="left")
+            for column in ("subtask", "key groups", "entries", "bytes"):
+                table.add_column(column, justify="left" if column == "key groups" else "right")
+            for st in op.subtasks:
+                groups = "-" if st.key_group_range is None else \
+                    f"{st.key_group_range[0]}-{st.key_group_range[1]}"
+                table.add_row(str(st.index), groups, f"{st.entries:,}", _size(st.bytes))
+            self.console.print(table)
 
     def build(self, summary: BuildSummary) -> None:
         resumed = ("" if summary.restored_from is None
@@ -287,6 +315,33 @@ def _with_chains_json(layout: MapLayout | SnapshotLayout) -> dict[str, Any]:
     return out
 
 
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:,} {unit}" if unit == "B" else f"{count:,.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    raise AssertionError(count)
+
+
+def inspect_json(summary: CheckpointSummary) -> dict[str, Any]:
+    """The ``inspect --output json`` contract (DESIGN "cli"); fields are only ever added."""
+    return {
+        "format": summary.format, "location": summary.location,
+        "checkpoint_id": summary.checkpoint_id, "kind": summary.kind,
+        "created_ms": summary.created_ms,
+        "operators": [{
+            "id": op.uid, "uid": op.uid, "name": op.name, "parallelism": op.parallelism,
+            "max_parallelism": op.max_parallelism, "key_type": op.key_type,
+            "states": [{"name": s.name, "scope": s.scope, "kind": s.kind, "entries": s.entries,
+                        "bytes": s.bytes} for s in op.states],
+            "subtasks": [{"index": st.index,
+                          "key_group_range": None if st.key_group_range is None
+                          else list(st.key_group_range),
+                          "entries": st.entries, "bytes": st.bytes} for st in op.subtasks],
+        } for op in summary.operators],
+    }
+
+
 def build_json(summary: BuildSummary) -> dict[str, Any]:
     return {
         "records": summary.records, "total_records": summary.total_records,
@@ -339,6 +394,9 @@ class JsonOutput(Output):
 
     def build(self, summary: BuildSummary) -> None:
         self._emit(build_json(summary))
+
+    def inspect(self, summary: CheckpointSummary) -> None:
+        self._emit(inspect_json(summary))
 
     def trace(self, result: TraceResult) -> None:
         self._emit(trace_json(result))

@@ -336,9 +336,14 @@ def test_entry_point_in_a_real_process() -> None:
 # -- demo -----------------------------------------------------------------------------------------
 
 
-def test_demo_runs_every_walkthrough(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_every_walkthrough(capsys: pytest.CaptureFixture[str],
+                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the demo writes demo/ in the working directory
     assert demo.main() == 0
     out = capsys.readouterr().out
     for name in WALKTHROUGHS:
         assert f"statectl trace --example {name}" in out
-    assert "demo done: 3 walkthroughs traced" in out
+    assert "processed 10,000 of 10,000 records" in out  # day 1
+    assert "processed 10,000 of 20,000 records (resumed from checkpoint 6)" in out  # day 2
+    assert "statectl inspect" in out and "window_count_ts" in out
+    assert "traced 3 walkthroughs" in out
