@@ -16,6 +16,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -33,6 +34,7 @@ from rich.tree import Tree
 
 from formats.build import BuildSummary
 from formats.inspect import CheckpointSummary
+from formats.storage import SnapshotInfo
 from statecore.map_trace import TraceResult, TraceSettings, TraceStep
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
@@ -65,6 +67,14 @@ class Output(ABC):
     @abstractmethod
     def inspect(self, summary: CheckpointSummary) -> None:
         """Show a checkpoint: operators, states with entries and bytes, subtasks."""
+
+    @abstractmethod
+    def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
+        """List checkpoints and savepoints (id, kind, time, size, location)."""
+
+    @abstractmethod
+    def released(self, checkpoint_ids: Sequence[int]) -> None:
+        """Say which checkpoints or savepoints were released."""
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -120,6 +130,19 @@ class TextOutput(Output):
                       TimeRemainingColumn(), console=err, transient=True) as bar:
             task = bar.add_task(description, total=None)
             yield lambda done, total: bar.update(task, completed=done, total=total)
+
+    def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
+        table = Table()
+        for column in ("id", "kind", "created (UTC)", "size", "location"):
+            table.add_column(column, justify="right" if column in ("id", "size") else "left")
+        for s in snapshots:
+            created = datetime.fromtimestamp(s.created_ms / 1000, tz=UTC)
+            table.add_row(str(s.checkpoint_id), s.kind, created.strftime("%Y-%m-%d %H:%M:%S"),
+                          _size(s.bytes), s.location)
+        self.console.print(table)
+
+    def released(self, checkpoint_ids: Sequence[int]) -> None:
+        self.console.print("released: " + (", ".join(map(str, checkpoint_ids)) or "nothing"))
 
     def inspect(self, summary: CheckpointSummary) -> None:
         tree = Tree(f"{summary.kind} {summary.checkpoint_id}  {summary.location}")
@@ -397,6 +420,14 @@ class JsonOutput(Output):
 
     def inspect(self, summary: CheckpointSummary) -> None:
         self._emit(inspect_json(summary))
+
+    def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
+        self._emit({"snapshots": [{"id": s.checkpoint_id, "kind": s.kind,
+                                   "created_ms": s.created_ms, "bytes": s.bytes,
+                                   "location": s.location} for s in snapshots]})
+
+    def released(self, checkpoint_ids: Sequence[int]) -> None:
+        self._emit({"released": list(checkpoint_ids)})
 
     def trace(self, result: TraceResult) -> None:
         self._emit(trace_json(result))

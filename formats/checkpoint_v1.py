@@ -30,6 +30,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -75,6 +76,7 @@ __all__ = [
     "METADATA_FILE",
     "Checkpoint",
     "OperatorSnapshot",
+    "copy_checkpoint",
     "SubtaskSnapshot",
     "open_checkpoint",
     "write_checkpoint",
@@ -263,15 +265,7 @@ def write_checkpoint(
             checkpoint_id=checkpoint_id, kind=kind,
             created_ms=int(time.time() * 1000) if created_ms is None else created_ms,
             operators=tuple(described), files=tuple(files))
-        document = json.dumps(metadata_to_json(metadata), indent=1, sort_keys=True).encode()
-        temporary = f"{staging}/{METADATA_FILE}.tmp"
-        with fs.open_output_stream(temporary) as out:
-            out.write(document)
-        _fsync(fs, temporary)
-        fs.move(temporary, f"{staging}/{METADATA_FILE}")
-        fs.move(staging, final)
-        parent = final.rsplit("/", 1)[0] if "/" in final else "."
-        _fsync(fs, parent)
+        _publish(fs, staging, final, metadata)
         return metadata
     except BaseException as exc:
         _close_all(operators)
@@ -281,6 +275,62 @@ def write_checkpoint(
             pass
         if isinstance(exc, OSError):
             raise CheckpointError(f"writing checkpoint {location} failed: {exc}") from exc
+        raise
+
+
+def _publish(fs: pafs.FileSystem, staging: str, final: str, metadata: CheckpointMetadata) -> None:
+    """Make a staged checkpoint complete: its metadata, then the directory into place.
+
+    ``_metadata.json`` is written under a temporary name, fsynced and renamed; then the staged
+    directory is renamed to ``final``.
+    """
+    document = json.dumps(metadata_to_json(metadata), indent=1, sort_keys=True).encode()
+    temporary = f"{staging}/{METADATA_FILE}.tmp"
+    with fs.open_output_stream(temporary) as out:
+        out.write(document)
+    _fsync(fs, temporary)
+    fs.move(temporary, f"{staging}/{METADATA_FILE}")
+    fs.move(staging, final)
+    _fsync(fs, final.rsplit("/", 1)[0] if "/" in final else ".")
+
+
+def copy_checkpoint(source: Checkpoint, location: str, checkpoint_id: int,
+                    kind: CheckpointKind, *, created_ms: int | None = None) -> CheckpointMetadata:
+    """A new checkpoint at ``location`` with the same state as ``source``, published atomically.
+
+    Data files are hard-linked where both are on the local disk (no record is rewritten, and
+    releasing either checkpoint later leaves the other intact), copied otherwise; only the
+    metadata is new. ``source`` is verified (sizes and checksums) first and never modified.
+    """
+    fs = source.fs
+    if fs.get_file_info(location).type != pafs.FileType.NotFound:
+        raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
+    for info in source.metadata.files:
+        source.verify_checksum(info.path)
+    staging = f"{location}.inprogress-{uuid.uuid4().hex[:12]}"
+    try:
+        for info in source.metadata.files:
+            target = f"{staging}/{info.path}"
+            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+            if isinstance(fs, pafs.LocalFileSystem):
+                try:
+                    os.link(source._path(info.path), target)
+                    continue
+                except OSError:
+                    pass  # another device, or links unsupported: copy instead
+            fs.copy_file(source._path(info.path), target)
+        metadata = replace(source.metadata, checkpoint_id=checkpoint_id, kind=kind,
+                           created_ms=int(time.time() * 1000) if created_ms is None
+                           else created_ms)
+        _publish(fs, staging, location, metadata)
+        return metadata
+    except BaseException as exc:
+        try:
+            fs.delete_dir(staging)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise CheckpointError(f"copying checkpoint to {location} failed: {exc}") from exc
         raise
 
 

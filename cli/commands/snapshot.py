@@ -1,0 +1,61 @@
+"""``statectl snapshot``: savepoints, listing, release and retention of a state directory."""
+
+from __future__ import annotations
+
+import click
+
+from cli.output import Output
+from formats.storage import DirectoryCheckpointStorage
+
+__all__ = ["snapshot_command"]
+
+_DIR = click.argument("directory", type=click.Path(exists=True, file_okay=False))
+
+
+@click.group("snapshot")
+def snapshot_command() -> None:
+    """Take savepoints of a state directory, list, release and prune its checkpoints.
+
+    A state directory is what `statectl build --checkpoint-dir` writes: chk-<id>/ and
+    savepoint-<id>/ subdirectories, each complete once its _metadata.json exists.
+    """
+
+
+@snapshot_command.command("take")
+@_DIR
+@click.option("--from", "from_checkpoint", type=int,
+              help="The checkpoint to take it from (default: the latest).")
+@click.pass_obj
+def take_command(output: Output, directory: str, from_checkpoint: int | None) -> None:
+    """Take a savepoint: the state of a completed checkpoint, kept until released by hand."""
+    output.snapshots([DirectoryCheckpointStorage(directory).take_savepoint(from_checkpoint)])
+
+
+@snapshot_command.command("list")
+@_DIR
+@click.pass_obj
+def list_command(output: Output, directory: str) -> None:
+    """List the completed checkpoints and savepoints with their sizes and times."""
+    output.snapshots(DirectoryCheckpointStorage(directory).list())
+
+
+@snapshot_command.command("release")
+@_DIR
+@click.argument("checkpoint_id", type=int)
+@click.option("--force", is_flag=True,
+              help="Release even the latest checkpoint (which a resume would need).")
+@click.pass_obj
+def release_command(output: Output, directory: str, checkpoint_id: int, force: bool) -> None:
+    """Delete a checkpoint or savepoint (refuses the latest checkpoint without --force)."""
+    released = DirectoryCheckpointStorage(directory).release(checkpoint_id, force=force)
+    output.released([released.checkpoint_id])
+
+
+@snapshot_command.command("prune")
+@_DIR
+@click.option("--keep", required=True, type=click.IntRange(min=1),
+              help="How many of the newest checkpoints to keep (savepoints are never pruned).")
+@click.pass_obj
+def prune_command(output: Output, directory: str, keep: int) -> None:
+    """Release all but the newest --keep checkpoints; savepoints stay."""
+    output.released(DirectoryCheckpointStorage(directory).prune(keep))
