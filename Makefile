@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test test-slow bench lint venv clean
 
 venv: $(STAMP)
 
@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 
 test: lint
 	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
 
 demo: $(STAMP)
 	$(PY) -m cli.demo

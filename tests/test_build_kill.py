@@ -100,3 +100,11 @@ def test_killed_builds_resume_to_the_uninterrupted_state(
     assert finished.returncode == 0, finished.stderr
     final = DirectoryCheckpointStorage(str(checkpoints)).completed()[-1]
     assert state_of(final.location) == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(TRIALS, TRIALS + 200))
+def test_many_more_killed_builds(trial: int, tmp_path: Path,
+                                 references: list[tuple[Path, dict[str, Any]]]) -> None:
+    """The same property over 200 more trials: `make test-slow` (not part of `make test`)."""
+    test_killed_builds_resume_to_the_uninterrupted_state(trial, tmp_path, references)
