@@ -75,7 +75,10 @@ def build_state(
                    key_type=key_type or source.column_types[key],
                    function_factory=lambda: AggregatingFunction(parsed), storage=storage,
                    parallelism=parallelism, max_parallelism=max_parallelism,
-                   checkpoint_every=checkpoint_every, keep=keep, restore_from=resume)
+                   checkpoint_every=checkpoint_every, keep=keep, restore_from=resume,
+                   configuration={"key": key, "key_type": key_type or source.column_types[key],
+                                  "aggregations": " ".join(aggregations),
+                                  "ttl": "" if ttl is None else str(ttl)})
     total = source.count()
     already = job.records_already_read
     step = max(1, total // 200)

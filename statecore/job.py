@@ -33,6 +33,7 @@ from statecore.key_groups import (
 )
 from statecore.keyed_backend import HeapKeyedStateBackend, MapKind
 from statecore.operator_backend import (
+    BroadcastStateDescriptor,
     OperatorListStateDescriptor,
     OperatorStateBackend,
     OperatorStateSnapshotEntry,
@@ -41,6 +42,7 @@ from statecore.serializers import TypeSerializer, resolve_type
 from statecore.ttl import Clock, system_clock
 
 __all__ = [
+    "CONFIGURATION_STATE",
     "SOURCE_POSITIONS_STATE",
     "CheckpointStorage",
     "CompletedCheckpoint",
@@ -55,6 +57,9 @@ __all__ = [
 
 #: The operator list state that holds ``(split, position)`` of the splits a subtask reads.
 SOURCE_POSITIONS_STATE = "source-positions"
+#: The broadcast state that holds the job's configuration (the same on every subtask).
+CONFIGURATION_STATE = "job-configuration"
+_CONFIGURATION = BroadcastStateDescriptor(CONFIGURATION_STATE, "string", "string")
 _POSITIONS = OperatorListStateDescriptor(SOURCE_POSITIONS_STATE, "tuple<string,int64>")
 
 
@@ -153,6 +158,8 @@ class LocalJob:
     defaults to Flink's rule. ``restore_from`` is ``None`` (a fresh start), ``"latest"`` or a
     checkpoint id; restoring needs the same parallelism and max parallelism (rescaling is a
     separate, offline step). Split ``j`` is read by subtask ``j % parallelism``.
+    ``configuration`` (strings) is kept in broadcast state; a restore with a different one is
+    refused, so a resumed job cannot silently apply other logic to the restored state.
     """
 
     def __init__(
@@ -172,6 +179,7 @@ class LocalJob:
         restore_from: int | str | None = None,
         map_kind: MapKind = "copy_on_write",
         clock: Clock = system_clock,
+        configuration: dict[str, str] | None = None,
     ) -> None:
         self.max_parallelism = (compute_default_max_parallelism(parallelism)
                                 if max_parallelism is None else max_parallelism)
@@ -185,6 +193,7 @@ class LocalJob:
         self.key_selector = key_selector
         self.key_serializer = resolve_type(key_type)
         self.checkpoint_every, self.keep = checkpoint_every, keep
+        self.configuration = dict(configuration or {})
         self._pending: list[PendingWrite] = []
         self._result = JobResult(0)
         restored = self._checkpoint_to_restore(restore_from)
@@ -221,6 +230,13 @@ class LocalJob:
         entries = reader.operator_entries(self.uid, index) if reader else []
         operator = OperatorStateBackend(entries)
         context = RuntimeContext(index, self.parallelism, keyed, operator)
+        config = operator.get_broadcast_state(_CONFIGURATION)
+        if reader is not None and dict(config.items()) != self.configuration:
+            raise CheckpointError(
+                f"the checkpoint was taken with configuration {dict(config.items())}, this job "
+                f"has {self.configuration}: resume with the same settings")
+        config.clear()
+        config.put_all(self.configuration)
         function = function_factory()
         function.open(context)  # registers the keyed states a restore fills
         if reader is not None:

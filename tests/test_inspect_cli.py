@@ -77,3 +77,14 @@ def test_errors_are_one_line_and_exit_3(tmp_path: Path) -> None:
         code, out, err = run(*args)
         assert code == 3, (args, out, err)
         assert err.startswith("Error: ") and err.count("\n") == 1, err
+
+
+def test_resume_with_other_aggregations_is_refused(tmp_path: Path) -> None:
+    data = events(tmp_path / "events.parquet")
+    state = str(tmp_path / "state")
+    code, _, err = run("build", str(data), "--key", "user", "--agg", "count",
+                       "--checkpoint-dir", state)
+    assert code == 0, err
+    code, _, err = run("build", str(data), "--key", "user", "--agg", "sum:amount",
+                       "--checkpoint-dir", state, "--resume")
+    assert code == 3 and "resume with the same settings" in err
