@@ -83,8 +83,10 @@ __all__ = [
 ]
 
 METADATA_FILE = "_metadata.json"
-#: A key group's rows are flushed into a row group of their own once this many rows are pending.
-ROW_GROUP_ROWS = 65_536
+#: Pending rows are written as a row group at the first key-group boundary past this many, so
+#: a row group holds whole key groups (or one large one) and one key group is read from its
+#: own row groups, never the whole file.
+ROW_GROUP_ROWS = 8192
 #: ``_metadata.json`` larger than this is refused before parsing (it is untrusted input).
 MAX_METADATA_BYTES = 64 << 20
 _MODE_KIND = {OperatorStateMode.SPLIT_DISTRIBUTE: "split", OperatorStateMode.UNION: "union",
@@ -284,7 +286,9 @@ def _publish(fs: pafs.FileSystem, staging: str, final: str, metadata: Checkpoint
     ``_metadata.json`` is written under a temporary name, fsynced and renamed; then the staged
     directory is renamed to ``final``.
     """
-    document = json.dumps(metadata_to_json(metadata), indent=1, sort_keys=True).encode()
+    # compact: the per-key-group row triples would otherwise take most of the file
+    document = json.dumps(metadata_to_json(metadata), separators=(",", ":"),
+                          sort_keys=True).encode()
     temporary = f"{staging}/{METADATA_FILE}.tmp"
     with fs.open_output_stream(temporary) as out:
         out.write(document)
@@ -461,6 +465,43 @@ def _write_operator_state(fs: pafs.FileSystem, root: str, op_index: int,
 # -- reading --------------------------------------------------------------------------------
 
 
+class _RowReader:
+    """Rows of one data file by row number; each row group is decoded once, when first needed.
+
+    Key groups are read in ascending order, so caching the last decoded row group is enough.
+    """
+
+    def __init__(self, relative: str, parquet: pq.ParquetFile, sizes: list[int]) -> None:
+        self.relative, self.parquet = relative, parquet
+        self.starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+        self._cached: tuple[int, dict[str, list[Any]]] | None = None
+
+    def _group(self, index: int) -> dict[str, list[Any]]:
+        if self._cached is None or self._cached[0] != index:
+            try:
+                table = self.parquet.read_row_groups([index])
+            except (pa.ArrowException, OSError) as exc:
+                raise CorruptCheckpointError(f"{self.relative}: {exc}") from exc
+            self._cached = (index, {name: table.column(name).to_pylist()
+                                    for name in table.column_names})
+        return self._cached[1]
+
+    def rows(self, first: int, count: int) -> dict[str, list[Any]]:
+        """Columns of rows ``[first, first + count)``, from the row groups that hold them."""
+        if first + count > self.starts[-1]:
+            raise CorruptCheckpointError(f"{self.relative}: rows {first}..{first + count} "
+                                         f"beyond its {self.starts[-1]} rows")
+        out: dict[str, list[Any]] = {name: [] for name in self.parquet.schema_arrow.names}
+        for index in range(len(self.starts) - 1):
+            lo, hi = self.starts[index], self.starts[index + 1]
+            if hi <= first or lo >= first + count or lo == hi:
+                continue
+            group = self._group(index)
+            for name, values in group.items():
+                out[name].extend(values[max(first, lo) - lo:min(first + count, hi) - lo])
+        return out
+
+
 class Checkpoint:
     """An opened checkpoint: its validated metadata and access to its files.
 
@@ -514,30 +555,18 @@ class Checkpoint:
         if "sha256:" + digest.hexdigest() != info.checksum:
             raise CorruptCheckpointError(f"{relative}: checksum mismatch")
 
-    def _read_rows(self, relative: str, schema: pa.Schema, first: int, count: int) -> pa.Table:
-        """Rows ``[first, first + count)``, reading only the row groups that hold them."""
+    def _reader(self, relative: str, schema: pa.Schema) -> _RowReader:
         parquet = self._parquet(relative)
         try:
             if not parquet.schema_arrow.remove_metadata().equals(schema.remove_metadata()):
                 raise CorruptCheckpointError(
                     f"{relative}: columns {parquet.schema_arrow} differ from the declared "
                     f"{schema}")
-            groups, start, offsets = [], 0, []
-            for i in range(parquet.num_row_groups):
-                n = parquet.metadata.row_group(i).num_rows
-                if start + n > first and start < first + count:
-                    groups.append(i)
-                    offsets.append(start)
-                start += n
-            if first + count > start:
-                raise CorruptCheckpointError(
-                    f"{relative}: rows {first}..{first + count} beyond its {start} rows")
-            if not groups:
-                return schema.empty_table()
-            table = parquet.read_row_groups(groups)
-            return table.slice(first - offsets[0], count)
+            sizes = [parquet.metadata.row_group(i).num_rows
+                     for i in range(parquet.num_row_groups)]
         except (pa.ArrowException, OSError) as exc:
             raise CorruptCheckpointError(f"{relative}: {exc}") from exc
+        return _RowReader(relative, parquet, sizes)
 
     def keyed_entries(self, uid: str, state_name: str,
                       key_groups: KeyGroupRange | None = None
@@ -559,10 +588,12 @@ class Checkpoint:
         handles = [h for st in op.subtasks for h in st.keyed if h.state == state_name]
         selected = [(r, h) for h in handles for r in h.rows
                     if key_groups is None or r.key_group in key_groups]
+        readers: dict[str, _RowReader] = {}
         for group, handle in sorted(selected, key=lambda pair: pair[0].key_group):
-            table = self._read_rows(handle.file, schema, group.first_row, group.row_count)
-            columns = {name: table.column(name).to_pylist() for name in table.column_names}
-            for i in range(table.num_rows):
+            if handle.file not in readers:
+                readers[handle.file] = self._reader(handle.file, schema)
+            columns = readers[handle.file].rows(group.first_row, group.row_count)
+            for i in range(group.row_count):
                 if columns["key_group"][i] != group.key_group:
                     raise CorruptCheckpointError(
                         f"{handle.file}: row {group.first_row + i} is in key group "
@@ -582,14 +613,13 @@ class Checkpoint:
         out = []
         for handle in subtasks[0].operator:
             state = _state(op, handle.state, "operator")
-            table = self._read_rows(handle.file, _operator_schema(state), handle.first_element,
-                                    handle.element_count)
-            values = [from_arrow(state.value_type)(v) for v in table.column("value").to_pylist()]
+            columns = self._reader(handle.file, _operator_schema(state)).rows(
+                handle.first_element, handle.element_count)
+            values = [from_arrow(state.value_type)(v) for v in columns["value"]]
             try:
                 if handle.mode is OperatorStateMode.BROADCAST:
                     assert state.user_key_type is not None
-                    keys = [from_arrow(state.user_key_type)(k)
-                            for k in table.column("key").to_pylist()]
+                    keys = [from_arrow(state.user_key_type)(k) for k in columns["key"]]
                     out.append(OperatorStateSnapshotEntry(
                         state.name, handle.mode, state.value_type, state.user_key_type,
                         entries=tuple(zip(keys, values, strict=True))))

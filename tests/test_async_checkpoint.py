@@ -3,6 +3,7 @@ leave nothing that looks like a checkpoint, and every map snapshot is released."
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,9 @@ def operator(snapshot: Any) -> list[OperatorSnapshot]:
 
 def test_processing_continues_and_the_checkpoint_holds_the_trigger_point(tmp_path: Path) -> None:
     backend = make_backend()
-    expected = stored(backend)
+    # a deep copy: once the writer has released a key group, the owner's appends mutate the
+    # live lists in place (nothing shares them any more)
+    expected = copy.deepcopy(stored(backend))
     pending = write_checkpoint_async(str(tmp_path / "chk-1"), 1, operator(backend.snapshot()))
     value = backend.get_value_state(value_state("count", "int64"))
     items = backend.get_list_state(list_state("items", "int64"))
@@ -115,7 +118,7 @@ def test_several_checkpoints_in_flight(tmp_path: Path) -> None:
     value = backend.get_value_state(value_state("count", "int64"))
     pendings, expectations = [], []
     for n in range(3):
-        expectations.append(stored(backend))
+        expectations.append(copy.deepcopy(stored(backend)))
         pendings.append(write_checkpoint_async(str(tmp_path / f"chk-{n}"), n,
                                                operator(backend.snapshot())))
         backend.set_current_key(KEYS[n])

@@ -189,7 +189,9 @@ def test_generator_detects_drift(tmp_path: Path) -> None:
     document["operators"][0]["subtasks"][0]["entries"] += 1
     golden.write_text(json.dumps(document), encoding="utf-8")
     metadata = copy / names[1] / METADATA_FILE
-    metadata.write_text(metadata.read_text().replace('"created_ms": ', '"created_ms": 1'))
+    tampered = json.loads(metadata.read_text())
+    tampered["created_ms"] += 1
+    metadata.write_text(json.dumps(tampered))
     (copy / "stray.txt").write_text("not a sample")
     shutil.rmtree(copy / names[2])
     problems = "\n".join(generate.check(copy))
