@@ -1,4 +1,4 @@
-"""``make bench``: state maps and keyed backend vs their baselines; prints a table, writes JSON.
+"""``make bench``: state maps, keyed backend, checkpoints vs their baselines; table and JSON.
 
 Usage: ``.venv/bin/python bench/run.py [--quick] [--only NAME] [--json PATH]``. Every figure in
 the ratio column is measured side by side in this run; the acceptance bars are reported, PASS
@@ -22,19 +22,26 @@ from pathlib import Path
 from typing import Any
 
 from bench_backend import bench_backend
+from bench_checkpoint import bench_checkpoint
 from bench_state_maps import BENCHMARKS as STATE_MAP_BENCHMARKS
 from bench_state_maps import FULL, QUICK, Config, Row, Section
 
 BENCH_DIR = Path(__file__).resolve().parent
-#: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py).
+#: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py),
+#: then checkpoints (bench/bench_checkpoint.py).
 BENCHMARKS: dict[str, Callable[[Config], Section]] = {
-    **STATE_MAP_BENCHMARKS, "backend": bench_backend}
+    **STATE_MAP_BENCHMARKS, "backend": bench_backend, "checkpoint": bench_checkpoint}
 DEFAULT_JSON = BENCH_DIR / "results.json"
 COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
 WIDTHS = (42, 16, 16, 8, 10, 6)
 
 
 def format_value(value: float, unit: str) -> str:
+    if unit == "bytes":
+        for scale, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+            if value >= scale:
+                return f"{value / scale:.3g} {name}"
+        return f"{value:.0f} B"
     if unit == "ops/s":
         if value >= 1e6:
             return f"{value / 1e6:.2f}M ops/s"

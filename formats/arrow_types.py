@@ -27,7 +27,7 @@ import pyarrow as pa
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 from statecore.serializers import TypeSerializer, parse_type
 
-__all__ = ["arrow_type", "from_arrow", "to_arrow"]
+__all__ = ["arrow_type", "from_arrow", "is_scalar", "to_arrow"]
 
 _SCALARS: dict[str, pa.DataType] = {
     "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
@@ -53,6 +53,11 @@ def _parts(spec: str) -> tuple[str, list[str]]:
             current += ch
     args.append(current)
     return head, args
+
+
+def is_scalar(spec: str) -> bool:
+    """Whether values of ``spec`` go to ``pa.array`` as they are (no conversion needed)."""
+    return _parts(spec)[0] in _SCALARS
 
 
 def arrow_type(spec: str) -> pa.DataType:

@@ -7,9 +7,10 @@ key group by key group and releases each group's map snapshots as soon as it is 
 thread. On failure or :meth:`PendingCheckpoint.cancel`, every snapshot is released and the
 partial directory removed: nothing that looks like a checkpoint is left.
 
-The worker shares the GIL with the processing thread: it slows processing while it converts
-rows to Arrow, though never blocks it for longer than one key group's conversion (the Parquet
-encoding itself runs in pyarrow, which releases the GIL).
+The worker shares the GIL with the processing thread: while it gathers a row group's values
+and converts them with ``pa.array`` (up to 8192 rows at a time) it holds the GIL, so processing
+slows down for the checkpoint's duration; Parquet encoding, hashing and fsync release it. The
+benchmarks (``make bench``, section "checkpoint") measure both effects.
 """
 
 from __future__ import annotations

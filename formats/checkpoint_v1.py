@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from formats.arrow_types import arrow_type, from_arrow, to_arrow
+from formats.arrow_types import arrow_type, from_arrow, is_scalar, to_arrow
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -393,7 +393,7 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
         writer = _FileWriter(fs, root, f"op-{op_index}/keyed/{index}/{subtask.index}.parquet",
                              schema)
         writers[meta.name] = (meta, writer, {f.name: [] for f in schema}, [],
-                              _row_converter(meta, snapshot.key_type))
+                              _block_appender(meta, snapshot.key_type))
     for block in snapshot:
         if cancelled():
             raise CheckpointCancelledError("the checkpoint was cancelled")
@@ -401,9 +401,7 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
         if not block.entries:
             continue
         first = writer.rows + len(pending["key"])
-        for entry in block.entries:
-            for name, value in convert(block.key_group, entry).items():
-                pending[name].append(value)
+        convert(block.key_group, block.entries, pending)
         rows.append(KeyGroupRows(block.key_group, first, len(block.entries)))
         if len(pending["key"]) >= ROW_GROUP_ROWS:
             writer.write(pending)
@@ -418,22 +416,41 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
     return handles
 
 
-def _row_converter(state: StateMetadata, key_type: str) -> Callable[..., dict[str, Any]]:
-    key = to_arrow(key_type)
-    namespace = None if state.namespace_type == "void" else to_arrow(state.namespace_type)
-    value = to_arrow(_value_spec(state))
-    ttl = to_arrow(_ttl_spec(state))
+def _converter(spec: str) -> Callable[[Any], Any] | None:
+    """A per-value conversion for ``pa.array``, or ``None`` where values pass as they are.
 
-    def convert(key_group: int, entry: Any) -> dict[str, Any]:
-        raw_value, timestamps = _split_ttl(state, entry.state)
-        row = {"key_group": key_group, "key": key(entry.key), "value": value(raw_value)}
-        if namespace is not None:
-            row["namespace"] = namespace(entry.namespace)
+    Scalars are not checked one by one in Python: ``pa.array(..., type=...)`` refuses a value
+    of the wrong type, and the writer turns that into a :class:`CheckpointError`.
+    """
+    return None if is_scalar(spec) else to_arrow(spec)
+
+
+def _block_appender(state: StateMetadata,
+                    key_type: str) -> Callable[[int, Sequence[Any], dict[str, list[Any]]], None]:
+    """Append one key group's entries to the pending columns of a keyed file, column-wise."""
+    key = _converter(key_type)
+    namespace = None if state.namespace_type == "void" else _converter(state.namespace_type)
+    value = _converter(_value_spec(state))
+    ttl = _converter(_ttl_spec(state))
+    has_namespace = state.namespace_type != "void"
+
+    def extend(column: list[Any], values: list[Any], convert: Callable[[Any], Any] | None
+               ) -> None:
+        column.extend(values if convert is None else map(convert, values))
+
+    def append(key_group: int, entries: Sequence[Any], pending: dict[str, list[Any]]) -> None:
+        pending["key_group"].extend([key_group] * len(entries))
+        extend(pending["key"], [e.key for e in entries], key)
+        if has_namespace:
+            extend(pending["namespace"], [e.namespace for e in entries], namespace)
         if state.ttl:
-            row["ttl_timestamp"] = ttl(timestamps)
-        return row
+            split = [_split_ttl(state, e.state) for e in entries]
+            extend(pending["value"], [v for v, _ in split], value)
+            extend(pending["ttl_timestamp"], [t for _, t in split], ttl)
+        else:
+            extend(pending["value"], [e.state for e in entries], value)
 
-    return convert
+    return append
 
 
 def _write_operator_state(fs: pafs.FileSystem, root: str, op_index: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,9 @@ def test_existing_location_is_never_overwritten(tmp_path: Path) -> None:
 def test_unknown_format_version_is_refused(tmp_path: Path) -> None:
     write_sample(tmp_path / "chk")
     meta = tmp_path / "chk" / "_metadata.json"
-    meta.write_text(meta.read_text().replace('"format_version": 1', '"format_version": 2'))
+    document = json.loads(meta.read_text())
+    document["format_version"] = 2
+    meta.write_text(json.dumps(document))
     with pytest.raises(UnsupportedFormatError, match="version 2"):
         open_checkpoint(str(tmp_path / "chk"))
 

@@ -1,0 +1,653 @@
+"""Checkpoints: the format-v1 writer and asynchronous checkpoints against their baselines.
+
+One benchmark, ``checkpoint`` (``bench/run.py`` runs it with the others and prints the table),
+on one copy-on-write backend of string keys with one int64 value state at max parallelism 128:
+
+* write throughput: rows/s of ``formats.checkpoint_v1.write_checkpoint`` (the writer the
+  asynchronous path runs on its thread, called synchronously to measure it) against
+  ``pyarrow.parquet.write_table`` of a table with the same columns and rows; also against
+  building that table from Python lists plus ``write_table`` (information).
+* processing under a checkpoint: records/s of ``set_current_key(k); state.update(v)`` over a
+  fixed window of pre-generated records, while an asynchronous checkpoint (snapshot taken at
+  the window start) is in flight, against the same window with no checkpoint; for the GIL's
+  share also with the snapshot held and no writer, and with a smaller switch interval.
+* stall: the longest gap between two processed records from a checkpoint's trigger until it
+  completes, asynchronous (snapshot + ``write_checkpoint_async``) against synchronous
+  (snapshot + ``write_checkpoint`` inline), with the collector on (after collect and freeze)
+  and off.
+* inspect: bytes ``open_checkpoint`` + ``summarize`` (what ``statectl inspect`` runs) read,
+  counted by a ``pyarrow.fs.PyFileSystem`` over the local filesystem, against the total size
+  of the checkpoint's files.
+
+Sizes follow the map benchmarks' :class:`Config` (``--quick`` makes them small): half of
+``snapshot_entries`` keys (500k, quick 25k), ``latency_reps`` repetitions of the writes and
+``latency_reps - 1`` (at least 1) of the processing windows.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from bench_backend import fill, new_backend, random_string_keys
+from bench_state_maps import NANOS, SEED, Bar, Config, Row, Section, median, progress, ratio_label
+
+from formats.async_checkpoint import write_checkpoint_async
+from formats.checkpoint_v1 import METADATA_FILE, open_checkpoint, write_checkpoint
+from formats.inspect import summarize
+from statecore.checkpoint import CheckpointMetadata, OperatorSnapshot, SubtaskSnapshot
+from statecore.errors import CheckpointCancelledError
+from statecore.keyed_backend import HeapKeyedStateBackend
+from statecore.keyed_state import ValueState
+
+MAX_PARALLELISM = 128
+#: The switch interval tried against the default (``sys.getswitchinterval()``, 5 ms).
+SMALL_SWITCH_INTERVAL = 0.0005
+#: Row.unit for byte counts (run.py formats it; bench_state_maps' Row declares ops/s and ns).
+BYTES = cast(Any, "bytes")
+Records = list[tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class CheckpointSizes:
+    keys: int
+    write_reps: int
+    window_records: int
+    window_reps: int
+    lead_records: int
+    pass_records: int
+
+    @classmethod
+    def of(cls, cfg: Config) -> CheckpointSizes:
+        keys = cfg.snapshot_entries // 2
+        return cls(keys=keys, write_reps=cfg.latency_reps,
+                   # ~30% of the keys: the checkpoint outlasts the window (checked)
+                   window_records=keys * 3 // 10, window_reps=max(1, cfg.latency_reps - 1),
+                   lead_records=keys // 50, pass_records=keys // 25)
+
+
+@dataclass
+class Bench:
+    """The backend under test, its records and the directory checkpoints go to."""
+
+    sizes: CheckpointSizes
+    backend: HeapKeyedStateBackend[str]
+    state: ValueState
+    records: Records
+    directory: Path
+    next_id: int = 1
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def new_checkpoint(self) -> tuple[str, int]:
+        """A fresh location and checkpoint id."""
+        checkpoint_id, self.next_id = self.next_id, self.next_id + 1
+        return str(self.directory / f"chk-{checkpoint_id:07d}"), checkpoint_id
+
+    def operators(self) -> list[OperatorSnapshot]:
+        """The synchronous half: one operator, one subtask, the backend's snapshot now."""
+        return [OperatorSnapshot("bench", "bench", 1, MAX_PARALLELISM,
+                                 [SubtaskSnapshot(0, keyed=self.backend.snapshot())])]
+
+    def check(self, metadata: CheckpointMetadata) -> None:
+        rows = sum(r.row_count for op in metadata.operators for st in op.subtasks
+                   for h in st.keyed for r in h.rows)
+        if rows != self.sizes.keys:
+            raise AssertionError(f"checkpoint {metadata.checkpoint_id}: {rows} rows, "
+                                 f"expected {self.sizes.keys}")
+
+
+def settle() -> None:
+    """Before a timed part: collect the unfrozen objects, then freeze them too (cheap)."""
+    gc.collect()
+    gc.freeze()
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """The section runs with its backend frozen; GC state and the permanent generation
+    are restored afterwards."""
+    was_enabled = gc.isenabled()
+    settle()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+        else:
+            gc.disable()
+
+
+@contextmanager
+def gc_mode(enabled: bool) -> Iterator[None]:
+    was_enabled = gc.isenabled()
+    settle()
+    if enabled:
+        gc.enable()
+    else:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        else:
+            gc.disable()
+
+
+@contextmanager
+def switch_interval(seconds: float) -> Iterator[None]:
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)
+
+
+class CollectionLog:
+    """``gc.callbacks`` entry: the duration of every collection, by generation."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, int]] = []
+        self._start = 0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter_ns()
+        else:
+            self.pauses.append((info["generation"], time.perf_counter_ns() - self._start))
+
+    def summary(self) -> dict[str, Any]:
+        longest = max(self.pauses, key=lambda p: p[1], default=(-1, 0))
+        return {"collections_by_generation": [sum(g == i for g, _ in self.pauses)
+                                              for i in range(3)],
+                "longest_ns": longest[1], "longest_generation": longest[0]}
+
+
+@contextmanager
+def logging_collections() -> Iterator[CollectionLog]:
+    log = CollectionLog()
+    gc.callbacks.append(log)
+    try:
+        yield log
+    finally:
+        gc.callbacks.remove(log)
+
+
+def discard(location: str) -> None:
+    shutil.rmtree(location, ignore_errors=True)
+
+
+# -- 1. write throughput ------------------------------------------------------------------------
+
+
+def snapshot_columns(bench: Bench) -> dict[str, list[Any]]:
+    """The rows a checkpoint of the backend holds, as Python lists, in key group order."""
+    columns: dict[str, list[Any]] = {"key_group": [], "key": [], "value": []}
+    for block in bench.backend.snapshot():
+        for entry in block.entries:
+            columns["key_group"].append(block.key_group)
+            columns["key"].append(entry.key)
+            columns["value"].append(entry.state)
+    return columns
+
+
+BASELINE_SCHEMA = pa.schema([pa.field("key_group", pa.int32(), nullable=False),
+                             pa.field("key", pa.string(), nullable=False),
+                             pa.field("value", pa.int64())])
+
+
+def build_table(columns: dict[str, list[Any]]) -> Any:
+    return pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in BASELINE_SCHEMA},
+                    schema=BASELINE_SCHEMA)
+
+
+def bench_write(bench: Bench, section: Section) -> str:
+    """Write throughput, interleaved; returns the location of a kept checkpoint (for inspect)."""
+    n = bench.sizes.keys
+    columns = snapshot_columns(bench)
+    table = build_table(columns)
+    baseline_path = str(bench.directory / "baseline.parquet")
+    times: dict[str, list[int]] = {"write_checkpoint": [], "write_table": [],
+                                   "pa.table + write_table": [], "snapshot": []}
+    kept = ""
+    for rep in range(bench.sizes.write_reps):  # interleaved: statecore, baseline, baseline+build
+        progress(f"checkpoint write rep {rep + 1}/{bench.sizes.write_reps}")
+        location, checkpoint_id = bench.new_checkpoint()
+        settle()
+        start = time.perf_counter_ns()
+        operators = bench.operators()
+        taken = time.perf_counter_ns()
+        metadata = write_checkpoint(location, checkpoint_id, operators)
+        times["write_checkpoint"].append(time.perf_counter_ns() - taken)
+        times["snapshot"].append(taken - start)
+        bench.check(metadata)
+        if kept:
+            discard(kept)
+        kept = location
+        settle()
+        start = time.perf_counter_ns()
+        pq.write_table(table, baseline_path)
+        times["write_table"].append(time.perf_counter_ns() - start)
+        os.remove(baseline_path)
+        settle()
+        start = time.perf_counter_ns()
+        pq.write_table(build_table(columns), baseline_path)
+        times["pa.table + write_table"].append(time.perf_counter_ns() - start)
+        if pq.ParquetFile(baseline_path).metadata.num_rows != n:
+            raise AssertionError("baseline file lost rows")
+        os.remove(baseline_path)
+    del table, columns
+
+    def rows_per_s(name: str) -> float:
+        return n * NANOS / median(times[name])
+
+    label = ratio_label(n)
+    section.rows += [
+        Row(f"checkpoint write, rows/s ({label} rows)", rows_per_s("write_checkpoint"),
+            rows_per_s("write_table"), "ops/s", Bar(">=", 0.5, ">= 0.5")),
+        Row(f"write vs pa.table()+write_table ({label})", rows_per_s("write_checkpoint"),
+            rows_per_s("pa.table + write_table"), "ops/s"),
+    ]
+    size = os.path.getsize(Path(kept) / METADATA_FILE) + sum(
+        f.stat().st_size for f in Path(kept).rglob("*.parquet"))
+    bench.raw["write"] = {"rows": n, "times_ns": times, "checkpoint_bytes": size}
+    section.notes += [
+        f"write: {n:,} random 16-hex-digit string keys, one int64 value state, max parallelism "
+        f"{MAX_PARALLELISM} (one subtask, {MAX_PARALLELISM} key groups); statecore = "
+        f"write_checkpoint(location, id, [snapshot]) called synchronously (the writer the "
+        f"async path runs on its thread): rows/s ('ops' = rows); baseline = "
+        f"pyarrow.parquet.write_table of a ready pa.Table with the same columns (key_group "
+        f"int32, key string, value int64) and rows, key group order, default options; second "
+        f"row's baseline also builds that table from Python lists (pa.array per column)",
+        f"write: median of {bench.sizes.write_reps} interleaved reps into a temporary "
+        f"directory under {tempfile.gettempdir()}; the snapshot is taken untimed just "
+        f"before (median {median(times['snapshot']) / 1e6:.2f} ms); write_checkpoint also "
+        f"fsyncs, re-reads each file for its SHA-256, writes _metadata.json and renames the "
+        f"directory, which write_table does not; checkpoint: {size / 1e6:.1f} MB, every "
+        f"write checked for {n:,} rows",
+    ]
+    return kept
+
+
+# -- 2. processing while a checkpoint is in flight ---------------------------------------------
+
+
+def process(bench: Bench) -> None:
+    set_key, update = bench.backend.set_current_key, bench.state.update
+    for k, v in bench.records:
+        set_key(k)
+        update(v)
+
+
+def window_no_checkpoint(bench: Bench) -> tuple[int, bool]:
+    start = time.perf_counter_ns()
+    process(bench)
+    return time.perf_counter_ns() - start, False
+
+
+def window_snapshot_held(bench: Bench) -> tuple[int, bool]:
+    """The window starts with the snapshot, which stays open (nothing consumes it)."""
+    start = time.perf_counter_ns()
+    operators = bench.operators()
+    process(bench)
+    took = time.perf_counter_ns() - start
+    for subtask in operators[0].subtasks:
+        assert subtask.keyed is not None
+        subtask.keyed.close()
+    return took, False
+
+
+def window_async(bench: Bench) -> tuple[int, bool]:
+    """The window starts with the snapshot and the writer's start; then cancel the writer."""
+    location, checkpoint_id = bench.new_checkpoint()
+    start = time.perf_counter_ns()
+    pending = write_checkpoint_async(location, checkpoint_id, bench.operators())
+    process(bench)
+    took = time.perf_counter_ns() - start
+    in_flight = not pending.done()
+    pending.cancel()  # the window is over: the writer stops at its next key group, cleans up
+    try:
+        bench.check(pending.result())
+    except CheckpointCancelledError:
+        pass
+    discard(location)
+    return took, in_flight
+
+
+def window_async_small_interval(bench: Bench) -> tuple[int, bool]:
+    with switch_interval(SMALL_SWITCH_INTERVAL):
+        return window_async(bench)
+
+
+WINDOWS: dict[str, Callable[[Bench], tuple[int, bool]]] = {
+    "no checkpoint": window_no_checkpoint,
+    "snapshot held": window_snapshot_held,
+    "async checkpoint": window_async,
+    "async, small switch interval": window_async_small_interval,
+}
+
+
+def bench_processing(bench: Bench, section: Section) -> None:
+    w = len(bench.records)
+    rates: dict[str, list[float]] = {name: [] for name in WINDOWS}
+    in_flight: dict[str, list[bool]] = {name: [] for name in WINDOWS}
+    for rep in range(bench.sizes.window_reps):  # interleaved, in WINDOWS order
+        for name, window in WINDOWS.items():
+            progress(f"checkpoint processing rep {rep + 1}/{bench.sizes.window_reps}: {name}")
+            with gc_mode(enabled=True):
+                took, flying = window(bench)
+            rates[name].append(w * NANOS / took)
+            in_flight[name].append(flying)
+    none = median(rates["no checkpoint"])
+    held = median(rates["snapshot held"])
+    asynchronous = median(rates["async checkpoint"])
+    small = median(rates["async, small switch interval"])
+    label = ratio_label(w)
+    section.rows += [
+        Row(f"records/s, async checkpoint ({label} rec)", asynchronous, none, "ops/s",
+            Bar(">=", 0.5, ">= 0.5")),
+        Row("records/s, snapshot held, no writer", held, none, "ops/s"),
+        Row(f"records/s, async, switch {SMALL_SWITCH_INTERVAL * 1e3:g} ms", small, none,
+            "ops/s"),
+    ]
+    still_flying = sum(in_flight["async checkpoint"] + in_flight["async, small switch interval"])
+    runs = 2 * bench.sizes.window_reps
+    bench.raw["processing"] = {"window_records": w, "records_per_s": rates,
+                               "checkpoint_in_flight_at_window_end": in_flight,
+                               "default_switch_interval_s": sys.getswitchinterval(),
+                               "small_switch_interval_s": SMALL_SWITCH_INTERVAL}
+    section.notes += [
+        f"processing: a window of {w:,} pre-generated (key, random int) records, keys drawn "
+        f"from all {bench.sizes.keys:,} (present), backend.set_current_key(k); "
+        f"state.update(v); statecore = records/s ('ops' = records) with an async checkpoint "
+        f"in flight: the window starts with backend.snapshot() + write_checkpoint_async(); "
+        f"baseline = the same window with no checkpoint; median of "
+        f"{bench.sizes.window_reps} interleaved reps (none, snapshot held, async, async with "
+        f"a {SMALL_SWITCH_INTERVAL * 1e3:g} ms switch interval)",
+        f"processing: the checkpoint was still in flight at the end of {still_flying} of {runs} "
+        f"async windows (then cancelled: only the window is measured); GC on with default "
+        f"thresholds after gc.collect(); gc.freeze() before each window",
+        f"GIL: a snapshot held with no writer costs the copy-on-write copies on first write "
+        f"(and collecting them): {held / none:.2f} of the no-checkpoint rate; the writer "
+        f"thread brings it to {asynchronous / none:.2f} ({asynchronous / held:.2f} of the "
+        f"held rate): it builds every row in Python and pa.array()s 65,536-row batches with "
+        f"the GIL held (only Parquet encoding, SHA-256 and fsync release it), and its "
+        f"allocations trigger collections that pause both threads",
+        f"GIL: sys.setswitchinterval({SMALL_SWITCH_INTERVAL:g}) instead of the default "
+        f"{sys.getswitchinterval():g} s: {small / none:.2f} of the no-checkpoint rate (the "
+        f"interval decides how often the threads alternate, not how much work the writer "
+        f"does with the GIL held); "
+        f"no library code was changed for this benchmark",
+    ]
+
+
+# -- 3. longest stall between two records -------------------------------------------------------
+
+
+def stamped(bench: Bench, records: Records, stamps: list[int]) -> None:
+    """Process ``records``, appending ``perf_counter_ns()`` before each."""
+    set_key, update = bench.backend.set_current_key, bench.state.update
+    append, clock = stamps.append, time.perf_counter_ns
+    for k, v in records:
+        append(clock())
+        set_key(k)
+        update(v)
+
+
+@dataclass(frozen=True)
+class StallRun:
+    longest_ns: int
+    p999_ns: int
+    over_1ms: int
+    records: int
+    checkpoint_ns: int
+    collections: dict[str, Any]
+
+
+def stall_run(bench: Bench, asynchronous: bool) -> StallRun:
+    """Lead-in records, the checkpoint's trigger, then records until it is complete."""
+    lead = bench.records[:bench.sizes.lead_records]
+    passes = bench.records[:bench.sizes.pass_records]
+    location, checkpoint_id = bench.new_checkpoint()
+    stamps: list[int] = []
+    with logging_collections() as log:
+        stamped(bench, lead, stamps)
+        trigger = len(stamps)
+        stamps.append(time.perf_counter_ns())  # the trigger: a gap like any record's
+        if asynchronous:
+            pending = write_checkpoint_async(location, checkpoint_id, bench.operators())
+            while True:
+                stamped(bench, passes, stamps)
+                if pending.done():
+                    break
+            completed = time.perf_counter_ns()
+            metadata = pending.result()
+        else:
+            metadata = write_checkpoint(location, checkpoint_id, bench.operators())
+            completed = time.perf_counter_ns()
+            stamped(bench, passes, stamps)
+        stamps.append(time.perf_counter_ns())
+    bench.check(metadata)
+    discard(location)
+    gaps = sorted(b - a for a, b in zip(stamps[trigger:], stamps[trigger + 1:], strict=False))
+    return StallRun(longest_ns=gaps[-1], p999_ns=gaps[max(0, -(-999 * len(gaps) // 1000) - 1)],
+                    over_1ms=sum(g > 1_000_000 for g in gaps), records=len(stamps) - trigger - 2,
+                    checkpoint_ns=completed - stamps[trigger], collections=log.summary())
+
+
+def bench_stall(bench: Bench, section: Section) -> None:
+    runs: dict[str, dict[str, StallRun]] = {}
+    for mode, enabled in (("GC on", True), ("GC off", False)):
+        runs[mode] = {}
+        for variant in ("sync", "async"):  # sync first: a fresh snapshot either way
+            progress(f"checkpoint stall, {mode}: {variant}")
+            with gc_mode(enabled):
+                runs[mode][variant] = stall_run(bench, variant == "async")
+    label = ratio_label(bench.sizes.keys)
+    for mode, by_variant in runs.items():
+        bar = Bar("<=", 0.05, "<= 1/20") if mode == "GC on" else None
+        section.rows.append(Row(f"longest stall async/sync ({label}), {mode}",
+                                by_variant["async"].longest_ns, by_variant["sync"].longest_ns,
+                                "ns", bar))
+    bench.raw["stall"] = {mode: {v: vars(r) for v, r in by.items()} for mode, by in runs.items()}
+    on, off = runs["GC on"]["async"], runs["GC off"]["async"]
+    full_collections = (": a full collection traverses every entry and bucket page (a list "
+                        "of 1024 slots) copied since the snapshot, all young objects, and "
+                        "both threads wait for it"
+                        if on.collections["longest_generation"] == 2 else "")
+    section.notes += [
+        f"stall: {bench.sizes.lead_records:,} records, then the trigger, then passes of "
+        f"{bench.sizes.pass_records:,} records until the checkpoint is complete "
+        f"(synchronous: one pass after it); perf_counter_ns() before every record; statecore "
+        f"= the longest gap from the trigger on with backend.snapshot() + "
+        f"write_checkpoint_async(), baseline = the same with backend.snapshot() + "
+        f"write_checkpoint() inline (the loop waits for it); one run each",
+        "stall GC: gc.collect(); gc.freeze() before each run (the backend's objects are "
+        "frozen); 'GC on': then default thresholds (the bar row), 'GC off': gc.disable() too",
+        f"stall, async, GC on: {on.records:,} records during a {on.checkpoint_ns / 1e9:.2f} s "
+        f"checkpoint, p99.9 gap {on.p999_ns / 1e3:.0f} µs, {on.over_1ms} gaps over 1 ms; "
+        f"longest collection {on.collections['longest_ns'] / 1e6:.1f} ms (generation "
+        f"{on.collections['longest_generation']}; collections by generation "
+        f"{on.collections['collections_by_generation']}){full_collections}",
+        f"stall, async, GC off: {off.records:,} records during {off.checkpoint_ns / 1e9:.2f} "
+        f"s, p99.9 gap {off.p999_ns / 1e3:.0f} µs, {off.over_1ms} gaps over 1 ms: what "
+        f"remains is the writer holding the GIL (switch interval "
+        f"{sys.getswitchinterval() * 1e3:g} ms, or longer inside one pa.array() call)",
+    ]
+
+
+# -- 4. inspect reads only the metadata ----------------------------------------------------------
+
+
+class CountingReader:
+    """A read-only file over a pyarrow file that counts the bytes read through it."""
+
+    def __init__(self, inner: Any, counts: dict[str, int], path: str) -> None:
+        self._inner, self._counts, self._path = inner, counts, path
+        counts.setdefault(path, 0)
+
+    def read(self, nbytes: int | None = -1) -> bytes:
+        data: bytes = (self._inner.read() if nbytes is None or nbytes < 0
+                       else self._inner.read(nbytes))
+        self._counts[self._path] += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self._inner.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._inner.tell())
+
+    def close(self) -> None:
+        self._inner.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._inner.closed)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return bool(self._inner.seekable())
+
+    def writable(self) -> bool:
+        return False
+
+
+class CountingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
+    """The local filesystem, counting the bytes read from every file opened for input."""
+
+    def __init__(self) -> None:
+        self.fs = pafs.LocalFileSystem()
+        self.counts: dict[str, int] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __ne__(self, other: object) -> bool:
+        return other is not self
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def get_type_name(self) -> str:
+        return "counting+local"
+
+    def normalize_path(self, path: str) -> str:
+        return str(self.fs.normalize_path(path))
+
+    def get_file_info(self, paths: list[str]) -> list[Any]:
+        return list(self.fs.get_file_info(paths))
+
+    def get_file_info_selector(self, selector: Any) -> list[Any]:
+        return list(self.fs.get_file_info(selector))
+
+    def create_dir(self, path: str, recursive: bool) -> None:
+        self.fs.create_dir(path, recursive=recursive)
+
+    def delete_dir(self, path: str) -> None:
+        self.fs.delete_dir(path)
+
+    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
+        self.fs.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+
+    def delete_root_dir_contents(self) -> None:
+        raise OSError("refusing to delete the root directory's contents")
+
+    def delete_file(self, path: str) -> None:
+        self.fs.delete_file(path)
+
+    def move(self, src: str, dest: str) -> None:
+        self.fs.move(src, dest)
+
+    def copy_file(self, src: str, dest: str) -> None:
+        self.fs.copy_file(src, dest)
+
+    def open_input_stream(self, path: str) -> Any:
+        return pa.PythonFile(CountingReader(self.fs.open_input_stream(path), self.counts, path),
+                             mode="r")
+
+    def open_input_file(self, path: str) -> Any:
+        return pa.PythonFile(CountingReader(self.fs.open_input_file(path), self.counts, path),
+                             mode="r")
+
+    def open_output_stream(self, path: str, metadata: Any) -> Any:
+        return self.fs.open_output_stream(path, metadata=metadata)
+
+    def open_append_stream(self, path: str, metadata: Any) -> Any:
+        return self.fs.open_append_stream(path, metadata=metadata)
+
+
+def bench_inspect(location: str, section: Section, bench: Bench) -> None:
+    progress("checkpoint inspect: counting bytes read")
+    local = pafs.LocalFileSystem()
+    files = {info.path: info.size for info in local.get_file_info(
+        pafs.FileSelector(location, recursive=True)) if info.type == pafs.FileType.File}
+    total = sum(files.values())
+    handler = CountingHandler()
+    summary = summarize(open_checkpoint(location, filesystem=pafs.PyFileSystem(handler)),
+                        location)
+    read = sum(handler.counts.values())
+    opened = sorted(os.path.relpath(p, location) for p in handler.counts)
+    entries = sum(s.entries for op in summary.operators for s in op.states)
+    footers = CountingHandler()  # what reading every Parquet footer would cost, for comparison
+    footer_fs = pafs.PyFileSystem(footers)
+    for path in files:
+        if path.endswith(".parquet"):
+            with footer_fs.open_input_file(path) as f:
+                pq.ParquetFile(f).metadata  # noqa: B018 (reads the footer)
+    footer_bytes = sum(footers.counts.values())
+    section.rows.append(Row("inspect: bytes read / checkpoint bytes", read, total, BYTES))
+    bench.raw["inspect"] = {"bytes_read": read, "files_opened": opened, "total_bytes": total,
+                            "files": len(files), "entries_reported": entries,
+                            "parquet_footer_bytes": footer_bytes}
+    section.notes += [
+        f"inspect: open_checkpoint(path, filesystem=PyFileSystem(counting handler over "
+        f"LocalFileSystem)) + formats.inspect.summarize() (what `statectl inspect` runs) on "
+        f"the {total / 1e6:.1f} MB checkpoint written above ({len(files)} files); statecore = "
+        f"bytes read from files opened for input ({', '.join(opened)}), baseline = total "
+        f"bytes of the checkpoint's files; lower is better; the summary reports "
+        f"{entries:,} entries",
+        f"inspect: for comparison, reading every Parquet footer (pq.ParquetFile(f).metadata) "
+        f"reads {footer_bytes:,} bytes: inspect reads none of them",
+    ]
+    if entries != bench.sizes.keys:
+        raise AssertionError(f"inspect reported {entries} entries, expected {bench.sizes.keys}")
+
+
+# -- the section ---------------------------------------------------------------------------
+
+
+def bench_checkpoint(cfg: Config) -> Section:
+    sizes = CheckpointSizes.of(cfg)
+    section = Section("checkpoint")
+    rng = random.Random(SEED + 20)
+    keys = random_string_keys(rng, sizes.keys)
+    backend, state = new_backend("copy_on_write", MAX_PARALLELISM)
+    progress(f"checkpoint: filling a backend with {sizes.keys:,} keys")
+    fill(backend, state, keys)
+    records = [(k, rng.getrandbits(62)) for k in rng.choices(keys, k=sizes.window_records)]
+    with tempfile.TemporaryDirectory(prefix="statectl-bench-") as directory, frozen_heap():
+        bench = Bench(sizes, backend, state, records, Path(directory))
+        kept = bench_write(bench, section)
+        bench_processing(bench, section)
+        bench_stall(bench, section)
+        bench_inspect(kept, section, bench)
+    section.raw = bench.raw
+    return section
