@@ -58,6 +58,7 @@ from statecore.errors import (
     CheckpointCancelledError,
     CheckpointError,
     CorruptCheckpointError,
+    InvalidArgumentError,
     StatectlError,
     UnsafePathError,
 )
@@ -218,7 +219,7 @@ class _FileWriter:
         try:
             table = pa.table({f.name: pa.array(columns[f.name], type=f.type)
                               for f in self.schema}, schema=self.schema)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
             raise CheckpointError(f"cannot store a value in {self.relative}: {exc}") from exc
         self._writer.write_table(table, row_group_size=n)
         self.rows += n
@@ -401,7 +402,11 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
         if not block.entries:
             continue
         first = writer.rows + len(pending["key"])
-        convert(block.key_group, block.entries, pending)
+        try:
+            convert(block.key_group, block.entries, pending)
+        except InvalidArgumentError as exc:
+            raise CheckpointError(f"state {meta.name!r}, key group {block.key_group}: "
+                                  f"{exc}") from exc
         rows.append(KeyGroupRows(block.key_group, first, len(block.entries)))
         if len(pending["key"]) >= ROW_GROUP_ROWS:
             writer.write(pending)
@@ -416,13 +421,27 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
     return handles
 
 
+_INTEGERS = frozenset({"int8", "int16", "int32", "int64"})
+
+
 def _converter(spec: str) -> Callable[[Any], Any] | None:
     """A per-value conversion for ``pa.array``, or ``None`` where values pass as they are.
 
-    Scalars are not checked one by one in Python: ``pa.array(..., type=...)`` refuses a value
-    of the wrong type, and the writer turns that into a :class:`CheckpointError`.
+    Scalars are not converted one by one in Python: ``pa.array(..., type=...)`` refuses a value
+    of the wrong type (the writer turns that into a :class:`CheckpointError`), except that it
+    silently truncates a float in an integer column; integer columns are checked for that.
     """
-    return None if is_scalar(spec) else to_arrow(spec)
+    if not is_scalar(spec):
+        return to_arrow(spec)
+    if spec in _INTEGERS:
+        return _check_integers
+    return None
+
+
+def _check_integers(value: Any) -> Any:
+    if type(value) is not int:
+        raise InvalidArgumentError(f"{value!r} is not an integer")
+    return value
 
 
 def _block_appender(state: StateMetadata,

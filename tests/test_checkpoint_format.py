@@ -172,3 +172,19 @@ def test_any_typed_state_cannot_be_checkpointed(tmp_path: Path) -> None:
         write_checkpoint(str(tmp_path / "chk"), 1, [OperatorSnapshot(
             "u", "n", 1, 128, [SubtaskSnapshot(0, b.snapshot())])])
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("value_type", "value"), [
+    ("int64", "text"), ("int32", 2**40), ("int64", 1.5), ("string", 7), ("bool", "yes"),
+    ("list<int64>", 5), ("float64", object()),
+])
+def test_a_value_of_another_type_is_a_clear_error(tmp_path: Path, value_type: str,
+                                                  value: object) -> None:
+    b: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
+    state = b.get_state(value_state("v", value_type))
+    b.set_current_key("a")
+    b.table("v").map_for_key_group(b.current_key_group).put("a", state.current_namespace, value)
+    with pytest.raises(CheckpointError):
+        write_checkpoint(str(tmp_path / "chk"), 1, [OperatorSnapshot(
+            "u", "n", 1, 128, [SubtaskSnapshot(0, b.snapshot())])])
+    assert not any(tmp_path.iterdir())
