@@ -160,6 +160,11 @@ def _split_ttl(state: StateMetadata, stored: Any) -> tuple[Any, Any]:
 def _join_ttl(state: StateMetadata, value: Any, ttl: Any) -> Any:
     if not state.ttl:
         return value
+    expected = {"list": list, "map": dict}.get(state.kind)
+    if expected is not None and not (isinstance(value, expected) and isinstance(ttl, expected)):
+        raise CorruptCheckpointError(
+            f"state {state.name!r}: a {state.kind} value and its ttl timestamps must both be "
+            f"present")
     try:
         if state.kind == "list":
             return [TtlValue(v, t) for v, t in zip(value, ttl, strict=True)]
@@ -427,21 +432,44 @@ _INTEGERS = frozenset({"int8", "int16", "int32", "int64"})
 def _converter(spec: str) -> Callable[[Any], Any] | None:
     """A per-value conversion for ``pa.array``, or ``None`` where values pass as they are.
 
-    Scalars are not converted one by one in Python: ``pa.array(..., type=...)`` refuses a value
-    of the wrong type (the writer turns that into a :class:`CheckpointError`), except that it
-    silently truncates a float in an integer column; integer columns are checked for that.
+    Scalars are not converted in Python: ``pa.array(..., type=...)`` refuses most values of the
+    wrong type (the writer turns that into a :class:`CheckpointError`); where it would accept
+    one silently, a cheap type check runs per value (see ``_CHECKS``).
     """
     if not is_scalar(spec):
         return to_arrow(spec)
-    if spec in _INTEGERS:
-        return _check_integers
-    return None
+    return _CHECKS.get(spec)
 
 
 def _check_integers(value: Any) -> Any:
     if type(value) is not int:
         raise InvalidArgumentError(f"{value!r} is not an integer")
     return value
+
+
+def _check_string(value: Any) -> Any:
+    if type(value) is not str:
+        raise InvalidArgumentError(f"{value!r} is not a string")
+    return value
+
+
+def _check_bytes(value: Any) -> Any:
+    if not isinstance(value, bytes | bytearray):
+        raise InvalidArgumentError(f"{value!r} is not bytes")
+    return value
+
+
+def _check_char(value: Any) -> Any:
+    if type(value) is not str or len(value) != 1 or ord(value) > 0xFFFF:
+        raise InvalidArgumentError(f"{value!r} is not a char (one UTF-16 code unit)")
+    return value
+
+
+#: Per-value checks where ``pa.array`` would accept a value of another type silently
+#: (a float truncated into an integer column, text into binary, bytes into a string column).
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    **dict.fromkeys(_INTEGERS, _check_integers), "string": _check_string,
+    "bytes": _check_bytes, "char": _check_char}
 
 
 def _block_appender(state: StateMetadata,
@@ -508,7 +536,7 @@ class _RowReader:
     """
 
     def __init__(self, relative: str, parquet: pq.ParquetFile, sizes: list[int]) -> None:
-        self.relative, self.parquet = relative, parquet
+        self.relative, self.parquet, self.sizes = relative, parquet, sizes
         self.starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
         self._cached: tuple[int, dict[str, list[Any]]] | None = None
 
@@ -516,10 +544,14 @@ class _RowReader:
         if self._cached is None or self._cached[0] != index:
             try:
                 table = self.parquet.read_row_groups([index])
-            except (pa.ArrowException, OSError) as exc:
+                if table.num_rows != self.sizes[index]:
+                    raise CorruptCheckpointError(
+                        f"{self.relative}: row group {index} has {table.num_rows} rows, its "
+                        f"footer says {self.sizes[index]}")
+                columns = {name: table.column(name).to_pylist() for name in table.column_names}
+            except (pa.ArrowException, OSError, ValueError) as exc:  # incl. UnicodeDecodeError
                 raise CorruptCheckpointError(f"{self.relative}: {exc}") from exc
-            self._cached = (index, {name: table.column(name).to_pylist()
-                                    for name in table.column_names})
+            self._cached = (index, columns)
         return self._cached[1]
 
     def rows(self, first: int, count: int) -> dict[str, list[Any]]:
@@ -574,7 +606,7 @@ class Checkpoint:
                 raise CorruptCheckpointError(
                     f"{relative} has {actual.size} bytes, the metadata says {info.size}")
             return pq.ParquetFile(self.fs.open_input_file(path))
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:  # incl. UnicodeDecodeError
             raise CorruptCheckpointError(f"{relative} is not a readable Parquet file: {exc}") \
                 from exc
 
@@ -582,8 +614,13 @@ class Checkpoint:
         """Read a whole file and compare its SHA-256 with the metadata."""
         info = self._files[relative]
         digest = hashlib.sha256()
+        path = self._path(relative)
         try:
-            with self.fs.open_input_stream(self._path(relative)) as stream:
+            actual = self.fs.get_file_info(path)
+            if actual.type != pafs.FileType.File or actual.size != info.size:
+                raise CorruptCheckpointError(
+                    f"{relative} is missing, not a regular file, or not {info.size} bytes")
+            with self.fs.open_input_stream(path) as stream:
                 while chunk := stream.read(1 << 20):
                     digest.update(chunk)
         except OSError as exc:
@@ -600,7 +637,7 @@ class Checkpoint:
                     f"{schema}")
             sizes = [parquet.metadata.row_group(i).num_rows
                      for i in range(parquet.num_row_groups)]
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptCheckpointError(f"{relative}: {exc}") from exc
         return _RowReader(relative, parquet, sizes)
 
@@ -718,6 +755,9 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None)
     """Open and validate a statectl checkpoint (a directory with ``_metadata.json``)."""
     fs, root = _filesystem(location, filesystem)
     path = f"{root}/{METADATA_FILE}"
+    if isinstance(fs, pafs.LocalFileSystem) and os.path.islink(path) and not os.path.realpath(
+            path).startswith(os.path.realpath(root) + os.sep):
+        raise UnsafePathError(f"{METADATA_FILE} leads out of the checkpoint directory")
     try:
         info = fs.get_file_info(path)
         if info.type != pafs.FileType.File:

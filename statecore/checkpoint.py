@@ -19,10 +19,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
-from statecore.errors import CorruptCheckpointError, UnsafePathError, UnsupportedFormatError
+from statecore.errors import (
+    CorruptCheckpointError,
+    StatectlError,
+    UnsafePathError,
+    UnsupportedFormatError,
+)
 from statecore.key_groups import KeyGroupRange
 from statecore.keyed_backend import KeyedStateSnapshot
 from statecore.operator_backend import OperatorStateMode, OperatorStateSnapshot
+from statecore.serializers import parse_type
 
 __all__ = [
     "FORMAT_MARKER",
@@ -282,9 +288,29 @@ def _state(value: Any, where: str) -> StateMetadata:
     ttl = r.natural("ttl", optional=True)
     if ttl == 0:
         raise CorruptCheckpointError(f"{where}.ttl: TTL is expected to be positive")
-    return StateMetadata(r.get("name", str), scope, kind, r.get("value_type", str),
-                         r.get("user_key_type", str, optional=True),
-                         r.get("namespace_type", str, optional=True) or "void", ttl)
+    user_key_type = r.get("user_key_type", str, optional=True)
+    if (kind in ("map", "broadcast")) != (user_key_type is not None):
+        raise CorruptCheckpointError(
+            f"{where}.user_key_type: {'required' if user_key_type is None else 'not allowed'} "
+            f"for {kind} state")
+    namespace_type = r.get("namespace_type", str, optional=True) or "void"
+    value_type = _type_spec(r.get("value_type", str), f"{where}.value_type", hashable=False)
+    if user_key_type is not None:
+        user_key_type = _type_spec(user_key_type, f"{where}.user_key_type", hashable=True)
+    namespace_type = _type_spec(namespace_type, f"{where}.namespace_type", hashable=True)
+    return StateMetadata(r.get("name", str), scope, kind, value_type, user_key_type,
+                         namespace_type, ttl)
+
+
+def _type_spec(spec: str, where: str, hashable: bool) -> str:
+    """A valid type spec (normalised); keys, namespaces and map keys must be hashable."""
+    try:
+        normalised = parse_type(spec).spec
+    except StatectlError as exc:
+        raise CorruptCheckpointError(f"{where}: {exc}") from None
+    if hashable and ("list<" in normalised or "map<" in normalised):
+        raise CorruptCheckpointError(f"{where}: {normalised} cannot be a key type")
+    return normalised
 
 
 def _subtask(value: Any, where: str) -> SubtaskMetadata:
@@ -297,11 +323,13 @@ def _subtask(value: Any, where: str) -> SubtaskMetadata:
 
 def _operator(value: Any, where: str) -> OperatorMetadata:
     r = _Reader(value, where)
+    key_type = r.get("key_type", str, optional=True)
     operator = OperatorMetadata(
         uid=r.get("uid", str), name=r.get("name", str), parallelism=r.natural("parallelism"),
         max_parallelism=r.natural("max_parallelism"),
-        key_type=r.get("key_type", str, optional=True), states=r.items("states", _state),
-        subtasks=r.items("subtasks", _subtask))
+        key_type=None if key_type is None else _type_spec(key_type, f"{where}.key_type",
+                                                          hashable=True),
+        states=r.items("states", _state), subtasks=r.items("subtasks", _subtask))
     _check_operator(operator, where)
     return operator
 
@@ -316,6 +344,14 @@ def _check_operator(op: OperatorMetadata, where: str) -> None:
     states = {s.name: s for s in op.states}
     if len(states) != len(op.states):
         raise CorruptCheckpointError(f"{where}: a state name appears twice")
+    if op.key_type is None and any(s.scope == "keyed" for s in op.states):
+        raise CorruptCheckpointError(f"{where}: keyed states need a key_type")
+    for subtask in op.subtasks:
+        kg = subtask.key_group_range
+        if kg is not None and kg.end >= op.max_parallelism:
+            raise CorruptCheckpointError(
+                f"{where}: subtask {subtask.index}'s key groups {kg.start}-{kg.end} exceed "
+                f"max parallelism {op.max_parallelism}")
     for subtask in op.subtasks:
         for handle in subtask.keyed:
             state = states.get(handle.state)
@@ -346,7 +382,7 @@ def metadata_from_json(document: Any) -> CheckpointMetadata:
         raise UnsupportedFormatError(
             f"not a statectl checkpoint (format marker {document.get('format')!r})")
     version = document.get("format_version")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:
         raise UnsupportedFormatError(
             f"statectl checkpoint format version {version!r} is not supported "
             f"(this statectl reads version {FORMAT_VERSION})")

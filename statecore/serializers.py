@@ -234,8 +234,24 @@ def _split_arguments(text: str, spec: str) -> list[str]:
     return parts
 
 
+#: Type specs longer or more deeply nested than this are refused (they come from untrusted
+#: checkpoint metadata too).
+MAX_SPEC_LENGTH = 1000
+MAX_SPEC_DEPTH = 16
+
+
 def parse_type(spec: str) -> TypeSerializer[Any]:
     """The serializer for a type spec such as ``"int64"`` or ``"map<string,list<int32>>"``."""
+    if not isinstance(spec, str):
+        raise InvalidArgumentError(f"a type spec is a string, got {spec!r}")
+    if len(spec) > MAX_SPEC_LENGTH:
+        raise InvalidArgumentError(f"type spec longer than {MAX_SPEC_LENGTH} characters")
+    depth = 0
+    for ch in spec:
+        depth += ch == "<"
+        if depth > MAX_SPEC_DEPTH:
+            raise InvalidArgumentError(f"type spec nested deeper than {MAX_SPEC_DEPTH}")
+        depth -= ch == ">"
     text = spec.strip().lower()
     name = _ALIASES.get(text, text)
     if name in _SCALARS:
