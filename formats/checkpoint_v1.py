@@ -30,6 +30,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -259,30 +260,43 @@ def write_checkpoint(
     ``location`` that exists. Values must be of their declared types.
     """
     fs, final = _filesystem(location, filesystem)
+    try:
+        with _staged(fs, final, location, "writing checkpoint") as staging:
+            files: list[FileInfo] = []
+            described = [_write_operator(fs, staging, i, op, files, cancelled)
+                         for i, op in enumerate(operators)]
+            _check_cancelled(cancelled, checkpoint_id)
+            metadata = CheckpointMetadata(
+                checkpoint_id=checkpoint_id, kind=kind,
+                created_ms=int(time.time() * 1000) if created_ms is None else created_ms,
+                operators=tuple(described), files=tuple(files))
+            _publish(fs, staging, final, metadata)
+            return metadata
+    except BaseException:
+        _close_all(operators)  # release every map snapshot, whatever went wrong
+        raise
+
+
+@contextmanager
+def _staged(fs: pafs.FileSystem, final: str, shown: str, action: str) -> Iterator[str]:
+    """A fresh ``<final>.inprogress-<random>`` directory to build a checkpoint in.
+
+    Refuses a ``final`` that exists (a checkpoint is never overwritten); on any failure the
+    staging directory is removed and an ``OSError`` becomes a :class:`CheckpointError`.
+    """
     if fs.get_file_info(final).type != pafs.FileType.NotFound:
-        _close_all(operators)
-        raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
+        raise CheckpointError(f"{shown} already exists; a checkpoint is never overwritten")
     staging = f"{final}.inprogress-{uuid.uuid4().hex[:12]}"
     try:
         fs.create_dir(staging, recursive=True)
-        files: list[FileInfo] = []
-        described = [_write_operator(fs, staging, i, op, files, cancelled)
-                     for i, op in enumerate(operators)]
-        _check_cancelled(cancelled, checkpoint_id)
-        metadata = CheckpointMetadata(
-            checkpoint_id=checkpoint_id, kind=kind,
-            created_ms=int(time.time() * 1000) if created_ms is None else created_ms,
-            operators=tuple(described), files=tuple(files))
-        _publish(fs, staging, final, metadata)
-        return metadata
+        yield staging
     except BaseException as exc:
-        _close_all(operators)
         try:
             fs.delete_dir(staging)
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise CheckpointError(f"writing checkpoint {location} failed: {exc}") from exc
+            raise CheckpointError(f"{action} {shown} failed: {exc}") from exc
         raise
 
 
@@ -313,12 +327,9 @@ def copy_checkpoint(source: Checkpoint, location: str, checkpoint_id: int,
     metadata is new. ``source`` is verified (sizes and checksums) first and never modified.
     """
     fs = source.fs
-    if fs.get_file_info(location).type != pafs.FileType.NotFound:
-        raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
-    for info in source.metadata.files:
-        source.verify_checksum(info.path)
-    staging = f"{location}.inprogress-{uuid.uuid4().hex[:12]}"
-    try:
+    with _staged(fs, location, location, "copying checkpoint to") as staging:
+        for info in source.metadata.files:  # verify before linking: never copy damage
+            source.verify_checksum(info.path)
         for info in source.metadata.files:
             target = f"{staging}/{info.path}"
             fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
@@ -334,14 +345,6 @@ def copy_checkpoint(source: Checkpoint, location: str, checkpoint_id: int,
                            else created_ms)
         _publish(fs, staging, location, metadata)
         return metadata
-    except BaseException as exc:
-        try:
-            fs.delete_dir(staging)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise CheckpointError(f"copying checkpoint to {location} failed: {exc}") from exc
-        raise
 
 
 def _check_cancelled(cancelled: Callable[[], bool], checkpoint_id: int) -> None:
