@@ -47,7 +47,8 @@ class StatectlGroup(click.Group):
 def statectl(ctx: click.Context, output_format: str, verbose: bool) -> None:
     """See the state of stream processors, built on Flink's heap state backend.
 
-    Exit codes: 0 ok, 2 usage error, 3 bad or unsupported input.
+    Exit codes: 0 ok, 1 findings (verify problems, diff differences), 2 usage error,
+    3 bad or unsupported input.
     """
     output: Output = JsonOutput() if output_format == "json" else TextOutput()
     ctx.obj = output

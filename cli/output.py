@@ -33,9 +33,13 @@ from rich.text import Text
 from rich.tree import Tree
 
 from formats.build import BuildSummary
+from formats.diff import Difference, DiffReport
 from formats.inspect import CheckpointSummary
+from formats.rescale import RescaleResult
 from formats.storage import SnapshotInfo
+from formats.verify import VerifyReport
 from statecore.map_trace import TraceResult, TraceSettings, TraceStep
+from statecore.rescale_plan import OperatorPlan, RescalePlan
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
 from statecore.state_map_layout import Chains, EntryView, MapLayout, SnapshotLayout
@@ -75,6 +79,18 @@ class Output(ABC):
     @abstractmethod
     def released(self, checkpoint_ids: Sequence[int]) -> None:
         """Say which checkpoints or savepoints were released."""
+
+    @abstractmethod
+    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> None:
+        """Show a rescale plan, then (``run`` given) carry it out and show what was written."""
+
+    @abstractmethod
+    def verify(self, report: VerifyReport) -> None:
+        """Show what verify checked and every problem it found."""
+
+    @abstractmethod
+    def diff(self, report: DiffReport) -> None:
+        """Show the differences of two checkpoints (the first ``limit``) and their counts."""
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -180,6 +196,56 @@ class TextOutput(Output):
                                style="bold red")
         self.console.print(f"final state: checkpoint {summary.final_checkpoint} at "
                            f"{summary.final_location}")
+
+    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> None:
+        for op in plan.operators:
+            self.console.print(_plan_table(op))
+            self.console.print(
+                f"bytes moved {_size(op.bytes_moved)} of {_size(op.bytes)}, skew "
+                f"{op.skew:.2f} (max/mean bytes), union state {op.union_elements:,} elements "
+                f"x {op.new_parallelism} subtasks = {op.union_blowup:,} restored")
+        if run is None:
+            return
+        result = run()
+        self.console.print(
+            f"wrote {result.location} ({result.mode}): {result.files_linked} files linked, "
+            f"{result.files_written} written, {result.entries_written:,} entries rewritten"
+            + (f", {result.entries_dropped:,} expired entries dropped"
+               if result.entries_dropped else "") + f" in {result.seconds:.2f} s")
+
+    def verify(self, report: VerifyReport) -> None:
+        self.console.print(f"checked {report.location}: {report.files} files, "
+                           f"{_size(report.bytes)}, {report.entries:,} keyed entries")
+        if report.clean:
+            self.console.print("clean: no problems found", style="bold green")
+            return
+        table = Table(title=f"{sum(report.counts.values())} problems", title_justify="left")
+        for column in ("kind", "where", "problem"):
+            table.add_column(column)
+        for problem in report.problems:
+            table.add_row(problem.kind, problem.where, problem.message)
+        self.console.print(table)
+
+    def diff(self, report: DiffReport) -> None:
+        if report.equal:
+            self.console.print(f"{report.left} and {report.right} hold the same state "
+                               f"({report.compared:,} entries and elements compared)",
+                               style="bold green")
+            return
+        table = Table(title=f"{report.left} -> {report.right}: " + ", ".join(
+            f"{n:,} {change}" for change, n in sorted(report.counts.items())),
+            title_justify="left")
+        for column in ("change", "operator", "state", "key", "A", "B"):
+            table.add_column(column)
+        for d in report.differences:
+            table.add_row(d.change, d.operator, d.state or "", _difference_key(d),
+                          "" if d.left is None else format_value(to_json_value(d.left)),
+                          "" if d.right is None else format_value(to_json_value(d.right)))
+        self.console.print(table)
+        shown = len(report.differences)
+        if shown < report.found:
+            self.console.print(f"(first {shown} of {report.found} shown; --limit N shows more)",
+                               style=STYLE_NOTE)
 
     def trace(self, result: TraceResult) -> None:
         for note in result.preamble:
@@ -338,6 +404,30 @@ def _with_chains_json(layout: MapLayout | SnapshotLayout) -> dict[str, Any]:
     return out
 
 
+def _plan_table(op: OperatorPlan) -> Table:
+    title = (f"{op.uid}: parallelism {op.old_parallelism} -> {op.new_parallelism}, max "
+             f"parallelism {op.old_max_parallelism}"
+             + (f" -> {op.new_max_parallelism} (keys re-hashed)" if op.rehash else ""))
+    table = Table(title=title, title_justify="left")
+    for column in ("subtask", "key groups", "entries", "elements", "bytes", "bytes moved"):
+        table.add_column(column, justify="left" if column == "key groups" else "right")
+    for st in op.subtasks:
+        kg = st.key_group_range
+        elements = sum(s.entries for s in st.states if s.scope == "operator")
+        table.add_row(str(st.index), "-" if kg is None else f"{kg.start}-{kg.end}",
+                      f"{st.entries:,}", f"{elements:,}", _size(st.bytes),
+                      _size(st.bytes_moved))
+    return table
+
+
+def _difference_key(d: Difference) -> str:
+    if d.scope in ("operator", "state"):
+        return f"({d.scope})"
+    if d.scope == "element":
+        return f"(element x{d.count})" if d.count > 1 else "(element)"
+    return _format_composite_key(d.key, VOID_NAMESPACE if d.namespace is None else d.namespace)
+
+
 def _size(count: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
@@ -405,6 +495,62 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
     }
 
 
+def plan_json(plan: RescalePlan) -> dict[str, Any]:
+    return {
+        "parallelism": plan.parallelism, "max_parallelism": plan.max_parallelism,
+        "rehash": plan.rehash, "bytes_moved": plan.bytes_moved, "skew": plan.skew,
+        "operators": [{
+            "uid": op.uid, "name": op.name, "old_parallelism": op.old_parallelism,
+            "new_parallelism": op.new_parallelism,
+            "old_max_parallelism": op.old_max_parallelism,
+            "new_max_parallelism": op.new_max_parallelism, "rehash": op.rehash,
+            "bytes": op.bytes, "bytes_moved": op.bytes_moved, "skew": op.skew,
+            "union_elements": op.union_elements, "union_blowup": op.union_blowup,
+            "subtasks": [{
+                "index": st.index,
+                "key_group_range": (None if st.key_group_range is None
+                                    else [st.key_group_range.start, st.key_group_range.end]),
+                "entries": st.entries, "bytes": st.bytes, "bytes_moved": st.bytes_moved,
+                "states": [{"name": s.state, "scope": s.scope, "entries": s.entries,
+                            "bytes": s.bytes} for s in st.states],
+                "keyed_handles": [{"state": h.state, "file": h.file,
+                                   "key_groups": [h.key_group_range.start,
+                                                  h.key_group_range.end]} for h in st.keyed],
+                "operator_handles": [{"state": h.state, "mode": h.mode.name, "file": h.file,
+                                      "first_element": h.first_element,
+                                      "element_count": h.element_count} for h in st.operator],
+            } for st in op.subtasks],
+        } for op in plan.operators],
+    }
+
+
+def rescale_result_json(result: RescaleResult) -> dict[str, Any]:
+    return {"location": result.location, "mode": result.mode,
+            "checkpoint_id": result.metadata.checkpoint_id,
+            "kind": result.metadata.kind.value, "files_linked": result.files_linked,
+            "files_written": result.files_written, "entries_written": result.entries_written,
+            "entries_dropped": result.entries_dropped, "seconds": result.seconds}
+
+
+def verify_json(report: VerifyReport) -> dict[str, Any]:
+    return {"location": report.location, "clean": report.clean, "files": report.files,
+            "bytes": report.bytes, "entries": report.entries,
+            "counts": dict(sorted(report.counts.items())),
+            "problems": [{"kind": p.kind, "where": p.where, "message": p.message}
+                         for p in report.problems]}
+
+
+def diff_json(report: DiffReport) -> dict[str, Any]:
+    return {"left": report.left, "right": report.right, "equal": report.equal,
+            "compared": report.compared, "counts": dict(sorted(report.counts.items())),
+            "total": report.total, "limit": report.limit,
+            "differences": [{"change": d.change, "scope": d.scope, "operator": d.operator,
+                             "state": d.state, "key": to_json_value(d.key),
+                             "namespace": to_json_value(d.namespace),
+                             "left": to_json_value(d.left), "right": to_json_value(d.right),
+                             "count": d.count} for d in report.differences]}
+
+
 class JsonOutput(Output):
     """One JSON document per command on stdout."""
 
@@ -431,6 +577,18 @@ class JsonOutput(Output):
 
     def trace(self, result: TraceResult) -> None:
         self._emit(trace_json(result))
+
+    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> None:
+        document: dict[str, Any] = {"plan": plan_json(plan)}
+        if run is not None:
+            document["result"] = rescale_result_json(run())
+        self._emit(document)
+
+    def verify(self, report: VerifyReport) -> None:
+        self._emit(verify_json(report))
+
+    def diff(self, report: DiffReport) -> None:
+        self._emit(diff_json(report))
 
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         self._emit({"walkthroughs": [{"name": w.name, "title": w.title}

@@ -230,6 +230,12 @@ class _FileWriter:
         self._writer.write_table(table, row_group_size=n)
         self.rows += n
 
+    def write_table(self, table: pa.Table) -> None:
+        """Append ``table`` (this file's schema) as one row group."""
+        if table.num_rows:
+            self._writer.write_table(table.cast(self.schema), row_group_size=table.num_rows)
+            self.rows += table.num_rows
+
     def close(self) -> FileInfo:
         self._writer.close()
         self._stream.close()
@@ -331,20 +337,31 @@ def copy_checkpoint(source: Checkpoint, location: str, checkpoint_id: int,
         for info in source.metadata.files:  # verify before linking: never copy damage
             source.verify_checksum(info.path)
         for info in source.metadata.files:
-            target = f"{staging}/{info.path}"
-            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-            if isinstance(fs, pafs.LocalFileSystem):
-                try:
-                    os.link(source._path(info.path), target)
-                    continue
-                except OSError:
-                    pass  # another device, or links unsupported: copy instead
-            fs.copy_file(source._path(info.path), target)
+            link_file(source, info.path, staging)
         metadata = replace(source.metadata, checkpoint_id=checkpoint_id, kind=kind,
                            created_ms=int(time.time() * 1000) if created_ms is None
                            else created_ms)
         _publish(fs, staging, location, metadata)
         return metadata
+
+
+def link_file(source: Checkpoint, relative: str, staging: str) -> bool:
+    """Put ``source``'s data file at the same relative path under ``staging``.
+
+    A hard link where the filesystem is local (same inode: nothing rewritten, and releasing
+    either checkpoint later leaves the other intact); a copy otherwise. True when linked.
+    """
+    fs = source.fs
+    target = f"{staging}/{relative}"
+    fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    if isinstance(fs, pafs.LocalFileSystem):
+        try:
+            os.link(source._path(relative), target)
+            return True
+        except OSError:
+            pass  # another device, or links unsupported: copy instead
+    fs.copy_file(source._path(relative), target)
+    return False
 
 
 def _check_cancelled(cancelled: Callable[[], bool], checkpoint_id: int) -> None:
@@ -679,6 +696,56 @@ class Checkpoint:
                 ttl = read_ttl(columns["ttl_timestamp"][i]) if state.ttl else None
                 yield group.key_group, read_key(columns["key"][i]), namespace, _join_ttl(
                     state, value, ttl)
+
+    def rows_table(self, relative: str, schema: pa.Schema, first: int, count: int,
+                   columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows ``[first, first + count)`` of a data file as an Arrow table (its row groups only).
+
+        The file's columns must be ``schema``'s; ``columns`` selects some of them.
+        """
+        reader = self._reader(relative, schema)
+        if first + count > reader.starts[-1]:
+            raise CorruptCheckpointError(f"{relative}: rows {first}..{first + count} beyond "
+                                         f"its {reader.starts[-1]} rows")
+        groups = [i for i in range(len(reader.sizes))
+                  if reader.starts[i] < first + count and reader.starts[i + 1] > first]
+        names = list(columns) if columns is not None else schema.names
+        if not groups or count == 0:
+            return schema.empty_table().select(names)
+        try:
+            table = reader.parquet.read_row_groups(groups, columns=names)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptCheckpointError(f"{relative}: {exc}") from exc
+        expected = reader.starts[groups[-1] + 1] - reader.starts[groups[0]]
+        if table.num_rows != expected:
+            raise CorruptCheckpointError(f"{relative}: row groups hold {table.num_rows} rows, "
+                                         f"the footer says {expected}")
+        return table.slice(first - reader.starts[groups[0]], count)
+
+    def keyed_table(self, uid: str, handle: KeyedStateHandle,
+                    columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows of one keyed handle as an Arrow table, in the file's typed columns.
+
+        The ``key_group`` column is checked against the handle's per-key-group rows.
+        """
+        op = self.operator(uid)
+        state = _state(op, handle.state, "keyed")
+        assert op.key_type is not None
+        schema = _keyed_schema(state, op.key_type)
+        names = None if columns is None else list(dict.fromkeys(["key_group", *columns]))
+        if not handle.rows:
+            return schema.empty_table().select(names or schema.names)
+        first = handle.rows[0].first_row
+        count = handle.rows[-1].first_row + handle.rows[-1].row_count - first
+        table = self.rows_table(handle.file, schema, first, count, names)
+        stored = table.column("key_group").to_pylist()
+        expected = [r.key_group for r in handle.rows for _ in range(r.row_count)]
+        if stored != expected:
+            bad = next(i for i, (a, b) in enumerate(zip(stored, expected, strict=True)) if a != b)
+            raise CorruptCheckpointError(
+                f"{handle.file}: row {first + bad} is in key group {stored[bad]}, the metadata "
+                f"says {expected[bad]}")
+        return table
 
     def operator_entries(self, uid: str, subtask_index: int) -> list[OperatorStateSnapshotEntry]:
         """The operator state one subtask holds, as snapshot entries (for restore)."""

@@ -258,7 +258,7 @@ def _keyed_handle(value: Any, where: str) -> KeyedStateHandle:
         if key_group not in kg_range:
             raise CorruptCheckpointError(
                 f"{where}.rows[{i}]: key group {key_group} outside {list(value['key_groups'])}")
-        if first_row != next_row or (rows and key_group <= rows[-1].key_group):
+        if (rows and first_row != next_row) or (rows and key_group <= rows[-1].key_group):
             raise CorruptCheckpointError(
                 f"{where}.rows[{i}]: rows must be contiguous and in ascending key group order")
         next_row = first_row + count

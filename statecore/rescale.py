@@ -8,8 +8,9 @@ representation (DESIGN "Rescale"): the assignment of elements to subtasks is Fli
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from typing import Protocol, TypeVar
 
 from statecore.errors import InvalidArgumentError, ParallelismError
 from statecore.hashing import java_string_hash
@@ -19,7 +20,12 @@ from statecore.operator_backend import (
     OperatorStateSnapshotEntry,
 )
 
-__all__ = ["java_hash_map_order", "redistribute", "redistribute_with_sources"]
+__all__ = [
+    "assign_operator_state",
+    "java_hash_map_order",
+    "redistribute",
+    "redistribute_with_sources",
+]
 
 
 def java_hash_map_order(keys: Iterable[str]) -> list[str]:
@@ -61,9 +67,6 @@ def _rehash(table: list[list[tuple[int, str]]], capacity: int) -> list[list[tupl
     return new_table
 
 
-_Sourced = dict[tuple[int, str], OperatorStateSnapshotEntry]
-
-
 def redistribute(
     snapshots: Sequence[OperatorStateSnapshot], new_parallelism: int
 ) -> list[list[OperatorStateSnapshotEntry]]:
@@ -101,55 +104,87 @@ def redistribute_with_sources(
     (Flink's output can also hold a handle with an empty state map, which has no counterpart).
     Elements are shared with ``snapshots``, not copied (restore copies).
     """
-    if new_parallelism < 1:
-        raise ParallelismError(f"new parallelism must be > 0, got {new_parallelism}")
-    old_parallelism = len(snapshots)
-    if old_parallelism < 1:
-        raise ParallelismError("there must be at least one old subtask snapshot")
-    by_mode: dict[OperatorStateMode, dict[str, list[tuple[int, OperatorStateSnapshotEntry]]]]
-    by_mode = {mode: {} for mode in OperatorStateMode}  # Flink's groupByStateMode
     first: dict[str, OperatorStateSnapshotEntry] = {}
-    for old, snapshot in enumerate(snapshots):
+    for snapshot in snapshots:
         for entry in snapshot:
             seen = first.setdefault(entry.name, entry)
             if (seen.mode, seen.type_specs) != (entry.mode, entry.type_specs):
                 raise InvalidArgumentError(
                     f"operator state {entry.name!r} differs between old subtasks: "
                     f"{seen.mode.name} {seen.type_specs} vs {entry.mode.name} {entry.type_specs}")
-            by_mode[entry.mode].setdefault(entry.name, []).append((old, entry))
-    assigned: list[_Sourced] = [{} for _ in range(new_parallelism)]
+    return assign_operator_state(
+        [list(snapshot) for snapshot in snapshots], new_parallelism,
+        length=lambda entry: len(entry.elements),
+        cut=lambda entry, start, stop: replace(entry, elements=entry.elements[start:stop]))
+
+
+class _Piece(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def mode(self) -> OperatorStateMode: ...
+
+
+P = TypeVar("P", bound=_Piece)
+
+
+def assign_operator_state(
+    pieces: Sequence[Sequence[P]], new_parallelism: int, *,
+    length: Callable[[P], int], cut: Callable[[P, int, int], P],
+) -> list[list[tuple[int, P]]]:
+    """Flink's repartitioning over any representation of the old subtasks' operator state.
+
+    ``pieces[i]``: old subtask ``i``'s state, one piece per state name (its elements, or a
+    range of a file's elements: statectl's element ranges); ``length`` counts a piece's
+    elements and ``cut(piece, start, stop)`` is the piece of its elements ``[start, stop)``.
+    The algorithm and the result's order are :func:`redistribute_with_sources`'s.
+    """
+    if new_parallelism < 1:
+        raise ParallelismError(f"new parallelism must be > 0, got {new_parallelism}")
+    old_parallelism = len(pieces)
+    if old_parallelism < 1:
+        raise ParallelismError("there must be at least one old subtask snapshot")
+    by_mode: dict[OperatorStateMode, dict[str, list[tuple[int, P]]]]
+    by_mode = {mode: {} for mode in OperatorStateMode}  # Flink's groupByStateMode
+    for old, snapshot in enumerate(pieces):
+        for piece in snapshot:
+            by_mode[piece.mode].setdefault(piece.name, []).append((old, piece))
+    assigned: list[dict[tuple[int, str], P]] = [{} for _ in range(new_parallelism)]
     if new_parallelism == old_parallelism:
-        for old, snapshot in enumerate(snapshots):
-            assigned[old].update({(old, entry.name): entry for entry in snapshot})
+        for old, snapshot in enumerate(pieces):
+            assigned[old].update({(old, piece.name): piece for piece in snapshot})
         broadcast = {name: located for name, located in by_mode[OperatorStateMode.BROADCAST].items()
                      if len(located) < old_parallelism}  # "partly reported"
     else:
-        _repartition_split_state(by_mode[OperatorStateMode.SPLIT_DISTRIBUTE], assigned)
+        _repartition_split_state(by_mode[OperatorStateMode.SPLIT_DISTRIBUTE], assigned,
+                                 length, cut)
         broadcast = by_mode[OperatorStateMode.BROADCAST]
     for located in by_mode[OperatorStateMode.UNION].values():
         for merge_map in assigned:
-            merge_map.update({(old, entry.name): entry for old, entry in located})
+            merge_map.update({(old, piece.name): piece for old, piece in located})
     for located in broadcast.values():
         for i, merge_map in enumerate(assigned):
-            old, entry = located[i % len(located)]
-            merge_map[(old, entry.name)] = entry
-    position = {(old, entry.name): index for old, snapshot in enumerate(snapshots)
-                for index, entry in enumerate(snapshot)}
+            old, piece = located[i % len(located)]
+            merge_map[(old, piece.name)] = piece
+    position = {(old, piece.name): index for old, snapshot in enumerate(pieces)
+                for index, piece in enumerate(snapshot)}
     return [[(old, merge_map[old, name])
              for old, name in sorted(merge_map, key=lambda k: (k[0], position[k]))]
             for merge_map in assigned]
 
 
 def _repartition_split_state(
-    name_to_state: dict[str, list[tuple[int, OperatorStateSnapshotEntry]]],
-    assigned: list[_Sourced],
+    name_to_state: dict[str, list[tuple[int, P]]],
+    assigned: list[dict[tuple[int, str], P]],
+    length: Callable[[P], int],
+    cut: Callable[[P, int, int], P],
 ) -> None:
     """Port of ``repartitionSplitState`` (reference §3.2), loop for loop."""
     new_parallelism = len(assigned)
     start_parallel_op = 0
     for name in java_hash_map_order(name_to_state):
         current = name_to_state[name]
-        total = sum(len(entry.elements) for _, entry in current)
+        total = sum(length(piece) for _, piece in current)
         base_fraction, remainder = divmod(total, new_parallelism)
         lst_idx = offset_idx = 0
         new_start_parallel_op = start_parallel_op
@@ -163,15 +198,16 @@ def _repartition_split_state(
                 new_start_parallel_op = parallel_op_idx
                 remainder -= 1
             while to_assign > 0:
-                old, entry = current[lst_idx]
-                remaining = len(entry.elements) - offset_idx
+                old, piece = current[lst_idx]
+                size = length(piece)
+                remaining = size - offset_idx
                 if remaining > to_assign:
-                    chunk = entry.elements[offset_idx:offset_idx + to_assign]
+                    chunk = cut(piece, offset_idx, offset_idx + to_assign)
                     offset_idx += to_assign
                 else:  # the rest of this handle (empty for a zero-length handle)
-                    chunk = entry.elements[offset_idx:]
+                    chunk = cut(piece, offset_idx, size)
                     offset_idx = 0
                     lst_idx += 1
                 to_assign -= remaining
-                assigned[parallel_op_idx][(old, name)] = replace(entry, elements=chunk)
+                assigned[parallel_op_idx][(old, name)] = chunk
         start_parallel_op = new_start_parallel_op

@@ -5,12 +5,25 @@ from __future__ import annotations
 import click
 
 from cli.commands.build import build_command
+from cli.commands.diff import diff_command
 from cli.commands.inspect import inspect_command
+from cli.commands.rescale import rescale_command
 from cli.commands.snapshot import snapshot_command
 from cli.commands.trace import trace_command
+from cli.commands.verify import verify_command
 
-__all__ = ["COMMANDS", "build_command", "inspect_command", "snapshot_command", "trace_command"]
+__all__ = [
+    "COMMANDS",
+    "build_command",
+    "diff_command",
+    "inspect_command",
+    "rescale_command",
+    "snapshot_command",
+    "trace_command",
+    "verify_command",
+]
 
 #: Every subcommand, registered by :mod:`cli.main` under its own name.
 COMMANDS: tuple[click.Command, ...] = (build_command, inspect_command, snapshot_command,
+                                       rescale_command, verify_command, diff_command,
                                        trace_command)

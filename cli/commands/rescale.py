@@ -1,0 +1,65 @@
+"""``statectl rescale``: a checkpoint at a new parallelism (and max parallelism), with a plan."""
+
+from __future__ import annotations
+
+import click
+
+from cli.output import Output
+from formats.checkpoint_v1 import open_checkpoint
+from formats.rescale import plan_checkpoint, rescale_checkpoint
+
+__all__ = ["rescale_command"]
+
+
+@click.command("rescale")
+@click.argument("source")
+@click.option("--parallelism", "-p", required=True, type=int,
+              help="The new parallelism (1 to the max parallelism).")
+@click.option("--max-parallelism", type=int,
+              help="A new max parallelism: every key is re-hashed to its new key group and "
+                   "keyed files are rewritten (Flink cannot do this).")
+@click.option("--out", "out", type=click.Path(),
+              help="Where to write the rescaled checkpoint (must not exist). Required unless "
+                   "--plan.")
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Only print the plan (a dry run): nothing is read but metadata (and, for "
+                   "a max-parallelism change, the keys) and nothing is written.")
+@click.option("--compact", is_flag=True,
+              help="Rewrite into one file per new subtask and state instead of referencing "
+                   "the old files.")
+@click.option("--drop-expired", is_flag=True,
+              help="Drop TTL-expired entries while rewriting (implies a rewrite).")
+@click.option("--now", type=int,
+              help="The time in epoch ms that decides expiry for --drop-expired "
+                   "(default: now).")
+@click.pass_obj
+def rescale_command(output: Output, source: str, parallelism: int, max_parallelism: int | None,
+                    out: str | None, plan_only: bool, compact: bool, drop_expired: bool,
+                    now: int | None) -> None:
+    """Redistribute a checkpoint's state to a new parallelism, as Flink would on restore.
+
+    Keyed state moves by key group; split, union and broadcast operator state are
+    redistributed exactly as Flink's repartitioner does. Within one max parallelism this is a
+    metadata operation: the new checkpoint's metadata references the old files, which are
+    hard-linked (copied across filesystems), and no record is rewritten. The plan (per new
+    subtask: key groups, entries, bytes, bytes moved, skew, union blow-up) is printed first;
+    with --plan it is the whole output. SOURCE is never modified.
+    """
+    if not plan_only and out is None:
+        raise click.UsageError("give --out DIR for the rescaled checkpoint, or --plan for a "
+                               "dry run")
+    if now is not None and not drop_expired:
+        raise click.UsageError("--now only applies with --drop-expired")
+    checkpoint = open_checkpoint(source)
+    plan = plan_checkpoint(checkpoint, parallelism, max_parallelism)
+    if plan_only:
+        output.rescale(plan, None)
+        return
+
+    def run() -> object:
+        assert out is not None
+        with output.progress("rescaling") as progress:
+            return rescale_checkpoint(checkpoint, out, plan, compact=compact,
+                                      drop_expired=drop_expired, now=now, progress=progress)
+
+    output.rescale(plan, run)  # type: ignore[arg-type]

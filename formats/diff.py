@@ -1,0 +1,229 @@
+"""``statectl diff``: the logical difference of two checkpoints, whatever their layout.
+
+Compared per operator (by uid), state (by name), key and namespace: what a job restoring
+either checkpoint would see, independent of parallelism, max parallelism, key-group placement
+and files. Keyed entries compare their values and TTL timestamps. Operator state compares:
+
+* split list state as a multiset of elements (a rescale reorders the list across subtasks);
+* union list state as the multiset of its distinct element ranges' elements (every subtask
+  restores all of them, so a range referenced by several subtasks counts once);
+* broadcast state as one map (the copies merged).
+
+Floats compare NaN equal to NaN (the same stored value).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from formats.arrow_types import from_arrow
+from formats.checkpoint_v1 import Checkpoint, _operator_schema
+from statecore.checkpoint import OperatorMetadata, StateMetadata
+from statecore.serializers import VOID_NAMESPACE
+
+__all__ = ["DiffReport", "Difference", "diff_checkpoints"]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One difference: ``change`` is added (only in B), removed (only in A) or changed.
+
+    ``scope`` says what differs: an ``operator``, a ``state`` declaration, a keyed ``entry``
+    (``key``, ``namespace``), an operator-state ``element`` (``count`` times) or a broadcast
+    ``entry`` (``key``).
+    """
+
+    change: str
+    scope: str
+    operator: str
+    state: str | None = None
+    key: Any = None
+    namespace: Any = None
+    left: Any = None
+    right: Any = None
+    count: int = 1
+
+
+@dataclass
+class DiffReport:
+    """Differences of A and B: the first ``limit`` listed, all of them counted."""
+
+    left: str
+    right: str
+    limit: int | None
+    differences: list[Difference] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    compared: int = 0
+    found: int = 0  # difference records, listed or not
+
+    @property
+    def equal(self) -> bool:
+        return not self.counts
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def add(self, difference: Difference) -> None:
+        self.counts[difference.change] += difference.count
+        self.found += 1
+        if self.limit is None or len(self.differences) < self.limit:
+            self.differences.append(difference)
+
+
+def diff_checkpoints(a: Checkpoint, b: Checkpoint, *, left: str = "A", right: str = "B",
+                     limit: int | None = None) -> DiffReport:
+    """Compare two opened checkpoints logically (see the module doc)."""
+    report = DiffReport(left, right, limit)
+    ops_a = {op.uid: op for op in a.metadata.operators}
+    ops_b = {op.uid: op for op in b.metadata.operators}
+    for uid in sorted(ops_a.keys() | ops_b.keys()):
+        if uid not in ops_b:
+            report.add(Difference("removed", "operator", uid, left=ops_a[uid].name))
+        elif uid not in ops_a:
+            report.add(Difference("added", "operator", uid, right=ops_b[uid].name))
+        else:
+            _diff_operator(a, ops_a[uid], b, ops_b[uid], report)
+    return report
+
+
+def _declaration(state: StateMetadata) -> dict[str, Any]:
+    return {"kind": state.kind, "value_type": state.value_type,
+            "user_key_type": state.user_key_type, "namespace_type": state.namespace_type,
+            "ttl": state.ttl}
+
+
+def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: OperatorMetadata,
+                   report: DiffReport) -> None:
+    states_a = {s.name: s for s in op_a.states}
+    states_b = {s.name: s for s in op_b.states}
+    uid = op_a.uid
+    if op_a.key_type != op_b.key_type:
+        report.add(Difference("changed", "operator", uid, left={"key_type": op_a.key_type},
+                              right={"key_type": op_b.key_type}))
+    for name in sorted(states_a.keys() | states_b.keys()):
+        sa, sb = states_a.get(name), states_b.get(name)
+        if sb is None:
+            assert sa is not None
+            report.add(Difference("removed", "state", uid, name, left=_declaration(sa)))
+            continue
+        if sa is None:
+            report.add(Difference("added", "state", uid, name, right=_declaration(sb)))
+            continue
+        if _declaration(sa) != _declaration(sb):
+            report.add(Difference("changed", "state", uid, name, left=_declaration(sa),
+                                  right=_declaration(sb)))
+        if sa.scope != sb.scope:
+            continue
+        if sa.scope == "keyed":
+            _diff_keyed(dict(_keyed(a, uid, name)), dict(_keyed(b, uid, name)), uid, name,
+                        report)
+        elif sa.kind == "broadcast" and sb.kind == "broadcast":
+            _diff_keyed(_broadcast(a, op_a, sa), _broadcast(b, op_b, sb), uid, name, report)
+        else:
+            _diff_elements(_elements(a, op_a, sa), _elements(b, op_b, sb), uid, name, report)
+
+
+def canonical(value: Any) -> Any:
+    """A hashable form of a stored value in which equal stored values are equal."""
+    if isinstance(value, float):
+        return ("nan",) if math.isnan(value) else value
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(canonical(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", frozenset((canonical(k), canonical(v)) for k, v in value.items()))
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def _keyed(checkpoint: Checkpoint, uid: str, state: str) -> Iterator[tuple[Any, Any]]:
+    for _, key, namespace, stored in checkpoint.keyed_entries(uid, state):
+        yield (canonical(key), canonical(namespace)), (key, namespace, stored)
+
+
+def _diff_keyed(left: dict[Any, Any], right: dict[Any, Any], uid: str, state: str,
+                report: DiffReport) -> None:
+    report.compared += len(left.keys() | right.keys())
+    for composite in sorted(left.keys() | right.keys(), key=repr):
+        la, rb = left.get(composite), right.get(composite)
+        if rb is None:
+            assert la is not None
+            key, ns, value = la
+            report.add(Difference("removed", "entry", uid, state, key, _ns(ns), left=value))
+        elif la is None:
+            key, ns, value = rb
+            report.add(Difference("added", "entry", uid, state, key, _ns(ns), right=value))
+        elif canonical(la[2]) != canonical(rb[2]):
+            report.add(Difference("changed", "entry", uid, state, la[0], _ns(la[1]),
+                                  left=la[2], right=rb[2]))
+
+
+def _ns(namespace: Any) -> Any:
+    return None if namespace is VOID_NAMESPACE else namespace
+
+
+def _distinct_handles(op: OperatorMetadata, state: str, distinct: bool
+                      ) -> list[tuple[str, int, int]]:
+    seen: list[tuple[str, int, int]] = []
+    for st in sorted(op.subtasks, key=lambda s: s.index):
+        for h in st.operator:
+            if h.state == state:
+                segment = (h.file, h.first_element, h.element_count)
+                if not distinct or segment not in seen:
+                    seen.append(segment)
+    return seen
+
+
+def _read(checkpoint: Checkpoint, state: StateMetadata, segment: tuple[str, int, int]
+          ) -> list[dict[str, Any]]:
+    file, first, count = segment
+    rows: list[dict[str, Any]] = checkpoint.rows_table(file, _operator_schema(state), first,
+                                                       count).to_pylist()
+    return rows
+
+
+def _elements(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
+              ) -> Counter[Any]:
+    read = from_arrow(state.value_type)
+    out: Counter[Any] = Counter()
+    for segment in _distinct_handles(op, state.name, distinct=state.kind == "union"):
+        out.update(canonical(read(row["value"])) for row in _read(checkpoint, state, segment))
+    return out
+
+
+def _broadcast(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
+               ) -> dict[Any, Any]:
+    assert state.user_key_type is not None
+    read_key, read_value = from_arrow(state.user_key_type), from_arrow(state.value_type)
+    out: dict[Any, Any] = {}
+    for segment in _distinct_handles(op, state.name, distinct=True):
+        for row in _read(checkpoint, state, segment):
+            key = read_key(row["key"])
+            out[canonical(key)] = (key, VOID_NAMESPACE, read_value(row["value"]))
+    return out
+
+
+def _diff_elements(left: Counter[Any], right: Counter[Any], uid: str, state: str,
+                   report: DiffReport) -> None:
+    report.compared += sum((left | right).values())
+    for element, n in sorted((left - right).items(), key=repr):
+        report.add(Difference("removed", "element", uid, state, left=_plain(element), count=n))
+    for element, n in sorted((right - left).items(), key=repr):
+        report.add(Difference("added", "element", uid, state, right=_plain(element), count=n))
+
+
+def _plain(value: Any) -> Any:
+    """Undo :func:`canonical` for display."""
+    if isinstance(value, tuple) and len(value) == 2 and value[0] in ("list", "tuple"):
+        items = [_plain(v) for v in value[1]]
+        return items if value[0] == "list" else tuple(items)
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "dict":
+        return {_plain(k): _plain(v) for k, v in value[1]}
+    if value == ("nan",):
+        return float("nan")
+    return value

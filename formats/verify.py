@@ -1,0 +1,260 @@
+"""``statectl verify``: check a checkpoint thoroughly and list every problem found.
+
+Unlike opening a checkpoint (which stops at the first inconsistency it must refuse), verify
+keeps going and reports each problem with a kind, so scripts can gate on it. Kinds:
+
+* ``metadata``: ``_metadata.json`` is unreadable or invalid (nothing else can be checked);
+* ``unsafe-path``: a file path leads out of the checkpoint directory (symlink);
+* ``missing-file``, ``size``, ``checksum``: a data file is absent, has another byte size, or
+  its SHA-256 differs from the metadata;
+* ``unreadable``: a data file is not valid Parquet, or its columns are not the declared ones;
+* ``key-group-ranges``: the subtasks' key-group ranges do not cover ``[0, max parallelism)``
+  exactly once (Flink's ``computeKeyGroupRangeForOperatorIndex`` ranges are one such cover);
+* ``handle-range``: a keyed handle holds key groups outside its subtask's range;
+* ``overlap``: a key group of one state is stored by two handles;
+* ``offsets``: the rows the metadata gives for a key group are not that key group's rows
+  (beyond the file, or the ``key_group`` column disagrees), or an element range is beyond
+  its file;
+* ``key-placement``: a key is stored in another key group than its Java hash gives
+  (reference §1.2: ``murmurHash(key.hashCode()) % maxParallelism``);
+* ``duplicate-key``: a (key, namespace) appears twice in one state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from formats.checkpoint_v1 import Checkpoint, _operator_schema, open_checkpoint
+from formats.key_hash import key_groups
+from statecore.checkpoint import OperatorMetadata
+from statecore.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    StatectlError,
+    UnsafePathError,
+    UnsupportedFormatError,
+)
+
+__all__ = ["PROBLEM_KINDS", "Problem", "VerifyReport", "verify_checkpoint"]
+
+PROBLEM_KINDS = ("metadata", "unsafe-path", "missing-file", "size", "checksum", "unreadable",
+                 "key-group-ranges", "handle-range", "overlap", "offsets", "key-placement",
+                 "duplicate-key")
+
+#: At most this many problems of one kind are listed (all are counted).
+MAX_LISTED = 100
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem: its kind (see the module doc), where, and what is wrong."""
+
+    kind: str
+    where: str
+    message: str
+
+
+@dataclass
+class VerifyReport:
+    """What verify checked and found."""
+
+    location: str
+    problems: list[Problem] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    files: int = 0
+    bytes: int = 0
+    entries: int = 0
+
+    @property
+    def clean(self) -> bool:
+        return not self.counts
+
+    def add(self, kind: str, where: str, message: str) -> None:
+        self.counts[kind] += 1
+        if self.counts[kind] <= MAX_LISTED:
+            self.problems.append(Problem(kind, where, message))
+
+
+def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None = None
+                      ) -> VerifyReport:
+    """Verify the checkpoint at ``location``; a directory that is no checkpoint raises.
+
+    Raises :class:`CheckpointError` only when ``location`` holds no ``_metadata.json`` at all;
+    every other problem is reported.
+    """
+    report = VerifyReport(location)
+    try:
+        checkpoint = open_checkpoint(location)
+    except (CorruptCheckpointError, UnsupportedFormatError, UnsafePathError) as exc:
+        report.add("metadata", "_metadata.json", str(exc))
+        return report
+    except CheckpointError as exc:
+        if "not a checkpoint" in str(exc) or "cannot read" in str(exc):
+            raise
+        report.add("metadata", "_metadata.json", str(exc))
+        return report
+    files = checkpoint.metadata.files
+    bad_files: set[str] = set()
+    for done, info in enumerate(files):
+        report.files += 1
+        report.bytes += info.size
+        _check_file(checkpoint, info.path, info.size, report, bad_files)
+        if progress is not None:
+            progress(done + 1, len(files) + len(checkpoint.metadata.operators))
+    for done, op in enumerate(checkpoint.metadata.operators):
+        _check_ranges(op, report)
+        _check_keyed(checkpoint, op, report, bad_files)
+        _check_operator_state(checkpoint, op, report, bad_files)
+        if progress is not None:
+            progress(len(files) + done + 1, len(files) + len(checkpoint.metadata.operators))
+    return report
+
+
+def _check_file(checkpoint: Checkpoint, relative: str, size: int, report: VerifyReport,
+                bad: set[str]) -> None:
+    try:
+        path = checkpoint._path(relative)
+        actual = checkpoint.fs.get_file_info(path)
+    except UnsafePathError as exc:
+        report.add("unsafe-path", relative, str(exc))
+        bad.add(relative)
+        return
+    except OSError as exc:
+        report.add("missing-file", relative, f"cannot stat it: {exc}")
+        bad.add(relative)
+        return
+    if actual.type.name == "NotFound":
+        report.add("missing-file", relative, "the file is missing")
+        bad.add(relative)
+        return
+    if actual.size != size:
+        report.add("size", relative, f"{actual.size} bytes, the metadata says {size}")
+        bad.add(relative)
+        return
+    try:
+        checkpoint.verify_checksum(relative)
+    except StatectlError as exc:
+        report.add("checksum", relative, str(exc))
+        bad.add(relative)
+
+
+def _check_ranges(op: OperatorMetadata, report: VerifyReport) -> None:
+    ranges = [(st.index, st.key_group_range) for st in op.subtasks
+              if st.key_group_range is not None]
+    if not ranges:
+        if op.key_type is not None:
+            report.add("key-group-ranges", f"operator {op.uid}", "no subtask has key groups")
+        return
+    owners = np.zeros(op.max_parallelism, dtype=np.int64)
+    for _, kg in ranges:
+        owners[kg.start:kg.end + 1] += 1
+    gaps = np.flatnonzero(owners == 0)
+    doubles = np.flatnonzero(owners > 1)
+    if gaps.size:
+        report.add("key-group-ranges", f"operator {op.uid}",
+                   f"{gaps.size} key groups of [0, {op.max_parallelism}) belong to no subtask "
+                   f"(first: {int(gaps[0])})")
+    if doubles.size:
+        report.add("key-group-ranges", f"operator {op.uid}",
+                   f"{doubles.size} key groups belong to two subtasks (first: "
+                   f"{int(doubles[0])})")
+    for st in op.subtasks:
+        for h in st.keyed:
+            own = st.key_group_range
+            if own is None or not (own.start <= h.key_group_range.start
+                                   and h.key_group_range.end <= own.end):
+                report.add("handle-range", f"operator {op.uid}, subtask {st.index}",
+                           f"handle of {h.state!r} in {h.file} holds key groups "
+                           f"{h.key_group_range.start}-{h.key_group_range.end}, outside the "
+                           f"subtask's " + ("none" if own is None
+                                            else f"{own.start}-{own.end}"))
+
+
+def _check_keyed(checkpoint: Checkpoint, op: OperatorMetadata, report: VerifyReport,
+                 bad: set[str]) -> None:
+    for state in (s for s in op.states if s.scope == "keyed"):
+        seen: dict[int, str] = {}
+        keys: list[pa.Table] = []
+        for st in op.subtasks:
+            for h in (h for h in st.keyed if h.state == state.name):
+                where = f"operator {op.uid}, state {state.name}, {h.file}"
+                for r in h.rows:
+                    if r.key_group in seen:
+                        report.add("overlap", where,
+                                   f"key group {r.key_group} is also stored in {seen[r.key_group]}")
+                    seen[r.key_group] = h.file
+                if h.file in bad:
+                    continue
+                try:
+                    table = checkpoint.keyed_table(op.uid, h)
+                except CorruptCheckpointError as exc:
+                    kind = "offsets" if ("key group" in str(exc) or "beyond" in str(exc)) \
+                        else "unreadable"
+                    report.add(kind, where, str(exc))
+                    continue
+                report.entries += table.num_rows
+                assert op.key_type is not None
+                _check_placement(table, op.key_type, op.max_parallelism, where, report)
+                columns = ["key"] + (["namespace"] if "namespace" in table.column_names else [])
+                keys.append(table.select(columns))
+        _check_duplicates(keys, f"operator {op.uid}, state {state.name}", report)
+
+
+def _check_placement(table: pa.Table, key_type: str, max_parallelism: int, where: str,
+                     report: VerifyReport) -> None:
+    try:
+        expected = key_groups(table.column("key"), key_type, max_parallelism)
+    except StatectlError as exc:
+        report.add("key-placement", where, f"keys cannot be hashed: {exc}")
+        return
+    stored = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
+    wrong = np.flatnonzero(stored != expected)
+    for i in wrong[:5]:
+        report.add("key-placement", where,
+                   f"key {table.column('key')[int(i)].as_py()!r} is stored in key group "
+                   f"{int(stored[i])}; its hash gives {int(expected[i])}")
+    if wrong.size > 5:
+        report.add("key-placement", where, f"... and {wrong.size - 5} more misplaced keys")
+
+
+def _check_duplicates(tables: list[pa.Table], where: str, report: VerifyReport) -> None:
+    if not tables:
+        return
+    try:
+        table = pa.concat_tables(tables)
+        counted = table.group_by(table.column_names).aggregate([([], "count_all")])
+    except (pa.ArrowException, ValueError):  # key types Arrow cannot group: compare in Python
+        rows: list[Any] = []
+        for t in tables:
+            rows.extend(zip(*(t.column(n).to_pylist() for n in t.column_names), strict=True))
+        dupes = [k for k, n in Counter(map(repr, rows)).items() if n > 1]
+        for k in dupes[:5]:
+            report.add("duplicate-key", where, f"{k} appears more than once")
+        return
+    dupes = counted.filter(pc.greater(counted.column("count_all"), 1))
+    for row in dupes.slice(0, 5).to_pylist():
+        row.pop("count_all")
+        report.add("duplicate-key", where, f"{row} appears more than once")
+
+
+def _check_operator_state(checkpoint: Checkpoint, op: OperatorMetadata, report: VerifyReport,
+                          bad: set[str]) -> None:
+    states = {s.name: s for s in op.states}
+    for st in op.subtasks:
+        for h in st.operator:
+            if h.file in bad:
+                continue
+            where = f"operator {op.uid}, subtask {st.index}, state {h.state}"
+            try:
+                checkpoint.rows_table(h.file, _operator_schema(states[h.state]),
+                                      h.first_element, h.element_count)
+            except CorruptCheckpointError as exc:
+                report.add("offsets" if "beyond" in str(exc) else "unreadable", where, str(exc))
+

@@ -1,0 +1,368 @@
+"""Rescale plans: which state each new subtask gets, computed from checkpoint metadata alone.
+
+Pure functions over the shared metadata model (:mod:`statecore.checkpoint`), so the same plan
+serves statectl's own checkpoints and, once read, Flink's. Reference §3 and §4:
+
+* keyed state (§4.2): new subtask ``i`` owns ``compute_key_group_range_for_operator_index(M,
+  p, i)``. With the parallelism unchanged it keeps old subtask ``i``'s handles as they are;
+  otherwise it takes, from every old handle in old-subtask order, the intersection with its
+  range (a handle restricted to the overlapping key groups; none when empty). Within one max
+  parallelism that is the whole rescale: a new ``_metadata.json`` over the old files.
+* a max-parallelism change (which Flink refuses, §4.1) re-hashes every key: the plan then needs
+  the number of entries per (old subtask, new key group), which only reading the keys can give
+  (``rehashed``), and every keyed file is rewritten.
+* operator state (§3): :func:`~statecore.rescale.assign_operator_state`, Flink's
+  repartitioner, over element *ranges* of files (statectl's deliberate difference from Flink's
+  per-element offsets, DESIGN "Rescale").
+
+Sizes: a handle's bytes are its file's bytes apportioned by rows (or elements), an estimate
+from metadata; entries are exact.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from statecore.checkpoint import (
+    CheckpointKind,
+    CheckpointMetadata,
+    FileInfo,
+    KeyedStateHandle,
+    OperatorMetadata,
+    OperatorStateHandle,
+    SubtaskMetadata,
+)
+from statecore.errors import ParallelismError
+from statecore.key_groups import (
+    UPPER_BOUND_MAX_PARALLELISM,
+    KeyGroupRange,
+    compute_key_group_range_for_operator_index,
+)
+from statecore.operator_backend import OperatorStateMode
+from statecore.rescale import assign_operator_state
+
+__all__ = [
+    "OperatorPlan",
+    "RescalePlan",
+    "StateShare",
+    "SubtaskPlan",
+    "check_rescale",
+    "plan_rescale",
+]
+
+#: (operator uid, state name) -> {(old subtask, new key group): entries}
+Rehashed = Mapping[tuple[str, str], Mapping[tuple[int, int], int]]
+
+
+@dataclass(frozen=True)
+class StateShare:
+    """What one new subtask gets of one state: entries (keyed) or elements (operator)."""
+
+    state: str
+    scope: str
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class SubtaskPlan:
+    """One new subtask: its key groups, the handles it reads, its share of every state."""
+
+    index: int
+    key_group_range: KeyGroupRange | None
+    keyed: tuple[KeyedStateHandle, ...]
+    operator: tuple[OperatorStateHandle, ...]
+    states: tuple[StateShare, ...]
+    bytes: int
+    bytes_moved: int
+
+    @property
+    def entries(self) -> int:
+        return sum(s.entries for s in self.states if s.scope == "keyed")
+
+
+@dataclass(frozen=True)
+class OperatorPlan:
+    """One operator's rescale: old and new parallelism and max parallelism, per new subtask."""
+
+    uid: str
+    name: str
+    old_parallelism: int
+    new_parallelism: int
+    old_max_parallelism: int
+    new_max_parallelism: int
+    subtasks: tuple[SubtaskPlan, ...]
+    union_elements: int
+
+    @property
+    def rehash(self) -> bool:
+        """Whether keys move between key groups (max parallelism changes): files rewritten."""
+        return self.old_max_parallelism != self.new_max_parallelism
+
+    @property
+    def union_blowup(self) -> int:
+        """Union elements restored in total: every new subtask gets every element."""
+        return self.union_elements * self.new_parallelism
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.subtasks)
+
+    @property
+    def bytes_moved(self) -> int:
+        return sum(s.bytes_moved for s in self.subtasks)
+
+    @property
+    def skew(self) -> float:
+        """Max over mean of the new subtasks' bytes (1.0 when perfectly even or empty)."""
+        sizes = [s.bytes for s in self.subtasks]
+        mean = sum(sizes) / len(sizes)
+        return max(sizes) / mean if mean else 1.0
+
+    def metadata(self, source: OperatorMetadata) -> OperatorMetadata:
+        """The operator's new metadata, its handles referencing the old files."""
+        return replace(source, parallelism=self.new_parallelism,
+                       max_parallelism=self.new_max_parallelism,
+                       subtasks=tuple(SubtaskMetadata(s.index, s.key_group_range, s.keyed,
+                                                      s.operator) for s in self.subtasks))
+
+
+@dataclass(frozen=True)
+class RescalePlan:
+    """The plan for every operator of a checkpoint."""
+
+    parallelism: int
+    max_parallelism: int | None
+    operators: tuple[OperatorPlan, ...]
+
+    @property
+    def rehash(self) -> bool:
+        return any(op.rehash for op in self.operators)
+
+    @property
+    def bytes_moved(self) -> int:
+        return sum(op.bytes_moved for op in self.operators)
+
+    @property
+    def skew(self) -> float:
+        return max((op.skew for op in self.operators), default=1.0)
+
+    def metadata(self, source: CheckpointMetadata, checkpoint_id: int, kind: CheckpointKind,
+                 created_ms: int) -> CheckpointMetadata:
+        """New metadata over the old files (only for a plan without a rehash)."""
+        if self.rehash:
+            raise ParallelismError("a max-parallelism change rewrites files; it has no "
+                                   "metadata-only form")
+        operators = tuple(plan.metadata(op) for plan, op in zip(self.operators,
+                                                                 source.operators, strict=True))
+        draft = CheckpointMetadata(checkpoint_id, kind, created_ms, operators, source.files)
+        return replace(draft, files=files_of(draft))
+
+
+def check_rescale(op: OperatorMetadata, parallelism: int, max_parallelism: int) -> None:
+    """Flink's preconditions for restoring ``op`` at the new parallelism (reference §4.1).
+
+    Raises :class:`ParallelismError` with the reason. Flink additionally refuses any change of
+    a configured max parallelism; statectl performs it offline by re-hashing (its headline).
+    """
+    if parallelism < 1:
+        raise ParallelismError(f"the new parallelism must be at least 1, got {parallelism}")
+    if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise ParallelismError(
+            f"the max parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got "
+            f"{max_parallelism}")
+    if parallelism > max_parallelism:
+        which = "new " if max_parallelism != op.max_parallelism else ""
+        raise ParallelismError(
+            f"operator {op.uid!r} cannot be restored at parallelism {parallelism}: the "
+            f"{which}maximum parallelism ({max_parallelism}) is lower than the parallelism. "
+            f"Reduce the parallelism to at most {max_parallelism}"
+            + ("" if which else " or change the max parallelism with --max-parallelism") + ".")
+
+
+def plan_rescale(metadata: CheckpointMetadata, parallelism: int,
+                 max_parallelism: int | None = None, *,
+                 rehashed: Rehashed | None = None) -> RescalePlan:
+    """Plan restoring every operator of ``metadata`` at ``parallelism``.
+
+    ``max_parallelism``: the new max parallelism (``None``: unchanged). Where it differs from an
+    operator's, ``rehashed`` must give that operator's keyed entries per (old subtask, new key
+    group) for every keyed state (the local and Spark engines count them by hashing the keys).
+    """
+    sizes = {f.path: f.size for f in metadata.files}
+    extent = _file_extents(metadata)
+    plans = []
+    for op in metadata.operators:
+        new_max = op.max_parallelism if max_parallelism is None else max_parallelism
+        check_rescale(op, parallelism, new_max)
+        plans.append(_plan_operator(op, parallelism, new_max, sizes, extent, rehashed or {}))
+    return RescalePlan(parallelism, max_parallelism, tuple(plans))
+
+
+def _file_extents(metadata: CheckpointMetadata) -> dict[str, int]:
+    """Rows (or elements) of each data file that some handle references: the share base."""
+    extent: dict[str, int] = defaultdict(int)
+    for op in metadata.operators:
+        for st in op.subtasks:
+            for h in st.keyed:
+                if h.rows:
+                    end = h.rows[-1].first_row + h.rows[-1].row_count
+                    extent[h.file] = max(extent[h.file], end)
+            for o in st.operator:
+                extent[o.file] = max(extent[o.file], o.first_element + o.element_count)
+    return extent
+
+
+def _share(size: int, part: int, whole: int) -> int:
+    return 0 if whole == 0 else size * part // whole
+
+
+def intersect_handle(handle: KeyedStateHandle, kg: KeyGroupRange) -> KeyedStateHandle | None:
+    """``KeyGroupsStateHandle.getIntersection`` (reference §4.2); ``None`` when empty."""
+    start = max(handle.key_group_range.start, kg.start)
+    end = min(handle.key_group_range.end, kg.end)
+    if start > end:
+        return None
+    return KeyedStateHandle(handle.state, handle.file, KeyGroupRange(start, end),
+                            tuple(r for r in handle.rows if start <= r.key_group <= end))
+
+
+@dataclass(frozen=True)
+class _Segments:
+    """One old subtask's elements of one operator state: ranges of one or more files."""
+
+    name: str
+    mode: OperatorStateMode
+    handles: tuple[OperatorStateHandle, ...]
+
+    def __len__(self) -> int:
+        return sum(h.element_count for h in self.handles)
+
+    def cut(self, start: int, stop: int) -> _Segments:
+        out, offset = [], 0
+        for h in self.handles:
+            lo, hi = max(start - offset, 0), min(stop - offset, h.element_count)
+            if lo < hi:
+                out.append(replace(h, first_element=h.first_element + lo, element_count=hi - lo))
+            offset += h.element_count
+        if not out and self.handles:  # Flink keeps an empty chunk: an empty range
+            out.append(replace(self.handles[0], element_count=0))
+        return _Segments(self.name, self.mode, tuple(out))
+
+
+def _plan_operator(op: OperatorMetadata, p: int, new_max: int, sizes: Mapping[str, int],
+                   extent: Mapping[str, int], rehashed: Rehashed) -> OperatorPlan:
+    old = sorted(op.subtasks, key=lambda s: s.index)
+    keyed_states = [s for s in op.states if s.scope == "keyed"]
+    kinds = {s.name: s for s in op.states}
+    ranges = ([compute_key_group_range_for_operator_index(new_max, p, i) for i in range(p)]
+              if op.key_type is not None or any(st.key_group_range for st in old) else None)
+    shares: list[dict[str, list[int]]] = [defaultdict(lambda: [0, 0]) for _ in range(p)]
+    moved = [0] * p
+    keyed: list[list[KeyedStateHandle]] = [[] for _ in range(p)]
+
+    if new_max == op.max_parallelism:
+        for i in range(p):
+            if p == len(old):
+                picked = list(old[i].keyed)  # unchanged parallelism: handles as they are
+            elif ranges is None:
+                picked = []
+            else:
+                picked = [h2 for st in old for h in st.keyed
+                          if (h2 := intersect_handle(h, ranges[i])) is not None]
+            keyed[i] = picked
+            sources = {h.file: st.index for st in old for h in st.keyed}
+            for h in picked:
+                rows = sum(r.row_count for r in h.rows)
+                size = _share(sizes.get(h.file, 0), rows, extent.get(h.file, 0))
+                share = shares[i][h.state]
+                share[0] += rows
+                share[1] += size
+                if sources.get(h.file, i) != i:
+                    moved[i] += size
+    else:
+        assert ranges is not None
+        owner = {}
+        for i, kg in enumerate(ranges):
+            for group in range(kg.start, kg.end + 1):
+                owner[group] = i
+        for state in keyed_states:
+            counts = rehashed.get((op.uid, state.name))
+            if counts is None:
+                raise ParallelismError(
+                    f"operator {op.uid!r}, state {state.name!r}: a max-parallelism change "
+                    f"needs the entries per new key group (read the keys to plan it)")
+            per_old = _old_state_bytes(op, state.name, sizes, extent)
+            old_entries: dict[int, int] = defaultdict(int)
+            for (old_index, _), n in counts.items():
+                old_entries[old_index] += n
+            for (old_index, group), n in counts.items():
+                if group not in owner:
+                    raise ParallelismError(f"key group {group} is outside [0, {new_max})")
+                i = owner[group]
+                size = _share(per_old.get(old_index, 0), n, old_entries[old_index])
+                share = shares[i][state.name]
+                share[0] += n
+                share[1] += size
+                if old_index != i:
+                    moved[i] += size
+
+    pieces = [[_Segments(name, handles[0].mode, tuple(handles))
+               for name, handles in _by_name(st.operator).items()] for st in old]
+    assigned = assign_operator_state(pieces, p, length=len,
+                                     cut=lambda seg, a, b: seg.cut(a, b))
+    union_seen: set[tuple[str, int, int]] = set()
+    union_elements = 0
+    operator: list[list[OperatorStateHandle]] = [[] for _ in range(p)]
+    for i, located in enumerate(assigned):
+        for old_index, seg in located:
+            for oh in seg.handles:
+                operator[i].append(oh)
+                size = _share(sizes.get(oh.file, 0), oh.element_count, extent.get(oh.file, 0))
+                share = shares[i][oh.state]
+                share[0] += oh.element_count
+                share[1] += size
+                if old_index != i:
+                    moved[i] += size
+                key = (oh.file, oh.first_element, oh.element_count)
+                if oh.mode is OperatorStateMode.UNION and key not in union_seen:
+                    union_seen.add(key)
+                    union_elements += oh.element_count
+
+    subtasks = []
+    for i in range(p):
+        states = tuple(StateShare(name, kinds[name].scope, n, b)
+                       for name, (n, b) in sorted(shares[i].items()))
+        subtasks.append(SubtaskPlan(
+            i, None if ranges is None else ranges[i],
+            tuple(keyed[i]), tuple(operator[i]), states, sum(s.bytes for s in states),
+            moved[i]))
+    return OperatorPlan(op.uid, op.name, len(old), p, op.max_parallelism, new_max,
+                        tuple(subtasks), union_elements)
+
+
+def _by_name(handles: Sequence[OperatorStateHandle]) -> dict[str, list[OperatorStateHandle]]:
+    out: dict[str, list[OperatorStateHandle]] = {}
+    for h in handles:
+        out.setdefault(h.state, []).append(h)
+    return out
+
+
+def _old_state_bytes(op: OperatorMetadata, state: str, sizes: Mapping[str, int],
+                     extent: Mapping[str, int]) -> dict[int, int]:
+    out: dict[int, int] = defaultdict(int)
+    for st in op.subtasks:
+        for h in st.keyed:
+            if h.state == state:
+                rows = sum(r.row_count for r in h.rows)
+                out[st.index] += _share(sizes.get(h.file, 0), rows, extent.get(h.file, 0))
+    return out
+
+
+def files_of(metadata: CheckpointMetadata) -> tuple[FileInfo, ...]:
+    """The files of ``metadata`` that some handle references, in the metadata's order."""
+    used = {h.file for op in metadata.operators for st in op.subtasks for h in st.keyed}
+    used.update(h.file for op in metadata.operators for st in op.subtasks for h in st.operator)
+    return tuple(f for f in metadata.files if f.path in used)
