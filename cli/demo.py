@@ -3,7 +3,9 @@
 Generates two days of a small click-stream (``demo/day-1.parquet``, ``demo/day-2.parquet``,
 deterministic), builds keyed state from day 1 with asynchronous checkpoints, resumes from the
 latest checkpoint with both days (day 1 continues from its recorded position, so nothing is
-counted twice; day 2 is read from the start), inspects the final checkpoint, then traces the
+counted twice; day 2 is read from the start), inspects the final checkpoint, rescales it from
+parallelism 2 to 3 (a plan, then metadata only) and to max parallelism 256 (every key
+re-hashed), verifies and diffs both against it, then traces the
 seed walkthroughs of the copy-on-write map. Run with ``python -m cli.demo``; exits 0 when every
 step worked. ``demo/`` is rebuilt on every run.
 """
@@ -25,7 +27,7 @@ from cli.main import statectl
 from cli.walkthroughs import walkthroughs
 from formats.storage import DirectoryCheckpointStorage
 
-__all__ = ["demo_invocations", "main", "write_events"]
+__all__ = ["demo_invocations", "main", "rescale_invocations", "write_events"]
 
 DEMO_DIR = Path("demo")
 
@@ -61,6 +63,25 @@ def demo_invocations(directory: Path = DEMO_DIR) -> list[list[str]]:
     ]
 
 
+def rescale_invocations(latest: str, directory: Path = DEMO_DIR) -> list[list[str]]:
+    """The rescale steps of the demo, on the final checkpoint ``latest``.
+
+    2 -> 3 (a plan, then metadata only) and to max parallelism 256; verify both and diff each
+    against the source (equal: exit 0).
+    """
+    rescaled, rehashed = str(directory / "rescaled-p3"), str(directory / "rescaled-p4-m256")
+    return [
+        ["rescale", latest, "--parallelism", "3", "--plan"],
+        ["rescale", latest, "--parallelism", "3", "--out", rescaled],
+        ["verify", rescaled],
+        ["diff", latest, rescaled],
+        ["rescale", latest, "--parallelism", "4", "--max-parallelism", "256", "--out",
+         rehashed],
+        ["verify", rehashed],
+        ["diff", latest, rehashed],
+    ]
+
+
 def _run(console: Console, arguments: list[str]) -> int:
     console.print(Rule("statectl " + " ".join(arguments)))
     try:
@@ -85,11 +106,15 @@ def main() -> int:
         if code := _run(console, arguments):
             return code
     latest = DirectoryCheckpointStorage(str(DEMO_DIR / "state")).completed()[-1]
-    for arguments in [["inspect", latest.location], *traces]:
+    rescaled, rehashed = str(DEMO_DIR / "rescaled-p3"), str(DEMO_DIR / "rescaled-p4-m256")
+    for arguments in [["inspect", latest.location], *rescale_invocations(latest.location),
+                      *traces]:
         if code := _run(console, arguments):
             return code
     console.print("demo done: built state from day 1 with checkpoints, resumed with day 2, "
-                  f"inspected, traced {len(traces)} walkthroughs. Files are in demo/.")
+                  f"inspected, rescaled 2 -> 3 ({rescaled}: metadata only) and to max "
+                  f"parallelism 256 ({rehashed}), verified, diffed, traced {len(traces)} "
+                  "walkthroughs. Files are in demo/.")
     return 0
 
 
