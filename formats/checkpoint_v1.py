@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -738,10 +739,12 @@ class Checkpoint:
         first = handle.rows[0].first_row
         count = handle.rows[-1].first_row + handle.rows[-1].row_count - first
         table = self.rows_table(handle.file, schema, first, count, names)
-        stored = table.column("key_group").to_pylist()
-        expected = [r.key_group for r in handle.rows for _ in range(r.row_count)]
-        if stored != expected:
-            bad = next(i for i, (a, b) in enumerate(zip(stored, expected, strict=True)) if a != b)
+        stored = np.asarray(table.column("key_group").to_numpy(), dtype=np.int64)
+        expected = np.repeat([r.key_group for r in handle.rows],
+                             [r.row_count for r in handle.rows])
+        wrong = np.flatnonzero(stored != expected)
+        if wrong.size:
+            bad = int(wrong[0])
             raise CorruptCheckpointError(
                 f"{handle.file}: row {first + bad} is in key group {stored[bad]}, the metadata "
                 f"says {expected[bad]}")

@@ -45,8 +45,10 @@ __all__ = [
     "SubtaskMetadata",
     "SubtaskSnapshot",
     "check_relative_path",
+    "file_extents",
     "metadata_from_json",
     "metadata_to_json",
+    "share_of_file",
 ]
 
 #: The ``format`` field of every statectl ``_metadata.json``.
@@ -230,6 +232,29 @@ class _Reader:
     def items(self, name: str, parse: Callable[[Any, str], T]) -> tuple[T, ...]:
         values = self.get(name, list)
         return tuple(parse(v, f"{self.where}.{name}[{i}]") for i, v in enumerate(values))
+
+
+def file_extents(metadata: CheckpointMetadata) -> dict[str, int]:
+    """Rows (or elements) of each data file that some handle references.
+
+    Handles may share a file (a rescaled checkpoint references parts of old files), so a
+    handle's bytes are its file's bytes apportioned by rows: :func:`share_of_file`.
+    """
+    extent: dict[str, int] = {}
+    for op in metadata.operators:
+        for st in op.subtasks:
+            for h in st.keyed:
+                if h.rows:
+                    end = h.rows[-1].first_row + h.rows[-1].row_count
+                    extent[h.file] = max(extent.get(h.file, 0), end)
+            for o in st.operator:
+                extent[o.file] = max(extent.get(o.file, 0), o.first_element + o.element_count)
+    return extent
+
+
+def share_of_file(size: int, part: int, whole: int) -> int:
+    """The bytes of ``part`` rows of a file of ``size`` bytes holding ``whole`` rows."""
+    return 0 if whole == 0 else size * part // whole
 
 
 def _kind(value: Any) -> str:

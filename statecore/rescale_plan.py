@@ -33,6 +33,8 @@ from statecore.checkpoint import (
     OperatorMetadata,
     OperatorStateHandle,
     SubtaskMetadata,
+    file_extents,
+    share_of_file,
 )
 from statecore.errors import ParallelismError
 from statecore.key_groups import (
@@ -192,31 +194,13 @@ def plan_rescale(metadata: CheckpointMetadata, parallelism: int,
     group) for every keyed state (the local and Spark engines count them by hashing the keys).
     """
     sizes = {f.path: f.size for f in metadata.files}
-    extent = _file_extents(metadata)
+    extent = file_extents(metadata)
     plans = []
     for op in metadata.operators:
         new_max = op.max_parallelism if max_parallelism is None else max_parallelism
         check_rescale(op, parallelism, new_max)
         plans.append(_plan_operator(op, parallelism, new_max, sizes, extent, rehashed or {}))
     return RescalePlan(parallelism, max_parallelism, tuple(plans))
-
-
-def _file_extents(metadata: CheckpointMetadata) -> dict[str, int]:
-    """Rows (or elements) of each data file that some handle references: the share base."""
-    extent: dict[str, int] = defaultdict(int)
-    for op in metadata.operators:
-        for st in op.subtasks:
-            for h in st.keyed:
-                if h.rows:
-                    end = h.rows[-1].first_row + h.rows[-1].row_count
-                    extent[h.file] = max(extent[h.file], end)
-            for o in st.operator:
-                extent[o.file] = max(extent[o.file], o.first_element + o.element_count)
-    return extent
-
-
-def _share(size: int, part: int, whole: int) -> int:
-    return 0 if whole == 0 else size * part // whole
 
 
 def intersect_handle(handle: KeyedStateHandle, kg: KeyGroupRange) -> KeyedStateHandle | None:
@@ -276,7 +260,7 @@ def _plan_operator(op: OperatorMetadata, p: int, new_max: int, sizes: Mapping[st
             sources = {h.file: st.index for st in old for h in st.keyed}
             for h in picked:
                 rows = sum(r.row_count for r in h.rows)
-                size = _share(sizes.get(h.file, 0), rows, extent.get(h.file, 0))
+                size = share_of_file(sizes.get(h.file, 0), rows, extent.get(h.file, 0))
                 share = shares[i][h.state]
                 share[0] += rows
                 share[1] += size
@@ -302,7 +286,7 @@ def _plan_operator(op: OperatorMetadata, p: int, new_max: int, sizes: Mapping[st
                 if group not in owner:
                     raise ParallelismError(f"key group {group} is outside [0, {new_max})")
                 i = owner[group]
-                size = _share(per_old.get(old_index, 0), n, old_entries[old_index])
+                size = share_of_file(per_old.get(old_index, 0), n, old_entries[old_index])
                 share = shares[i][state.name]
                 share[0] += n
                 share[1] += size
@@ -320,7 +304,7 @@ def _plan_operator(op: OperatorMetadata, p: int, new_max: int, sizes: Mapping[st
         for old_index, seg in located:
             for oh in seg.handles:
                 operator[i].append(oh)
-                size = _share(sizes.get(oh.file, 0), oh.element_count, extent.get(oh.file, 0))
+                size = share_of_file(sizes.get(oh.file, 0), oh.element_count, extent.get(oh.file, 0))
                 share = shares[i][oh.state]
                 share[0] += oh.element_count
                 share[1] += size
@@ -357,7 +341,7 @@ def _old_state_bytes(op: OperatorMetadata, state: str, sizes: Mapping[str, int],
         for h in st.keyed:
             if h.state == state:
                 rows = sum(r.row_count for r in h.rows)
-                out[st.index] += _share(sizes.get(h.file, 0), rows, extent.get(h.file, 0))
+                out[st.index] += share_of_file(sizes.get(h.file, 0), rows, extent.get(h.file, 0))
     return out
 
 
