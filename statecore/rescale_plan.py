@@ -13,7 +13,9 @@ serves statectl's own checkpoints and, once read, Flink's. Reference §3 and §4
   (``rehashed``), and every keyed file is rewritten.
 * operator state (§3): :func:`~statecore.rescale.assign_operator_state`, Flink's
   repartitioner, over element *ranges* of files (statectl's deliberate difference from Flink's
-  per-element offsets, DESIGN "Rescale").
+  per-element offsets, DESIGN "Rescale"). A union range that several old subtasks reference
+  (all of them did after an earlier rescale) is one list and is restored once, where Flink,
+  whose subtasks each wrote their own copy, would restore it once per old subtask.
 
 Sizes: a handle's bytes are its file's bytes apportioned by rows (or elements), an estimate
 from metadata; entries are exact.
@@ -301,8 +303,16 @@ def _plan_operator(op: OperatorMetadata, p: int, new_max: int, sizes: Mapping[st
     union_elements = 0
     operator: list[list[OperatorStateHandle]] = [[] for _ in range(p)]
     for i, located in enumerate(assigned):
+        union_here: set[tuple[str, str, int, int]] = set()
         for old_index, seg in located:
             for oh in seg.handles:
+                if oh.mode is OperatorStateMode.UNION:
+                    # a range several old subtasks reference (an earlier rescale gave each the
+                    # same union list) is restored once: it is one list, not one per subtask
+                    ident = (oh.state, oh.file, oh.first_element, oh.element_count)
+                    if ident in union_here:
+                        continue
+                    union_here.add(ident)
                 operator[i].append(oh)
                 size = share_of_file(sizes.get(oh.file, 0), oh.element_count, extent.get(oh.file, 0))
                 share = shares[i][oh.state]
