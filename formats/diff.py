@@ -110,22 +110,34 @@ def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: O
         if sb is None:
             assert sa is not None
             report.add(Difference("removed", "state", uid, name, left=_declaration(sa)))
-            continue
-        if sa is None:
+        elif sa is None:
             report.add(Difference("added", "state", uid, name, right=_declaration(sb)))
-            continue
-        if _declaration(sa) != _declaration(sb):
+        elif _declaration(sa) != _declaration(sb):
             report.add(Difference("changed", "state", uid, name, left=_declaration(sa),
                                   right=_declaration(sb)))
-        if sa.scope != sb.scope:
-            continue
-        if sa.scope == "keyed":
-            _diff_keyed(dict(_keyed(a, uid, name)), dict(_keyed(b, uid, name)), uid, name,
-                        report)
-        elif sa.kind == "broadcast" and sb.kind == "broadcast":
-            _diff_keyed(_broadcast(a, op_a, sa), _broadcast(b, op_b, sb), uid, name, report)
+        # a state on one side only: its contents are all added or removed
+        left_scope, right_scope = _shape(sa), _shape(sb)
+        shape = left_scope or right_scope
+        if left_scope and right_scope and left_scope != right_scope:
+            continue  # keyed vs operator (or list vs map): the declaration change says it
+        if shape == "keyed":
+            _diff_keyed(dict(_keyed(a, uid, name)) if sa else {},
+                        dict(_keyed(b, uid, name)) if sb else {}, uid, name, report)
+        elif shape == "broadcast":
+            _diff_keyed(_broadcast(a, op_a, sa) if sa else {},
+                        _broadcast(b, op_b, sb) if sb else {}, uid, name, report)
         else:
-            _diff_elements(_elements(a, op_a, sa), _elements(b, op_b, sb), uid, name, report)
+            _diff_elements(_elements(a, op_a, sa) if sa else Counter(),
+                           _elements(b, op_b, sb) if sb else Counter(), uid, name, report)
+
+
+def _shape(state: StateMetadata | None) -> str | None:
+    """How a state's contents compare: keyed entries, a broadcast map, or list elements."""
+    if state is None:
+        return None
+    if state.scope == "keyed":
+        return "keyed"
+    return "broadcast" if state.kind == "broadcast" else "elements"
 
 
 def canonical(value: Any) -> Any:
