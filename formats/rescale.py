@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from formats.checkpoint_v1 import (
     Checkpoint,
@@ -53,12 +54,12 @@ from statecore.checkpoint import (
     StateMetadata,
     SubtaskMetadata,
 )
-from statecore.errors import CorruptCheckpointError, InvalidArgumentError
+from statecore.errors import CheckpointError, CorruptCheckpointError, InvalidArgumentError
 from statecore.operator_backend import OperatorStateMode
 from statecore.rescale_plan import OperatorPlan, RescalePlan, plan_rescale
 from statecore.ttl import LONG_MAX
 
-__all__ = ["RescaleResult", "plan_checkpoint", "rescale_checkpoint"]
+__all__ = ["RescaleResult", "check_target", "plan_checkpoint", "rescale_checkpoint"]
 
 #: Rows per row group of rewritten keyed files (whole key groups, as the writer does).
 ROW_GROUP_ROWS = 8192
@@ -78,6 +79,13 @@ class RescaleResult:
     entries_written: int
     entries_dropped: int
     seconds: float
+
+
+def check_target(location: str) -> None:
+    """Refuse an output location that exists (checked again when the output is published)."""
+    fs, path = _filesystem(location, None)
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
 
 
 def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,

@@ -249,7 +249,7 @@ def _plan_operator(op: OperatorMetadata, p: int, new_max: int, sizes: Mapping[st
     moved = [0] * p
     keyed: list[list[KeyedStateHandle]] = [[] for _ in range(p)]
 
-    if new_max == op.max_parallelism:
+    if new_max == op.max_parallelism or ranges is None:  # (no keyed state: nothing to hash)
         for i in range(p):
             if p == len(old):
                 picked = list(old[i].keyed)  # unchanged parallelism: handles as they are
@@ -314,7 +314,8 @@ def _plan_operator(op: OperatorMetadata, p: int, new_max: int, sizes: Mapping[st
                         continue
                     union_here.add(ident)
                 operator[i].append(oh)
-                size = share_of_file(sizes.get(oh.file, 0), oh.element_count, extent.get(oh.file, 0))
+                size = share_of_file(sizes.get(oh.file, 0), oh.element_count,
+                                     extent.get(oh.file, 0))
                 share = shares[i][oh.state]
                 share[0] += oh.element_count
                 share[1] += size

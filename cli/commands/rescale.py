@@ -6,7 +6,7 @@ import click
 
 from cli.output import Output
 from formats.checkpoint_v1 import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
 
 __all__ = ["rescale_command"]
 
@@ -51,6 +51,8 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     if now is not None and not drop_expired:
         raise click.UsageError("--now only applies with --drop-expired")
     checkpoint = open_checkpoint(source)
+    if out is not None and not plan_only:
+        check_target(out)
     plan = plan_checkpoint(checkpoint, parallelism, max_parallelism)
     if plan_only:
         output.rescale(plan, None)
