@@ -39,7 +39,15 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from formats.arrow_types import arrow_type, from_arrow, is_scalar, to_arrow
+from formats.arrow_types import from_arrow, is_scalar, to_arrow
+from formats.v1_columns import (
+    join_ttl,
+    keyed_schema,
+    operator_schema,
+    split_ttl,
+    ttl_spec,
+    value_spec,
+)
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -73,7 +81,6 @@ from statecore.operator_backend import (
     OperatorStateSnapshotEntry,
 )
 from statecore.serializers import VOID_NAMESPACE
-from statecore.ttl import TtlValue
 
 __all__ = [
     "METADATA_FILE",
@@ -119,90 +126,6 @@ def _fsync(fs: pafs.FileSystem, path: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-# -- conversion of stored states ------------------------------------------------------------
-
-
-def _value_spec(state: StateMetadata) -> str:
-    """Type spec of the ``value`` column of a keyed state."""
-    if state.kind == "list":
-        return f"list<{state.value_type}>"
-    if state.kind == "map":
-        return f"map<{state.user_key_type},{state.value_type}>"
-    return state.value_type
-
-
-def _ttl_spec(state: StateMetadata) -> str:
-    """Type spec of the ``ttl_timestamp`` column (parallel to the values)."""
-    if state.kind == "list":
-        return "list<int64>"
-    if state.kind == "map":
-        return f"map<{state.user_key_type},int64>"
-    return "int64"
-
-
-def _value_columns(state: StateMetadata) -> tuple[pa.DataType, pa.DataType | None]:
-    """Arrow types of the ``value`` and ``ttl_timestamp`` columns of a keyed state."""
-    return arrow_type(_value_spec(state)), arrow_type(_ttl_spec(state)) if state.ttl else None
-
-
-def _split_ttl(state: StateMetadata, stored: Any) -> tuple[Any, Any]:
-    """A stored state as ``(value, ttl_timestamps)`` (timestamps ``None`` without TTL)."""
-    if not state.ttl:
-        return stored, None
-    if state.kind == "list":
-        return [e.user_value for e in stored], [e.last_access_timestamp for e in stored]
-    if state.kind == "map":
-        return ({k: v.user_value for k, v in stored.items()},
-                {k: v.last_access_timestamp for k, v in stored.items()})
-    return stored.user_value, stored.last_access_timestamp
-
-
-def _join_ttl(state: StateMetadata, value: Any, ttl: Any) -> Any:
-    if not state.ttl:
-        return value
-    expected = {"list": list, "map": dict}.get(state.kind)
-    if expected is not None and not (isinstance(value, expected) and isinstance(ttl, expected)):
-        raise CorruptCheckpointError(
-            f"state {state.name!r}: a {state.kind} value and its ttl timestamps must both be "
-            f"present")
-    try:
-        if state.kind == "list":
-            return [TtlValue(v, t) for v, t in zip(value, ttl, strict=True)]
-        if state.kind == "map":
-            return {k: TtlValue(v, ttl[k]) for k, v in value.items()}
-    except (KeyError, ValueError, TypeError) as exc:
-        raise CorruptCheckpointError(
-            f"state {state.name!r}: values and ttl timestamps do not match") from exc
-    if not isinstance(ttl, int):
-        raise CorruptCheckpointError(f"state {state.name!r}: missing ttl timestamp")
-    return TtlValue(value, ttl)
-
-
-def _keyed_schema(state: StateMetadata, key_type: str) -> pa.Schema:
-    value_type, ttl_type = _value_columns(state)
-    fields = [pa.field("key_group", pa.int32(), nullable=False),
-              pa.field("key", arrow_type(key_type), nullable=False)]
-    if state.namespace_type != "void":
-        fields.append(pa.field("namespace", arrow_type(state.namespace_type), nullable=False))
-    fields.append(pa.field("value", value_type))
-    if ttl_type is not None:
-        fields.append(pa.field("ttl_timestamp", ttl_type))
-    return pa.schema(fields, metadata=_schema_metadata(state))
-
-
-def _operator_schema(state: StateMetadata) -> pa.Schema:
-    fields = [pa.field("value", arrow_type(state.value_type))]
-    if state.kind == "broadcast":
-        assert state.user_key_type is not None
-        fields.insert(0, pa.field("key", arrow_type(state.user_key_type), nullable=False))
-    return pa.schema(fields, metadata=_schema_metadata(state))
-
-
-def _schema_metadata(state: StateMetadata) -> dict[str, str]:
-    return {"statectl.format_version": "1", "statectl.state": state.name,
-            "statectl.kind": state.kind}
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -416,7 +339,7 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
                              descriptor.namespace_type,
                              None if descriptor.ttl is None else descriptor.ttl.ttl)
         index = _register(states, meta)
-        schema = _keyed_schema(meta, snapshot.key_type)
+        schema = keyed_schema(meta, snapshot.key_type)
         writer = _FileWriter(fs, root, f"op-{op_index}/keyed/{index}/{subtask.index}.parquet",
                              schema)
         writers[meta.name] = (meta, writer, {f.name: [] for f in schema}, [],
@@ -498,8 +421,8 @@ def _block_appender(state: StateMetadata,
     """Append one key group's entries to the pending columns of a keyed file, column-wise."""
     key = _converter(key_type)
     namespace = None if state.namespace_type == "void" else _converter(state.namespace_type)
-    value = _converter(_value_spec(state))
-    ttl = _converter(_ttl_spec(state))
+    value = _converter(value_spec(state))
+    ttl = _converter(ttl_spec(state))
     has_namespace = state.namespace_type != "void"
 
     def extend(column: list[Any], values: list[Any], convert: Callable[[Any], Any] | None
@@ -512,7 +435,7 @@ def _block_appender(state: StateMetadata,
         if has_namespace:
             extend(pending["namespace"], [e.namespace for e in entries], namespace)
         if state.ttl:
-            split = [_split_ttl(state, e.state) for e in entries]
+            split = [split_ttl(state, e.state) for e in entries]
             extend(pending["value"], [v for v, _ in split], value)
             extend(pending["ttl_timestamp"], [t for _, t in split], ttl)
         else:
@@ -531,7 +454,7 @@ def _write_operator_state(fs: pafs.FileSystem, root: str, op_index: int,
                              entry.value_type_spec, entry.key_type_spec)
         index = _register(states, meta)
         writer = _FileWriter(fs, root, f"op-{op_index}/operator/{index}/{subtask.index}.parquet",
-                             _operator_schema(meta))
+                             operator_schema(meta))
         value = to_arrow(entry.value_type_spec)
         if entry.mode is OperatorStateMode.BROADCAST:
             assert entry.key_type_spec is not None
@@ -673,12 +596,12 @@ class Checkpoint:
         op = self.operator(uid)
         state = _state(op, state_name, "keyed")
         assert op.key_type is not None
-        schema = _keyed_schema(state, op.key_type)
+        schema = keyed_schema(state, op.key_type)
         read_key = from_arrow(op.key_type)
         read_ns = (None if state.namespace_type == "void"
                    else from_arrow(state.namespace_type))
-        read_value = from_arrow(_value_spec(state))
-        read_ttl = from_arrow(_ttl_spec(state))
+        read_value = from_arrow(value_spec(state))
+        read_ttl = from_arrow(ttl_spec(state))
         handles = [h for st in op.subtasks for h in st.keyed if h.state == state_name]
         selected = [(r, h) for h in handles for r in h.rows
                     if key_groups is None or r.key_group in key_groups]
@@ -695,7 +618,7 @@ class Checkpoint:
                 namespace = VOID_NAMESPACE if read_ns is None else read_ns(columns["namespace"][i])
                 value = read_value(columns["value"][i])
                 ttl = read_ttl(columns["ttl_timestamp"][i]) if state.ttl else None
-                yield group.key_group, read_key(columns["key"][i]), namespace, _join_ttl(
+                yield group.key_group, read_key(columns["key"][i]), namespace, join_ttl(
                     state, value, ttl)
 
     def rows_table(self, relative: str, schema: pa.Schema, first: int, count: int,
@@ -732,7 +655,7 @@ class Checkpoint:
         op = self.operator(uid)
         state = _state(op, handle.state, "keyed")
         assert op.key_type is not None
-        schema = _keyed_schema(state, op.key_type)
+        schema = keyed_schema(state, op.key_type)
         names = None if columns is None else list(dict.fromkeys(["key_group", *columns]))
         if not handle.rows:
             return schema.empty_table().select(names or schema.names)
@@ -759,7 +682,7 @@ class Checkpoint:
         out = []
         for handle in subtasks[0].operator:
             state = _state(op, handle.state, "operator")
-            columns = self._reader(handle.file, _operator_schema(state)).rows(
+            columns = self._reader(handle.file, operator_schema(state)).rows(
                 handle.first_element, handle.element_count)
             values = [from_arrow(state.value_type)(v) for v in columns["value"]]
             try:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from formats.arrow_types import from_arrow
-from formats.checkpoint_v1 import Checkpoint, _operator_schema
+from formats.checkpoint_v1 import Checkpoint
+from formats.v1_columns import operator_schema
 from statecore.checkpoint import OperatorMetadata, StateMetadata
 from statecore.serializers import VOID_NAMESPACE
 
@@ -194,7 +195,7 @@ def _distinct_handles(op: OperatorMetadata, state: str, distinct: bool
 def _read(checkpoint: Checkpoint, state: StateMetadata, segment: tuple[str, int, int]
           ) -> list[dict[str, Any]]:
     file, first, count = segment
-    rows: list[dict[str, Any]] = checkpoint.rows_table(file, _operator_schema(state), first,
+    rows: list[dict[str, Any]] = checkpoint.rows_table(file, operator_schema(state), first,
                                                        count).to_pylist()
     return rows
 

@@ -36,13 +36,12 @@ from formats.checkpoint_v1 import (
     Checkpoint,
     _filesystem,
     _FileWriter,
-    _keyed_schema,
-    _operator_schema,
     _publish,
     _staged,
     link_file,
 )
 from formats.key_hash import key_groups
+from formats.v1_columns import keyed_schema, operator_schema
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -226,7 +225,7 @@ class _OperatorRewriter:
 
     def _keyed(self, state_index: int, state: StateMetadata) -> list[KeyedStateHandle]:
         assert self.op.key_type is not None
-        schema = _keyed_schema(state, self.op.key_type)
+        schema = keyed_schema(state, self.op.key_type)
         tables = [self.checkpoint.keyed_table(self.op.uid, h)
                   for st in sorted(self.op.subtasks, key=lambda s: s.index)
                   for h in st.keyed if h.state == state.name]
@@ -257,7 +256,7 @@ class _OperatorRewriter:
         return handles
 
     def _operator(self, state_index: int, state: StateMetadata) -> list[list[OperatorStateHandle]]:
-        schema = _operator_schema(state)
+        schema = operator_schema(state)
         mode = _MODES[state.kind]
         out: list[list[OperatorStateHandle]] = [[] for _ in self.plan.subtasks]
         if mode is OperatorStateMode.UNION:  # every subtask gets all of it: write it once

@@ -31,8 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from formats.checkpoint_v1 import Checkpoint, _operator_schema, open_checkpoint
+from formats.checkpoint_v1 import Checkpoint, open_checkpoint
 from formats.key_hash import key_groups
+from formats.v1_columns import operator_schema
 from statecore.checkpoint import OperatorMetadata
 from statecore.errors import (
     CheckpointError,
@@ -253,7 +254,7 @@ def _check_operator_state(checkpoint: Checkpoint, op: OperatorMetadata, report: 
                 continue
             where = f"operator {op.uid}, subtask {st.index}, state {h.state}"
             try:
-                checkpoint.rows_table(h.file, _operator_schema(states[h.state]),
+                checkpoint.rows_table(h.file, operator_schema(states[h.state]),
                                       h.first_element, h.element_count)
             except CorruptCheckpointError as exc:
                 report.add("offsets" if "beyond" in str(exc) else "unreadable", where, str(exc))

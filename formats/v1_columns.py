@@ -1,0 +1,110 @@
+"""Columns of statectl format v1 files: Arrow schemas and how stored states map onto them.
+
+A keyed file has ``key_group`` (int32), ``key``, ``namespace`` (absent for the void
+namespace), ``value`` and, with TTL, ``ttl_timestamp`` (int64 ms; ``list<int64>`` for list
+state, ``map<K, int64>`` for map state, parallel to the values). An operator file has
+``value`` (list states) or ``key`` and ``value`` (broadcast state). Every schema's metadata
+names the format version, state and kind (:mod:`formats.checkpoint_v1` has the layout).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from formats.arrow_types import arrow_type
+from statecore.checkpoint import StateMetadata
+from statecore.errors import CorruptCheckpointError
+from statecore.ttl import TtlValue
+
+__all__ = [
+    "join_ttl",
+    "keyed_schema",
+    "operator_schema",
+    "split_ttl",
+    "ttl_spec",
+    "value_columns",
+    "value_spec",
+]
+
+
+def value_spec(state: StateMetadata) -> str:
+    """Type spec of the ``value`` column of a keyed state."""
+    if state.kind == "list":
+        return f"list<{state.value_type}>"
+    if state.kind == "map":
+        return f"map<{state.user_key_type},{state.value_type}>"
+    return state.value_type
+
+
+def ttl_spec(state: StateMetadata) -> str:
+    """Type spec of the ``ttl_timestamp`` column (parallel to the values)."""
+    if state.kind == "list":
+        return "list<int64>"
+    if state.kind == "map":
+        return f"map<{state.user_key_type},int64>"
+    return "int64"
+
+
+def value_columns(state: StateMetadata) -> tuple[pa.DataType, pa.DataType | None]:
+    """Arrow types of the ``value`` and ``ttl_timestamp`` columns of a keyed state."""
+    return arrow_type(value_spec(state)), arrow_type(ttl_spec(state)) if state.ttl else None
+
+
+def split_ttl(state: StateMetadata, stored: Any) -> tuple[Any, Any]:
+    """A stored state as ``(value, ttl_timestamps)`` (timestamps ``None`` without TTL)."""
+    if not state.ttl:
+        return stored, None
+    if state.kind == "list":
+        return [e.user_value for e in stored], [e.last_access_timestamp for e in stored]
+    if state.kind == "map":
+        return ({k: v.user_value for k, v in stored.items()},
+                {k: v.last_access_timestamp for k, v in stored.items()})
+    return stored.user_value, stored.last_access_timestamp
+
+
+def join_ttl(state: StateMetadata, value: Any, ttl: Any) -> Any:
+    if not state.ttl:
+        return value
+    expected = {"list": list, "map": dict}.get(state.kind)
+    if expected is not None and not (isinstance(value, expected) and isinstance(ttl, expected)):
+        raise CorruptCheckpointError(
+            f"state {state.name!r}: a {state.kind} value and its ttl timestamps must both be "
+            f"present")
+    try:
+        if state.kind == "list":
+            return [TtlValue(v, t) for v, t in zip(value, ttl, strict=True)]
+        if state.kind == "map":
+            return {k: TtlValue(v, ttl[k]) for k, v in value.items()}
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CorruptCheckpointError(
+            f"state {state.name!r}: values and ttl timestamps do not match") from exc
+    if not isinstance(ttl, int):
+        raise CorruptCheckpointError(f"state {state.name!r}: missing ttl timestamp")
+    return TtlValue(value, ttl)
+
+
+def keyed_schema(state: StateMetadata, key_type: str) -> pa.Schema:
+    value_type, ttl_type = value_columns(state)
+    fields = [pa.field("key_group", pa.int32(), nullable=False),
+              pa.field("key", arrow_type(key_type), nullable=False)]
+    if state.namespace_type != "void":
+        fields.append(pa.field("namespace", arrow_type(state.namespace_type), nullable=False))
+    fields.append(pa.field("value", value_type))
+    if ttl_type is not None:
+        fields.append(pa.field("ttl_timestamp", ttl_type))
+    return pa.schema(fields, metadata=schema_metadata(state))
+
+
+def operator_schema(state: StateMetadata) -> pa.Schema:
+    fields = [pa.field("value", arrow_type(state.value_type))]
+    if state.kind == "broadcast":
+        assert state.user_key_type is not None
+        fields.insert(0, pa.field("key", arrow_type(state.user_key_type), nullable=False))
+    return pa.schema(fields, metadata=schema_metadata(state))
+
+
+def schema_metadata(state: StateMetadata) -> dict[str, str]:
+    return {"statectl.format_version": "1", "statectl.state": state.name,
+            "statectl.kind": state.kind}
