@@ -19,6 +19,7 @@ stored: a checkpoint needs declared types, and statectl never pickles by default
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ import pyarrow as pa
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 from statecore.serializers import TypeSerializer, parse_type
 
-__all__ = ["arrow_type", "from_arrow", "is_scalar", "to_arrow"]
+__all__ = ["arrow_type", "from_arrow", "is_scalar", "to_arrow", "value_from_text"]
 
 _SCALARS: dict[str, pa.DataType] = {
     "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
@@ -125,3 +126,47 @@ def _typed(value: Any, kind: type, spec: str) -> Any:
     if not isinstance(value, kind) or (kind is tuple and not isinstance(value, tuple)):
         raise InvalidArgumentError(f"{value!r} is not a valid {spec} value")
     return value
+
+
+def value_from_text(text: str, spec: str) -> Any:
+    """A value of type ``spec`` typed on a command line (``inspect --key``, ``--namespace``).
+
+    Strings and chars as they are; integers and floats in decimal; bools ``true``/``false``;
+    bytes in hex; lists, maps and tuples as JSON (a tuple as an array). A clear
+    :class:`InvalidArgumentError` when ``text`` is not such a value.
+    """
+    head, args = _parts(spec)
+    try:
+        if head in ("string", "char"):
+            value: Any = text
+        elif head.startswith("int"):
+            value = int(text)
+        elif head.startswith("float"):
+            value = float(text)
+        elif head == "bool":
+            if text.lower() not in ("true", "false"):
+                raise ValueError("not true or false")
+            value = text.lower() == "true"
+        elif head == "bytes":
+            value = bytes.fromhex(text.removeprefix("0x"))
+        else:
+            value = _from_json(json.loads(text), spec)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise InvalidArgumentError(f"{text!r} is not a {spec} value: {exc}") from exc
+    parse_type(spec).java_hash(value)  # the type check (ranges, one-unit chars...)
+    return value
+
+
+def _from_json(value: Any, spec: str) -> Any:
+    head, args = _parts(spec)
+    if head == "list" and isinstance(value, list):
+        return [_from_json(v, args[0]) for v in value]
+    if head == "tuple" and isinstance(value, list) and len(value) == len(args):
+        return tuple(_from_json(v, a) for v, a in zip(value, args, strict=True))
+    if head == "map" and isinstance(value, dict):
+        return {value_from_text(k, args[0]): _from_json(v, args[1]) for k, v in value.items()}
+    if head == "bytes" and isinstance(value, str):
+        return bytes.fromhex(value)
+    if head in _SCALARS and not isinstance(value, list | dict):
+        return value
+    raise ValueError(f"JSON {json.dumps(value)} does not fit {spec}")

@@ -39,12 +39,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from formats.arrow_types import from_arrow, is_scalar, to_arrow
+from formats.arrow_types import from_arrow, to_arrow
 from formats.v1_columns import (
+    block_appender,
     join_ttl,
     keyed_schema,
     operator_schema,
-    split_ttl,
     ttl_spec,
     value_spec,
 )
@@ -343,7 +343,7 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
         writer = _FileWriter(fs, root, f"op-{op_index}/keyed/{index}/{subtask.index}.parquet",
                              schema)
         writers[meta.name] = (meta, writer, {f.name: [] for f in schema}, [],
-                              _block_appender(meta, snapshot.key_type))
+                              block_appender(meta, snapshot.key_type))
     for block in snapshot:
         if cancelled():
             raise CheckpointCancelledError("the checkpoint was cancelled")
@@ -368,80 +368,6 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
         handles.append(KeyedStateHandle(meta.name, writer.relative, snapshot.key_group_range,
                                         tuple(rows)))
     return handles
-
-
-_INTEGERS = frozenset({"int8", "int16", "int32", "int64"})
-
-
-def _converter(spec: str) -> Callable[[Any], Any] | None:
-    """A per-value conversion for ``pa.array``, or ``None`` where values pass as they are.
-
-    Scalars are not converted in Python: ``pa.array(..., type=...)`` refuses most values of the
-    wrong type (the writer turns that into a :class:`CheckpointError`); where it would accept
-    one silently, a cheap type check runs per value (see ``_CHECKS``).
-    """
-    if not is_scalar(spec):
-        return to_arrow(spec)
-    return _CHECKS.get(spec)
-
-
-def _check_integers(value: Any) -> Any:
-    if type(value) is not int:
-        raise InvalidArgumentError(f"{value!r} is not an integer")
-    return value
-
-
-def _check_string(value: Any) -> Any:
-    if type(value) is not str:
-        raise InvalidArgumentError(f"{value!r} is not a string")
-    return value
-
-
-def _check_bytes(value: Any) -> Any:
-    if not isinstance(value, bytes | bytearray):
-        raise InvalidArgumentError(f"{value!r} is not bytes")
-    return value
-
-
-def _check_char(value: Any) -> Any:
-    if type(value) is not str or len(value) != 1 or ord(value) > 0xFFFF:
-        raise InvalidArgumentError(f"{value!r} is not a char (one UTF-16 code unit)")
-    return value
-
-
-#: Per-value checks where ``pa.array`` would accept a value of another type silently
-#: (a float truncated into an integer column, text into binary, bytes into a string column).
-_CHECKS: dict[str, Callable[[Any], Any]] = {
-    **dict.fromkeys(_INTEGERS, _check_integers), "string": _check_string,
-    "bytes": _check_bytes, "char": _check_char}
-
-
-def _block_appender(state: StateMetadata,
-                    key_type: str) -> Callable[[int, Sequence[Any], dict[str, list[Any]]], None]:
-    """Append one key group's entries to the pending columns of a keyed file, column-wise."""
-    key = _converter(key_type)
-    namespace = None if state.namespace_type == "void" else _converter(state.namespace_type)
-    value = _converter(value_spec(state))
-    ttl = _converter(ttl_spec(state))
-    has_namespace = state.namespace_type != "void"
-
-    def extend(column: list[Any], values: list[Any], convert: Callable[[Any], Any] | None
-               ) -> None:
-        column.extend(values if convert is None else map(convert, values))
-
-    def append(key_group: int, entries: Sequence[Any], pending: dict[str, list[Any]]) -> None:
-        pending["key_group"].extend([key_group] * len(entries))
-        extend(pending["key"], [e.key for e in entries], key)
-        if has_namespace:
-            extend(pending["namespace"], [e.namespace for e in entries], namespace)
-        if state.ttl:
-            split = [split_ttl(state, e.state) for e in entries]
-            extend(pending["value"], [v for v, _ in split], value)
-            extend(pending["ttl_timestamp"], [t for _, t in split], ttl)
-        else:
-            extend(pending["value"], [e.state for e in entries], value)
-
-    return append
 
 
 def _write_operator_state(fs: pafs.FileSystem, root: str, op_index: int,
@@ -553,6 +479,18 @@ class Checkpoint:
         except (pa.ArrowException, OSError, ValueError) as exc:  # incl. UnicodeDecodeError
             raise CorruptCheckpointError(f"{relative} is not a readable Parquet file: {exc}") \
                 from exc
+
+    def row_groups(self, relative: str) -> list[tuple[int, int]]:
+        """``(rows, compressed bytes)`` of each row group of a data file, from its footer only."""
+        parquet = self._parquet(relative)
+        try:
+            footer = parquet.metadata
+            return [(footer.row_group(i).num_rows,
+                     sum(footer.row_group(i).column(c).total_compressed_size
+                         for c in range(footer.num_columns)))
+                    for i in range(footer.num_row_groups)]
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptCheckpointError(f"{relative}: unreadable footer: {exc}") from exc
 
     def verify_checksum(self, relative: str) -> None:
         """Read a whole file and compare its SHA-256 with the metadata."""
@@ -747,9 +685,31 @@ def _check_compatible(state: StateMetadata, descriptor: Any) -> None:
             f"{descriptor.value_type} (ttl: {descriptor.ttl is not None})")
 
 
+def _not_a_checkpoint(fs: pafs.FileSystem, root: str, location: str) -> str:
+    """Why ``location`` is not a checkpoint, and what to give instead."""
+    kind = fs.get_file_info(root).type
+    if kind == pafs.FileType.NotFound:
+        return (f"{location} is not a checkpoint: it does not exist; give a checkpoint or "
+                f"savepoint directory (one with {METADATA_FILE})")
+    if kind != pafs.FileType.Directory:
+        return (f"{location} is not a checkpoint: it is a file; give the directory that "
+                f"holds {METADATA_FILE}")
+    inside = sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(root))
+                    if i.type == pafs.FileType.Directory
+                    and i.base_name.startswith(("chk-", "savepoint-")))
+    if inside:
+        shown = ", ".join(inside[-3:])
+        return (f"{location} is not a checkpoint but a state directory: give one of its "
+                f"checkpoints ({shown}; `statectl snapshot list {location}` lists them)")
+    return (f"{location} is not a checkpoint: it has no {METADATA_FILE} (an incomplete "
+            f"checkpoint has none)")
+
+
 def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None) -> Checkpoint:
     """Open and validate a statectl checkpoint (a directory with ``_metadata.json``)."""
     fs, root = _filesystem(location, filesystem)
+    if root.rstrip("/").endswith("/" + METADATA_FILE):  # the metadata file itself: its dir
+        root = root.rstrip("/").rsplit("/", 1)[0]
     path = f"{root}/{METADATA_FILE}"
     if isinstance(fs, pafs.LocalFileSystem) and os.path.islink(path) and not os.path.realpath(
             path).startswith(os.path.realpath(root) + os.sep):
@@ -757,8 +717,7 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None)
     try:
         info = fs.get_file_info(path)
         if info.type != pafs.FileType.File:
-            raise CheckpointError(f"{location} is not a checkpoint: no {METADATA_FILE} "
-                                  "(an incomplete checkpoint has none)")
+            raise CheckpointError(_not_a_checkpoint(fs, root, location))
         if info.size is not None and info.size > MAX_METADATA_BYTES:
             raise CorruptCheckpointError(f"{METADATA_FILE} is {info.size} bytes, more than "
                                          f"the {MAX_METADATA_BYTES} a checkpoint may have")

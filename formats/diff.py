@@ -23,7 +23,12 @@ from typing import Any
 from formats.arrow_types import from_arrow
 from formats.checkpoint_v1 import Checkpoint
 from formats.v1_columns import operator_schema
-from statecore.checkpoint import OperatorMetadata, StateMetadata
+from statecore.checkpoint import (
+    OperatorMetadata,
+    OperatorStateHandle,
+    StateMetadata,
+    operator_state_segments,
+)
 from statecore.serializers import VOID_NAMESPACE
 
 __all__ = ["DiffReport", "Difference", "diff_checkpoints"]
@@ -180,23 +185,11 @@ def _ns(namespace: Any) -> Any:
     return None if namespace is VOID_NAMESPACE else namespace
 
 
-def _distinct_handles(op: OperatorMetadata, state: str, distinct: bool
-                      ) -> list[tuple[str, int, int]]:
-    seen: list[tuple[str, int, int]] = []
-    for st in sorted(op.subtasks, key=lambda s: s.index):
-        for h in st.operator:
-            if h.state == state:
-                segment = (h.file, h.first_element, h.element_count)
-                if not distinct or segment not in seen:
-                    seen.append(segment)
-    return seen
-
-
-def _read(checkpoint: Checkpoint, state: StateMetadata, segment: tuple[str, int, int]
+def _read(checkpoint: Checkpoint, state: StateMetadata, handle: OperatorStateHandle
           ) -> list[dict[str, Any]]:
-    file, first, count = segment
-    rows: list[dict[str, Any]] = checkpoint.rows_table(file, operator_schema(state), first,
-                                                       count).to_pylist()
+    rows: list[dict[str, Any]] = checkpoint.rows_table(
+        handle.file, operator_schema(state), handle.first_element,
+        handle.element_count).to_pylist()
     return rows
 
 
@@ -204,8 +197,8 @@ def _elements(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
               ) -> Counter[Any]:
     read = from_arrow(state.value_type)
     out: Counter[Any] = Counter()
-    for segment in _distinct_handles(op, state.name, distinct=state.kind == "union"):
-        out.update(canonical(read(row["value"])) for row in _read(checkpoint, state, segment))
+    for _, handle in operator_state_segments(op, state.name, distinct=state.kind == "union"):
+        out.update(canonical(read(row["value"])) for row in _read(checkpoint, state, handle))
     return out
 
 
@@ -214,8 +207,8 @@ def _broadcast(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadat
     assert state.user_key_type is not None
     read_key, read_value = from_arrow(state.user_key_type), from_arrow(state.value_type)
     out: dict[Any, Any] = {}
-    for segment in _distinct_handles(op, state.name, distinct=True):
-        for row in _read(checkpoint, state, segment):
+    for _, handle in operator_state_segments(op, state.name, distinct=True):
+        for row in _read(checkpoint, state, handle):
             key = read_key(row["key"])
             out[canonical(key)] = (key, VOID_NAMESPACE, read_value(row["value"]))
     return out

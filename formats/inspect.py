@@ -1,20 +1,34 @@
-"""What ``statectl inspect`` reports about a checkpoint, computed from its metadata only.
+"""What ``statectl inspect`` reports about a checkpoint: a summary and the views asked for.
 
-Entries and bytes per operator, state and subtask come from ``_metadata.json`` (row counts per
-key group, element ranges, file sizes): no data file is opened. A handle's bytes are its file's
-bytes apportioned by rows (a rescaled checkpoint's handles share files; see
-:func:`statecore.checkpoint.share_of_file`).
+The summary (entries and bytes per operator, state and subtask) comes from ``_metadata.json``
+alone (row counts per key group, element ranges, file sizes): no data file is opened. A
+handle's bytes are its file's bytes apportioned by rows (a rescaled checkpoint's handles share
+files; see :func:`statecore.checkpoint.share_of_file`). The views read what they need: the
+key-group histogram the Parquet footers (:mod:`formats.key_group_stats`), the others state
+(:mod:`formats.state_scan`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from formats.checkpoint_v1 import Checkpoint
+from formats.key_group_stats import KeyGroupHistogram, key_group_histograms
+from formats.state_scan import (
+    ExpiredShare,
+    KeyLookup,
+    StateEntries,
+    check_states,
+    expired_shares,
+    largest_entries,
+    lookup,
+    sample_entries,
+)
 from statecore.checkpoint import OperatorMetadata, file_extents, share_of_file
 
-__all__ = ["CheckpointSummary", "OperatorSummary", "StateSummary", "SubtaskSummary",
-           "summarize"]
+__all__ = ["CheckpointSummary", "InspectReport", "OperatorSummary", "StateSummary",
+           "SubtaskSummary", "inspect_checkpoint", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -106,3 +120,45 @@ def summarize(checkpoint: Checkpoint, location: str) -> CheckpointSummary:
     return CheckpointSummary(
         "statectl", location, metadata.checkpoint_id, metadata.kind.value, metadata.created_ms,
         tuple(_operator(op, sizes, file_extents(metadata)) for op in metadata.operators))
+
+
+@dataclass(frozen=True)
+class InspectReport:
+    """The summary and each view asked for (``None``: not asked for)."""
+
+    summary: CheckpointSummary
+    key_groups: tuple[KeyGroupHistogram, ...] | None = None
+    measure: str = "bytes"  # what the key-group chart draws: bytes or entries
+    top: tuple[StateEntries, ...] | None = None
+    now: int | None = None
+    expired: tuple[ExpiredShare, ...] | None = None
+    lookup: KeyLookup | None = None
+    entries: tuple[StateEntries, ...] | None = None
+
+    @property
+    def views(self) -> bool:
+        """Whether any view beyond the summary was asked for."""
+        return any(v is not None for v in (self.key_groups, self.top, self.expired,
+                                            self.lookup, self.entries))
+
+
+def inspect_checkpoint(checkpoint: Checkpoint, location: str, *, key_groups: bool = False,
+                       measure: str = "bytes", top: int | None = None, now: int | None = None,
+                       states: Collection[str] | None = None, key: str | None = None,
+                       namespace: str | None = None, limit: int | None = None
+                       ) -> InspectReport:
+    """The summary of ``checkpoint`` and the views asked for.
+
+    ``key_groups``: the histogram (metadata and footers only); ``top``: the largest entries
+    per state; ``now`` (epoch ms): the TTL-expired share; ``key`` (and ``namespace``): that
+    key's entries, reading only its key group; ``limit``: a sample of that many entries per
+    state. ``states`` restricts the views that read state to those states.
+    """
+    check_states(checkpoint, states)
+    return InspectReport(
+        summarize(checkpoint, location),
+        key_group_histograms(checkpoint) if key_groups else None, measure,
+        None if top is None else largest_entries(checkpoint, top, states),
+        now, None if now is None else expired_shares(checkpoint, now, states),
+        None if key is None else lookup(checkpoint, key, states, namespace),
+        None if limit is None else sample_entries(checkpoint, limit, states))

@@ -48,6 +48,7 @@ __all__ = [
     "file_extents",
     "metadata_from_json",
     "metadata_to_json",
+    "operator_state_segments",
     "share_of_file",
 ]
 
@@ -250,6 +251,28 @@ def file_extents(metadata: CheckpointMetadata) -> dict[str, int]:
             for o in st.operator:
                 extent[o.file] = max(extent.get(o.file, 0), o.first_element + o.element_count)
     return extent
+
+
+def operator_state_segments(op: OperatorMetadata, state: str, *, distinct: bool
+                            ) -> list[tuple[int, OperatorStateHandle]]:
+    """``(subtask index, handle)`` of an operator state, in subtask order.
+
+    With ``distinct``, a handle naming the same file and element range as an earlier one is
+    left out: after a rescale several subtasks reference one union range, which is restored
+    once, and copies of broadcast state are usually wanted once.
+    """
+    seen: set[tuple[str, int, int]] = set()
+    out = []
+    for st in sorted(op.subtasks, key=lambda s: s.index):
+        for handle in st.operator:
+            if handle.state != state:
+                continue
+            segment = (handle.file, handle.first_element, handle.element_count)
+            if distinct and segment in seen:
+                continue
+            seen.add(segment)
+            out.append((st.index, handle))
+    return out
 
 
 def share_of_file(size: int, part: int, whole: int) -> int:

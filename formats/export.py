@@ -1,0 +1,286 @@
+"""``statectl export``: every state of a checkpoint as one flat table, in Parquet, JSONL or CSV.
+
+One file per state, ``<operator uid>/<state>.<ext>`` (names made filesystem-safe), and an
+``_export.json`` manifest listing them with their row counts. Every table has the columns
+
+===============  ==============================================================================
+operator         the operator's uid (string)
+state            the state's name (string)
+subtask          the subtask holding the row (int32)
+key_group        keyed state: the row's key group (int32); operator state: null
+key              keyed state: the key; broadcast state: the map key; list state: null
+namespace        the namespace (null for state without one)
+value            the value: list state a list, map state a map, as stored
+ttl_timestamp    TTL state: last-access time(s) in epoch ms, parallel to the value; else null
+===============  ==============================================================================
+
+Parquet keeps the Arrow types of the checkpoint's columns (a ``null`` column where a state has
+no key, namespace or TTL). JSON Lines and CSV have no such types: bytes are base64, tuples JSON
+objects ``{"f0": ..., "f1": ...}`` (as the Parquet struct), maps JSON objects (an array of
+``{"key", "value"}`` objects when the keys are not strings),
+non-finite floats the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``; CSV holds nested
+values (lists, maps, tuples) as JSON text.
+
+Rows are what a job restoring the checkpoint sees, as ``statectl diff`` compares them: keyed
+entries per subtask, split list elements per subtask, union list state once per distinct range
+(every subtask restores it whole) and broadcast state from the first subtask's copy. The output
+directory is written in a staging sibling and renamed into place when complete; an existing
+one is refused. The checkpoint is never modified.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from formats.arrow_types import arrow_type, from_arrow
+from formats.checkpoint_v1 import Checkpoint, _filesystem, _staged
+from formats.state_scan import check_states
+from formats.v1_columns import operator_schema, ttl_spec, value_spec
+from statecore.checkpoint import OperatorMetadata, StateMetadata, operator_state_segments
+from statecore.errors import CheckpointError, InvalidArgumentError
+
+__all__ = ["FORMATS", "ExportResult", "ExportedTable", "export_checkpoint", "jsonable"]
+
+#: Output formats and their file extensions.
+FORMATS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
+MANIFEST = "_export.json"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ExportedTable:
+    """One exported state: its file (relative to the export directory) and rows."""
+
+    operator: str
+    state: str
+    scope: str
+    kind: str
+    path: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What ``export`` wrote."""
+
+    location: str
+    format: str
+    tables: tuple[ExportedTable, ...]
+    seconds: float
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables)
+
+
+def _schema(op: OperatorMetadata, state: StateMetadata) -> pa.Schema:
+    if state.scope == "keyed":
+        assert op.key_type is not None
+        key: pa.DataType = arrow_type(op.key_type)
+        value = arrow_type(value_spec(state))
+    else:
+        key = arrow_type(state.user_key_type) if state.user_key_type else pa.null()
+        value = arrow_type(state.value_type)
+    namespace = pa.null() if state.namespace_type == "void" else arrow_type(
+        state.namespace_type)
+    ttl = arrow_type(ttl_spec(state)) if state.ttl else pa.null()
+    return pa.schema([("operator", pa.string()), ("state", pa.string()),
+                      ("subtask", pa.int32()), ("key_group", pa.int32()), ("key", key),
+                      ("namespace", namespace), ("value", value), ("ttl_timestamp", ttl)])
+
+
+def _flat(schema: pa.Schema, op: OperatorMetadata, state: StateMetadata, subtask: int,
+          table: pa.Table) -> pa.Table:
+    """A stored table (keyed or operator columns) in the export's flat columns."""
+    n = table.num_rows
+    columns = []
+    for field in schema:
+        if field.name == "operator":
+            columns.append(pa.array([op.uid] * n, pa.string()))
+        elif field.name == "state":
+            columns.append(pa.array([state.name] * n, pa.string()))
+        elif field.name == "subtask":
+            columns.append(pa.array([subtask] * n, pa.int32()))
+        elif field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _tables(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
+            ) -> Iterator[tuple[int, Callable[[], pa.Table]]]:
+    """``(subtask, read)`` per stored piece of ``state`` (see the module doc for which)."""
+    if state.scope == "keyed":
+        for st in sorted(op.subtasks, key=lambda s: s.index):
+            for h in st.keyed:
+                if h.state == state.name:
+                    yield st.index, partial(checkpoint.keyed_table, op.uid, h)
+        return
+    segments = operator_state_segments(op, state.name, distinct=state.kind != "split")
+    if state.kind == "broadcast" and segments:
+        segments = [(s, h) for s, h in segments if s == segments[0][0]]
+    for subtask, o in segments:
+        yield subtask, partial(checkpoint.rows_table, o.file, operator_schema(state),
+                               o.first_element, o.element_count)
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded value as JSON can hold it (see the module doc for the rules)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, tuple):
+        return {f"f{i}": jsonable(v) for i, v in enumerate(value)}
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {k: jsonable(v) for k, v in value.items()}
+        return [{"key": jsonable(k), "value": jsonable(v)} for k, v in value.items()]
+    return value
+
+
+def _decoders(op: OperatorMetadata, state: StateMetadata) -> dict[str, Callable[[Any], Any]]:
+    """How each column's ``to_pylist`` values decode to statectl's Python values."""
+    identity: Callable[[Any], Any] = lambda v: v  # noqa: E731
+    key_spec = op.key_type if state.scope == "keyed" else state.user_key_type
+    return {
+        "key": from_arrow(key_spec) if key_spec else identity,
+        "namespace": identity if state.namespace_type == "void" else from_arrow(
+            state.namespace_type),
+        "value": from_arrow(value_spec(state) if state.scope == "keyed" else state.value_type),
+        "ttl_timestamp": from_arrow(ttl_spec(state)) if state.ttl else identity,
+    }
+
+
+class _Writer:
+    """One output file of ``fmt``, written table by table."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str, fmt: str, schema: pa.Schema,
+                 decoders: dict[str, Callable[[Any], Any]]) -> None:
+        self.fmt, self.decoders = fmt, decoders
+        self.stream = fs.open_output_stream(path)
+        self.parquet = pq.ParquetWriter(self.stream, schema) if fmt == "parquet" else None
+        self.csv: pacsv.CSVWriter | None = None
+        self.rows = 0
+
+    def _plain(self, table: pa.Table) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = table.to_pylist()
+        for row in rows:
+            for name, decode in self.decoders.items():
+                if row.get(name) is not None:
+                    row[name] = jsonable(decode(row[name]))
+        return rows
+
+    def write(self, table: pa.Table) -> None:
+        self.rows += table.num_rows
+        if self.parquet is not None:
+            self.parquet.write_table(table)
+        elif self.fmt == "jsonl":
+            for row in self._plain(table):
+                self.stream.write(json.dumps(row, ensure_ascii=False,
+                                             allow_nan=False).encode() + b"\n")
+        else:
+            self._write_csv(table)
+
+    def _write_csv(self, table: pa.Table) -> None:
+        textual = [f.name for f in table.schema if pa.types.is_nested(f.type)
+                   or pa.types.is_binary(f.type)]
+        flat = table
+        if textual:
+            rows = self._plain(table.select(textual))
+            for name in textual:
+                text = [None if r[name] is None else r[name] if isinstance(r[name], str)
+                        else json.dumps(r[name], ensure_ascii=False, allow_nan=False)
+                        for r in rows]
+                flat = flat.set_column(flat.schema.get_field_index(name), name,
+                                       pa.array(text, pa.string()))
+        if self.csv is None:
+            self.csv = pacsv.CSVWriter(self.stream, flat.schema)
+        self.csv.write_table(flat)
+
+    def close(self) -> None:
+        if self.parquet is not None:
+            self.parquet.close()
+        if self.csv is not None:
+            self.csv.close()
+        self.stream.close()
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _file_name(taken: set[str], uid: str, state: str, ext: str) -> str:
+    def safe(name: str) -> str:
+        cleaned = _UNSAFE.sub("_", name).lstrip(".") or "_"
+        return cleaned[:100]
+    base = f"{safe(uid)}/{safe(state)}"
+    name, n = f"{base}.{ext}", 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}.{ext}"
+    taken.add(name)
+    return name
+
+
+def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
+                      states: Collection[str] | None = None,
+                      progress: Progress | None = None) -> ExportResult:
+    """Write every state (or those named in ``states``) of ``checkpoint`` under ``out``."""
+    if fmt not in FORMATS:
+        raise InvalidArgumentError(f"unknown export format {fmt!r} (one of "
+                                   f"{', '.join(FORMATS)})")
+    check_states(checkpoint, states)
+    started = time.perf_counter()
+    fs, final = _filesystem(out, None)
+    if fs.get_file_info(final).type != pafs.FileType.NotFound:
+        raise CheckpointError(f"{out} already exists; export writes a new directory: "
+                              "choose another --out")
+    work = [(op, state, list(_tables(checkpoint, op, state)))
+            for op in checkpoint.metadata.operators for state in op.states
+            if states is None or state.name in states]
+    total, done = sum(len(pieces) for _, _, pieces in work), 0
+    taken: set[str] = set()
+    exported = []
+    with _staged(fs, final, out, "exporting to") as staging:
+        for op, state, pieces in work:
+            name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
+            fs.create_dir(f"{staging}/{name.rsplit('/', 1)[0]}", recursive=True)
+            schema = _schema(op, state)
+            writer = _Writer(fs, f"{staging}/{name}", fmt, schema, _decoders(op, state))
+            try:
+                if not pieces:
+                    writer.write(schema.empty_table())
+                for subtask, read in pieces:
+                    writer.write(_flat(schema, op, state, subtask, read()))
+                    done += 1
+                    if progress is not None:
+                        progress(done, total)
+            finally:
+                writer.close()
+            exported.append(ExportedTable(op.uid, state.name, state.scope, state.kind, name,
+                                          writer.rows))
+        manifest = {"checkpoint_id": checkpoint.metadata.checkpoint_id, "format": fmt,
+                    "tables": [{"operator": t.operator, "state": t.state, "scope": t.scope,
+                                "kind": t.kind, "path": t.path, "rows": t.rows}
+                               for t in exported]}
+        with fs.open_output_stream(f"{staging}/{MANIFEST}") as stream:
+            stream.write(json.dumps(manifest, indent=2, ensure_ascii=False).encode())
+        fs.move(staging, final)
+    return ExportResult(out, fmt, tuple(exported), time.perf_counter() - started)
