@@ -42,15 +42,18 @@ class StatectlGroup(click.Group):
               show_default=True,
               help="text: drawings for people; json: one JSON document on stdout for scripts.")
 @click.option("--verbose", is_flag=True, help="Show the traceback of errors too.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Print nothing but errors (no progress, no text results): the exit code "
+                   "says how it went. JSON mode still prints its document.")
 @click.version_option(package_name="statectl", prog_name="statectl")
 @click.pass_context
-def statectl(ctx: click.Context, output_format: str, verbose: bool) -> None:
+def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool) -> None:
     """See the state of stream processors, built on Flink's heap state backend.
 
     Exit codes: 0 ok, 1 findings (verify problems, diff differences), 2 usage error,
     3 bad or unsupported input.
     """
-    output: Output = JsonOutput() if output_format == "json" else TextOutput()
+    output: Output = JsonOutput() if output_format == "json" else TextOutput(quiet=quiet)
     ctx.obj = output
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import re
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -30,11 +29,13 @@ from rich.progress import (
 )
 from rich.table import Table
 from rich.text import Text
-from rich.tree import Tree
 
+from cli.inspect_view import draw_inspect, inspect_json
+from cli.values import format_size, format_value, to_json_value
 from formats.build import BuildSummary
 from formats.diff import Difference, DiffReport
-from formats.inspect import CheckpointSummary
+from formats.export import ExportResult
+from formats.inspect import InspectReport
 from formats.rescale import RescaleResult
 from formats.storage import SnapshotInfo
 from formats.verify import VerifyReport
@@ -69,8 +70,8 @@ class Output(ABC):
         """Show what a build processed and wrote."""
 
     @abstractmethod
-    def inspect(self, summary: CheckpointSummary) -> None:
-        """Show a checkpoint: operators, states with entries and bytes, subtasks."""
+    def inspect(self, report: InspectReport) -> None:
+        """Show a checkpoint: its summary, or the views asked for (key groups, top...)."""
 
     @abstractmethod
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
@@ -89,34 +90,21 @@ class Output(ABC):
         """Show what verify checked and every problem it found."""
 
     @abstractmethod
+    def export(self, result: ExportResult) -> None:
+        """Say what export wrote: one table per state with its rows."""
+
+    @abstractmethod
     def diff(self, report: DiffReport) -> None:
         """Show the differences of two checkpoints (the first ``limit``) and their counts."""
 
 
 # -- text -----------------------------------------------------------------------------------------
 
-_PLAIN_WORD = re.compile(r"[^\s\"'\[\]{}#,:@()]+")
-
 STYLE_COPIED = "bold yellow"
 STYLE_SHARED = "cyan"
 STYLE_SNAPSHOT_ONLY = "red"
 STYLE_NOTE = "italic dim"
 STYLE_SOURCE = "bold"
-
-
-def format_value(value: Any) -> str:
-    """Render a key, namespace or state compactly: bare words plain, the rest as JSON."""
-    if value is VOID_NAMESPACE:
-        return "VOID"
-    if isinstance(value, str) and _PLAIN_WORD.fullmatch(value):
-        try:
-            json.loads(value)
-        except ValueError:
-            return value  # would read back as the same bare word
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _format_composite_key(key: Any, namespace: Any) -> str:
@@ -129,17 +117,27 @@ def _snapshot_labels(versions: Sequence[int]) -> str:
     return ",".join(f"S{v}" for v in versions)
 
 
+#: Width of text output when stdout is not a terminal (rich's default is 80) and no COLUMNS.
+PIPED_WIDTH = 120
+
+
 class TextOutput(Output):
     """Rich drawings for a terminal (plain text when piped)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, quiet: bool = False) -> None:
         # soft_wrap: a chain stays on one line, however long; highlight off: only our styles.
-        self.console = Console(highlight=False, soft_wrap=True)
+        # quiet: nothing at all is printed (errors still are, by the command group).
+        self.quiet = quiet
+        self.console = Console(highlight=False, soft_wrap=True, quiet=quiet)
+        if not self.console.is_terminal and "COLUMNS" not in os.environ:
+            self.console.width = PIPED_WIDTH
+        #: diagnostics (notes about the result) go to stderr, results to stdout
+        self.notes = Console(stderr=True, highlight=False, soft_wrap=True, quiet=quiet)
 
     @contextmanager
     def progress(self, description: str) -> Iterator[Callable[[int, int], None]]:
         err = Console(stderr=True)
-        if not err.is_terminal:
+        if self.quiet or not err.is_terminal:
             yield lambda done, total: None
             return
         with Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
@@ -154,32 +152,14 @@ class TextOutput(Output):
         for s in snapshots:
             created = datetime.fromtimestamp(s.created_ms / 1000, tz=UTC)
             table.add_row(str(s.checkpoint_id), s.kind, created.strftime("%Y-%m-%d %H:%M:%S"),
-                          _size(s.bytes), s.location)
+                          format_size(s.bytes), s.location)
         self.console.print(table)
 
     def released(self, checkpoint_ids: Sequence[int]) -> None:
         self.console.print("released: " + (", ".join(map(str, checkpoint_ids)) or "nothing"))
 
-    def inspect(self, summary: CheckpointSummary) -> None:
-        tree = Tree(f"{summary.kind} {summary.checkpoint_id}  {summary.location}")
-        for op in summary.operators:
-            branch = tree.add(
-                f"[bold]{op.uid}[/] ({op.name})  parallelism {op.parallelism}, max "
-                f"parallelism {op.max_parallelism}" + (f", key {op.key_type}" if op.key_type
-                                                       else ""))
-            for state in op.states:
-                branch.add(f"{state.name}  [dim]{state.scope} {state.kind}[/]  "
-                           f"{state.entries:,} entries, {_size(state.bytes)}")
-        self.console.print(tree)
-        for op in summary.operators:
-            table = Table(title=f"{op.uid}: subtasks", title_justify="left")
-            for column in ("subtask", "key groups", "entries", "bytes"):
-                table.add_column(column, justify="left" if column == "key groups" else "right")
-            for st in op.subtasks:
-                groups = "-" if st.key_group_range is None else \
-                    f"{st.key_group_range[0]}-{st.key_group_range[1]}"
-                table.add_row(str(st.index), groups, f"{st.entries:,}", _size(st.bytes))
-            self.console.print(table)
+    def inspect(self, report: InspectReport) -> None:
+        draw_inspect(self.console, report)
 
     def build(self, summary: BuildSummary) -> None:
         resumed = ("" if summary.restored_from is None
@@ -201,7 +181,7 @@ class TextOutput(Output):
         for op in plan.operators:
             self.console.print(_plan_table(op))
             self.console.print(
-                f"bytes moved {_size(op.bytes_moved)} of {_size(op.bytes)}, skew "
+                f"bytes moved {format_size(op.bytes_moved)} of {format_size(op.bytes)}, skew "
                 f"{op.skew:.2f} (max/mean bytes), union state {op.union_elements:,} elements "
                 f"x {op.new_parallelism} subtasks = {op.union_blowup:,} restored")
         if run is None:
@@ -215,7 +195,7 @@ class TextOutput(Output):
 
     def verify(self, report: VerifyReport) -> None:
         self.console.print(f"checked {report.location}: {report.files} files, "
-                           f"{_size(report.bytes)}, {report.entries:,} keyed entries")
+                           f"{format_size(report.bytes)}, {report.entries:,} keyed entries")
         if report.clean:
             self.console.print("clean: no problems found", style="bold green")
             return
@@ -244,8 +224,18 @@ class TextOutput(Output):
         self.console.print(table)
         shown = len(report.differences)
         if shown < report.found:
-            self.console.print(f"(first {shown} of {report.found} shown; --limit N shows more)",
+            self.notes.print(f"(first {shown} of {report.found} shown; --limit N shows more)",
                                style=STYLE_NOTE)
+
+    def export(self, result: ExportResult) -> None:
+        table = Table(title=f"exported to {result.location} ({result.format}): "
+                            f"{result.rows:,} rows in {result.seconds:.2f} s",
+                      title_justify="left")
+        for column in ("operator", "state", "kind", "rows", "file"):
+            table.add_column(column, justify="right" if column == "rows" else "left")
+        for t in result.tables:
+            table.add_row(t.operator, t.state, f"{t.scope} {t.kind}", f"{t.rows:,}", t.path)
+        self.console.print(table)
 
     def trace(self, result: TraceResult) -> None:
         for note in result.preamble:
@@ -354,24 +344,6 @@ def _format_result(result: Any) -> str:
 # -- JSON -----------------------------------------------------------------------------------------
 
 
-def to_json_value(value: Any) -> Any:
-    """Convert to JSON-native values; the void namespace is ``null``, the rest ``repr``."""
-    if value is None or value is VOID_NAMESPACE:
-        return None
-    if isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if isinstance(value, StateEntry):
-        return {"key": to_json_value(value.key), "namespace": to_json_value(value.namespace),
-                "state": to_json_value(value.state)}
-    if isinstance(value, list | tuple):
-        return [to_json_value(v) for v in value]
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: to_json_value(v) for k, v in value.items()}
-    return repr(value)
-
-
 def _entry_json(entry: EntryView) -> dict[str, Any]:
     return {
         "key": to_json_value(entry.key),
@@ -415,8 +387,8 @@ def _plan_table(op: OperatorPlan) -> Table:
         kg = st.key_group_range
         elements = sum(s.entries for s in st.states if s.scope == "operator")
         table.add_row(str(st.index), "-" if kg is None else f"{kg.start}-{kg.end}",
-                      f"{st.entries:,}", f"{elements:,}", _size(st.bytes),
-                      _size(st.bytes_moved))
+                      f"{st.entries:,}", f"{elements:,}", format_size(st.bytes),
+                      format_size(st.bytes_moved))
     return table
 
 
@@ -426,33 +398,6 @@ def _difference_key(d: Difference) -> str:
     if d.scope == "element":
         return f"(element x{d.count})" if d.count > 1 else "(element)"
     return _format_composite_key(d.key, VOID_NAMESPACE if d.namespace is None else d.namespace)
-
-
-def _size(count: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:,} {unit}" if unit == "B" else f"{count:,.1f} {unit}"
-        count /= 1024  # type: ignore[assignment]
-    raise AssertionError(count)
-
-
-def inspect_json(summary: CheckpointSummary) -> dict[str, Any]:
-    """The ``inspect --output json`` contract (DESIGN "cli"); fields are only ever added."""
-    return {
-        "format": summary.format, "location": summary.location,
-        "checkpoint_id": summary.checkpoint_id, "kind": summary.kind,
-        "created_ms": summary.created_ms,
-        "operators": [{
-            "id": op.uid, "uid": op.uid, "name": op.name, "parallelism": op.parallelism,
-            "max_parallelism": op.max_parallelism, "key_type": op.key_type,
-            "states": [{"name": s.name, "scope": s.scope, "kind": s.kind, "entries": s.entries,
-                        "bytes": s.bytes} for s in op.states],
-            "subtasks": [{"index": st.index,
-                          "key_group_range": None if st.key_group_range is None
-                          else list(st.key_group_range),
-                          "entries": st.entries, "bytes": st.bytes} for st in op.subtasks],
-        } for op in summary.operators],
-    }
 
 
 def build_json(summary: BuildSummary) -> dict[str, Any]:
@@ -564,8 +509,8 @@ class JsonOutput(Output):
     def build(self, summary: BuildSummary) -> None:
         self._emit(build_json(summary))
 
-    def inspect(self, summary: CheckpointSummary) -> None:
-        self._emit(inspect_json(summary))
+    def inspect(self, report: InspectReport) -> None:
+        self._emit(inspect_json(report))
 
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
         self._emit({"snapshots": [{"id": s.checkpoint_id, "kind": s.kind,
@@ -589,6 +534,13 @@ class JsonOutput(Output):
 
     def diff(self, report: DiffReport) -> None:
         self._emit(diff_json(report))
+
+    def export(self, result: ExportResult) -> None:
+        self._emit({"location": result.location, "format": result.format,
+                    "rows": result.rows, "seconds": result.seconds,
+                    "tables": [{"operator": t.operator, "state": t.state, "scope": t.scope,
+                                "kind": t.kind, "path": t.path, "rows": t.rows}
+                               for t in result.tables]})
 
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         self._emit({"walkthroughs": [{"name": w.name, "title": w.title}

@@ -6,6 +6,7 @@ import click
 
 from cli.commands.build import build_command
 from cli.commands.diff import diff_command
+from cli.commands.export import export_command
 from cli.commands.inspect import inspect_command
 from cli.commands.rescale import rescale_command
 from cli.commands.snapshot import snapshot_command
@@ -16,6 +17,7 @@ __all__ = [
     "COMMANDS",
     "build_command",
     "diff_command",
+    "export_command",
     "inspect_command",
     "rescale_command",
     "snapshot_command",
@@ -26,4 +28,4 @@ __all__ = [
 #: Every subcommand, registered by :mod:`cli.main` under its own name.
 COMMANDS: tuple[click.Command, ...] = (build_command, inspect_command, snapshot_command,
                                        rescale_command, verify_command, diff_command,
-                                       trace_command)
+                                       export_command, trace_command)

@@ -1,23 +1,56 @@
-"""``statectl inspect``: what is in a checkpoint, from its metadata."""
+"""``statectl inspect``: what is in a checkpoint, at a glance or in depth."""
 
 from __future__ import annotations
 
 import click
 
 from cli.output import Output
+from cli.params import TIMESTAMP
 from formats.checkpoint_v1 import open_checkpoint
-from formats.inspect import summarize
+from formats.inspect import inspect_checkpoint
 
 __all__ = ["inspect_command"]
 
 
 @click.command("inspect")
 @click.argument("path")
+@click.option("--key-groups", "key_groups", is_flag=True,
+              help="Chart bytes (or --by entries) per key group with min, mean, max, skew and "
+                   "each subtask's share; reads only metadata and Parquet footers.")
+@click.option("--by", "measure", type=click.Choice(["bytes", "entries"]), default="bytes",
+              show_default=True, help="What --key-groups charts.")
+@click.option("--top", type=click.IntRange(min=1), metavar="N",
+              help="The N largest entries (key and namespace) of each keyed and broadcast "
+                   "state, by data bytes.")
+@click.option("--now", type=TIMESTAMP,
+              help="Show the share of TTL-expired entries and bytes per state at this time "
+                   "(epoch ms, ISO 8601, or 'now').")
+@click.option("--state", "states", multiple=True, metavar="NAME",
+              help="Only this state in --top, --now, --key and --entries (repeatable).")
+@click.option("--key", metavar="K",
+              help="Show the entries of key K (typed as the operator's key type; tuples and "
+                   "lists as JSON), reading only its key group.")
+@click.option("--namespace", metavar="NS",
+              help="With --key: only the entry in this namespace (e.g. a window start).")
+@click.option("--entries", "show_entries", is_flag=True,
+              help="Show a sample of entries of each state (the first --limit).")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many entries --entries shows per state.")
 @click.pass_obj
-def inspect_command(output: Output, path: str) -> None:
+def inspect_command(output: Output, path: str, key_groups: bool, measure: str, top: int | None,
+                    now: int | None, states: tuple[str, ...], key: str | None,
+                    namespace: str | None, show_entries: bool, limit: int) -> None:
     """Show a checkpoint: operators, their states with entries and bytes, and subtasks.
 
     PATH is a checkpoint or savepoint directory (one with _metadata.json), or a URI pyarrow
-    supports. Only the metadata is read.
+    supports. Without options only the metadata is read; the options add views.
     """
-    output.inspect(summarize(open_checkpoint(path), path))
+    if namespace is not None and key is None:
+        raise click.UsageError("--namespace needs --key")
+    if states and not (top or now is not None or key is not None or show_entries):
+        raise click.UsageError("--state selects states for --top, --now, --key or --entries; "
+                               "give one of them")
+    output.inspect(inspect_checkpoint(
+        open_checkpoint(path), path, key_groups=key_groups, measure=measure, top=top, now=now,
+        states=states or None, key=key, namespace=namespace,
+        limit=limit if show_entries else None))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
+from cli.params import TIMESTAMP
 from formats.checkpoint_v1 import open_checkpoint
 from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
 
@@ -29,7 +30,7 @@ __all__ = ["rescale_command"]
                    "the old files.")
 @click.option("--drop-expired", is_flag=True,
               help="Drop TTL-expired entries while rewriting (implies a rewrite).")
-@click.option("--now", type=int,
+@click.option("--now", type=TIMESTAMP,
               help="The time in epoch ms that decides expiry for --drop-expired "
                    "(default: now).")
 @click.pass_obj

@@ -1,0 +1,271 @@
+"""How ``statectl inspect`` draws its report (rich text) and writes it (JSON).
+
+:class:`cli.output.TextOutput` and :class:`cli.output.JsonOutput` call :func:`draw_inspect` and
+:func:`inspect_json`; everything here is presentation of an
+:class:`formats.inspect.InspectReport`, which the library computed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from cli.values import format_size, format_value
+from formats.export import jsonable
+from formats.inspect import CheckpointSummary, InspectReport
+from formats.key_group_stats import KeyGroupHistogram
+from formats.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
+from statecore.serializers import VOID_NAMESPACE
+
+__all__ = ["CHART_COLUMNS", "CHART_ROWS", "chart_lines", "draw_inspect", "inspect_json"]
+
+#: Columns and rows of the key-group chart (each row has 8 levels: ▁▂▃▄▅▆▇█).
+CHART_COLUMNS = 64
+CHART_ROWS = 8
+_BLOCKS = " ▁▂▃▄▅▆▇█"
+_SUBTASK_STYLES = ("cyan", "magenta")
+#: Longest value drawn in a table cell before it is cut with "…".
+CELL_WIDTH = 48
+
+
+def _cell(value: Any) -> str:
+    if value is VOID_NAMESPACE:
+        return "-"
+    text = format_value(value)
+    return text if len(text) <= CELL_WIDTH else text[:CELL_WIDTH - 1] + "…"
+
+
+# -- text -----------------------------------------------------------------------------------
+
+
+def _summary(console: Console, summary: CheckpointSummary) -> None:
+    tree = Tree(f"{summary.kind} {summary.checkpoint_id}  {summary.location}")
+    for op in summary.operators:
+        branch = tree.add(
+            f"[bold]{op.uid}[/] ({op.name})  parallelism {op.parallelism}, max "
+            f"parallelism {op.max_parallelism}" + (f", key {op.key_type}" if op.key_type
+                                                   else ""))
+        for state in op.states:
+            branch.add(f"{state.name}  [dim]{state.scope} {state.kind}[/]  "
+                       f"{state.entries:,} entries, {format_size(state.bytes)}")
+    console.print(tree)
+    for op in summary.operators:
+        table = Table(title=f"{op.uid}: subtasks", title_justify="left")
+        for column in ("subtask", "key groups", "entries", "bytes"):
+            table.add_column(column, justify="left" if column == "key groups" else "right")
+        for st in op.subtasks:
+            groups = "-" if st.key_group_range is None else \
+                f"{st.key_group_range[0]}-{st.key_group_range[1]}"
+            table.add_row(str(st.index), groups, f"{st.entries:,}", format_size(st.bytes))
+        console.print(table)
+
+
+def chart_lines(values: Sequence[int], owners: Sequence[int], *, columns: int = CHART_COLUMNS,
+                rows: int = CHART_ROWS) -> tuple[list[Text], int]:
+    """A bar chart of ``values`` (one per key group), ``rows`` high, at most ``columns`` wide.
+
+    Each column is the largest of ``ceil(len / columns)`` consecutive key groups (hot spots
+    stay visible); its colour alternates with the owning subtask (``owners``). Returns the
+    lines, top first, and the key groups per column.
+    """
+    per = max(1, math.ceil(len(values) / columns))
+    tallest = [max(values[i:i + per]) for i in range(0, len(values), per)]
+    owner = [owners[i] for i in range(0, len(values), per)]
+    peak = max(tallest, default=0)
+    levels = [0 if peak == 0 else math.ceil(v * rows * 8 / peak) for v in tallest]
+    lines = []
+    for row in range(rows - 1, -1, -1):
+        line = Text()
+        for level, subtask in zip(levels, owner, strict=True):
+            fill = min(8, max(0, level - row * 8))
+            line.append(_BLOCKS[fill], style=_SUBTASK_STYLES[subtask % 2])
+        lines.append(line)
+    return lines, per
+
+
+def _key_groups(console: Console, histogram: KeyGroupHistogram, measure: str) -> None:
+    values = [k.bytes if measure == "bytes" else k.entries for k in histogram.key_groups]
+    owners = [k.subtask for k in histogram.key_groups]
+    lines, per = chart_lines(values, owners)
+    low, mean, high, skew = (histogram.bytes_stats if measure == "bytes"
+                             else histogram.entries_stats)
+    show = format_size if measure == "bytes" else (lambda n: f"{n:,}")
+    console.print(Text(f"{histogram.uid}: {measure} per key group, {histogram.max_parallelism} "
+                       f"key groups" + (f" ({per} per column, the largest drawn)"
+                                        if per > 1 else ""), style="bold"))
+    width = max(len(show(high)), len(show(0)))
+    for i, line in enumerate(lines):
+        label = show(high) if i == 0 else show(0) if i == len(lines) - 1 else ""
+        console.print(Text(f"{label.rjust(width)} │").append_text(line))
+    marks = [" "] * len(lines[0])
+    for sub in histogram.subtasks:
+        at = sub.key_group_range[0] // per
+        text = f"^{sub.index}"
+        if all(c == " " for c in marks[at:at + len(text) + 1]):
+            marks[at:at + len(text)] = text
+    console.print(" " * width + " └" + "".join(marks).rstrip() + "  (^N: subtask N starts)")
+    console.print(f"min {show(low)}, mean {show(round(mean))}, max {show(high)}, skew "
+                  f"{skew:.2f} (max/mean)")
+    table = Table(title=f"{histogram.uid}: subtasks' share", title_justify="left")
+    for column in ("subtask", "key groups", "entries", "bytes", "share"):
+        table.add_column(column, justify="left" if column == "key groups" else "right")
+    for sub in histogram.subtasks:
+        table.add_row(str(sub.index), f"{sub.key_group_range[0]}-{sub.key_group_range[1]}",
+                      f"{sub.entries:,}", format_size(sub.bytes), f"{sub.share:.1%}")
+    console.print(table)
+
+
+def _entries_table(title: str, state: StateEntries, *, rank: bool = False) -> Table:
+    table = Table(title=title, title_justify="left")
+    keyed = state.scope == "keyed"
+    columns = (["#"] if rank else []) + ["subtask"] + (["key group"] if keyed else []) + \
+        ["key", "namespace", "value", "ttl", "bytes"]
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("#", "subtask", "key group",
+                                                              "bytes") else "left")
+    for i, e in enumerate(state.entries, 1):
+        cells = ([str(i)] if rank else []) + [str(e.subtask)] + (
+            [str(e.key_group)] if keyed else []) + [
+            "-" if e.key is None else _cell(e.key), _cell(e.namespace), _cell(e.value),
+            "-" if e.ttl_timestamp is None else _cell(e.ttl_timestamp), format_size(e.bytes)]
+        table.add_row(*cells)
+    return table
+
+
+def _expired(console: Console, now: int, shares: Sequence[ExpiredShare]) -> None:
+    when = datetime.fromtimestamp(now / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if not shares:
+        console.print(f"TTL-expired at {now} ({when} UTC): no state with TTL")
+        return
+    table = Table(title=f"TTL-expired at {now} ({when} UTC)", title_justify="left")
+    for column in ("operator", "state", "kind", "ttl", "entries", "elements", "bytes",
+                   "share"):
+        table.add_column(column, justify="left" if column in ("operator", "state", "kind")
+                         else "right")
+    for s in shares:
+        table.add_row(s.uid, s.state, s.kind, f"{s.ttl:,} ms",
+                      f"{s.entries_expired:,} of {s.entries:,}",
+                      f"{s.elements_expired:,} of {s.elements:,}",
+                      f"{format_size(s.bytes_expired)} of {format_size(s.bytes)}",
+                      f"{s.share:.1%}")
+    console.print(table)
+
+
+def _lookup(console: Console, found: KeyLookup) -> None:
+    for uid, key, key_group, subtask in found.locations:
+        console.print(f"{uid}: key {_cell(key)} is in key group {key_group}, subtask "
+                      f"{subtask}", style="bold")
+    for state in found.states:
+        if not state.entries:
+            console.print(f"  {state.state}: no entry")
+            continue
+        for e in state.entries:
+            where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
+            ttl = "" if e.ttl_timestamp is None else f"  (ttl timestamp {_cell(e.ttl_timestamp)})"
+            console.print(f"  {state.state}{where}: {_cell(e.value)}{ttl}")
+
+
+def draw_inspect(console: Console, report: InspectReport) -> None:
+    """The text of ``inspect``: the summary, or (views asked for) a header and the views."""
+    summary = report.summary
+    if not report.views:
+        _summary(console, summary)
+        return
+    console.print(f"{summary.kind} {summary.checkpoint_id}  {summary.location}")
+    for histogram in report.key_groups or ():
+        _key_groups(console, histogram, report.measure)
+    for state in report.top or ():
+        console.print(_entries_table(f"{state.uid}/{state.state}: largest entries", state,
+                                     rank=True))
+    if report.expired is not None:
+        assert report.now is not None
+        _expired(console, report.now, report.expired)
+    if report.lookup is not None:
+        _lookup(console, report.lookup)
+    for state in report.entries or ():
+        console.print(_entries_table(f"{state.uid}/{state.state} ({state.scope} {state.kind})"
+                                     f": first {len(state.entries)} entries", state))
+
+
+# -- JSON -----------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    return None if value is VOID_NAMESPACE else jsonable(value)
+
+
+def _entry_json(e: Entry) -> dict[str, Any]:
+    return {"subtask": e.subtask, "key_group": e.key_group, "key": _plain(e.key),
+            "namespace": _plain(e.namespace), "value": _plain(e.value),
+            "ttl_timestamp": _plain(e.ttl_timestamp), "bytes": e.bytes}
+
+
+def _state_entries_json(states: Sequence[StateEntries]) -> list[dict[str, Any]]:
+    return [{"operator": s.uid, "state": s.state, "scope": s.scope, "kind": s.kind,
+             "entries": [_entry_json(e) for e in s.entries]} for s in states]
+
+
+def _histogram_json(h: KeyGroupHistogram) -> dict[str, Any]:
+    def stats(values: tuple[int, float, int, float]) -> dict[str, Any]:
+        return {"min": values[0], "mean": values[1], "max": values[2], "skew": values[3]}
+    return {"operator": h.uid, "name": h.name, "max_parallelism": h.max_parallelism,
+            "bytes": stats(h.bytes_stats), "entries": stats(h.entries_stats),
+            "subtasks": [{"index": s.index, "key_group_range": list(s.key_group_range),
+                          "entries": s.entries, "bytes": s.bytes, "share": s.share}
+                         for s in h.subtasks],
+            "key_groups": [{"key_group": k.key_group, "subtask": k.subtask,
+                            "entries": k.entries, "bytes": k.bytes} for k in h.key_groups]}
+
+
+def _summary_json(summary: CheckpointSummary) -> dict[str, Any]:
+    return {
+        "format": summary.format, "location": summary.location,
+        "checkpoint_id": summary.checkpoint_id, "kind": summary.kind,
+        "created_ms": summary.created_ms,
+        "operators": [{
+            "id": op.uid, "uid": op.uid, "name": op.name, "parallelism": op.parallelism,
+            "max_parallelism": op.max_parallelism, "key_type": op.key_type,
+            "states": [{"name": s.name, "scope": s.scope, "kind": s.kind, "entries": s.entries,
+                        "bytes": s.bytes} for s in op.states],
+            "subtasks": [{"index": st.index,
+                          "key_group_range": None if st.key_group_range is None
+                          else list(st.key_group_range),
+                          "entries": st.entries, "bytes": st.bytes} for st in op.subtasks],
+        } for op in summary.operators],
+    }
+
+
+def inspect_json(report: InspectReport) -> dict[str, Any]:
+    """The ``inspect --output json`` contract (DESIGN "cli"); fields are only ever added.
+
+    The summary's fields always; ``key_groups``, ``top``, ``expired``, ``lookup`` and
+    ``entries`` when those views were asked for.
+    """
+    document = _summary_json(report.summary)
+    if report.key_groups is not None:
+        document["key_groups"] = [_histogram_json(h) for h in report.key_groups]
+    if report.top is not None:
+        document["top"] = _state_entries_json(report.top)
+    if report.expired is not None:
+        document["expired"] = {"now": report.now, "states": [{
+            "operator": s.uid, "state": s.state, "kind": s.kind, "ttl": s.ttl,
+            "entries": s.entries, "entries_expired": s.entries_expired,
+            "elements": s.elements, "elements_expired": s.elements_expired,
+            "bytes": s.bytes, "bytes_expired": s.bytes_expired, "share": s.share}
+            for s in report.expired]}
+    if report.lookup is not None:
+        document["lookup"] = {
+            "key": report.lookup.key,
+            "locations": [{"operator": uid, "key": _plain(key), "key_group": kg,
+                           "subtask": st} for uid, key, kg, st in report.lookup.locations],
+            "states": _state_entries_json(report.lookup.states)}
+    if report.entries is not None:
+        document["entries"] = _state_entries_json(report.entries)
+    return document

@@ -1,0 +1,57 @@
+"""How values look in statectl's output: text for people, JSON-native for scripts."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from statecore.serializers import VOID_NAMESPACE
+from statecore.state_map import StateEntry
+
+__all__ = ["format_size", "format_value", "to_json_value"]
+
+_PLAIN_WORD = re.compile(r"[^\s\"'\[\]{}#,:@()]+")
+
+def format_value(value: Any) -> str:
+    """Render a key, namespace or state compactly: bare words plain, the rest as JSON."""
+    if value is VOID_NAMESPACE:
+        return "VOID"
+    if isinstance(value, str) and _PLAIN_WORD.fullmatch(value):
+        try:
+            json.loads(value)
+        except ValueError:
+            return value  # would read back as the same bare word
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def to_json_value(value: Any) -> Any:
+    """Convert to JSON-native values; the void namespace is ``null``, the rest ``repr``."""
+    if value is None or value is VOID_NAMESPACE:
+        return None
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, StateEntry):
+        return {"key": to_json_value(value.key), "namespace": to_json_value(value.namespace),
+                "state": to_json_value(value.state)}
+    if isinstance(value, list | tuple):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: to_json_value(v) for k, v in value.items()}
+    return repr(value)
+
+
+def format_size(count: int) -> str:
+    """Bytes for people: ``512 B``, ``1.5 KiB``, ``3.2 MiB``, ``1.1 GiB``."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{count:,} B" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    raise AssertionError(count)
