@@ -3,10 +3,11 @@
 Generates two days of a small click-stream (``demo/day-1.parquet``, ``demo/day-2.parquet``,
 deterministic), builds keyed state from day 1 with asynchronous checkpoints, resumes from the
 latest checkpoint with both days (day 1 continues from its recorded position, so nothing is
-counted twice; day 2 is read from the start), inspects the final checkpoint, rescales it from
-parallelism 2 to 3 (a plan, then metadata only) and to max parallelism 256 (every key
-re-hashed), verifies and diffs both against it, then traces the
-seed walkthroughs of the copy-on-write map. Run with ``python -m cli.demo``; exits 0 when every
+counted twice; day 2 is read from the start), inspects the final checkpoint (the summary, the
+key-group chart with its skew, the largest entries, one key), rescales it from parallelism 2
+to 3 (a plan, then metadata only) and to max parallelism 256 (every key re-hashed), verifies
+and diffs both against it, exports the rescaled state to Parquet, then traces the seed
+walkthroughs of the copy-on-write map. Run with ``python -m cli.demo``; exits 0 when every
 step worked. ``demo/`` is rebuilt on every run.
 """
 
@@ -27,7 +28,8 @@ from cli.main import statectl
 from cli.walkthroughs import walkthroughs
 from formats.storage import DirectoryCheckpointStorage
 
-__all__ = ["demo_invocations", "main", "rescale_invocations", "write_events"]
+__all__ = ["demo_invocations", "inspect_invocations", "main", "rescale_invocations",
+           "write_events"]
 
 DEMO_DIR = Path("demo")
 
@@ -63,11 +65,21 @@ def demo_invocations(directory: Path = DEMO_DIR) -> list[list[str]]:
     ]
 
 
+def inspect_invocations(latest: str) -> list[list[str]]:
+    """The inspect steps of the demo on the final checkpoint ``latest``."""
+    return [
+        ["inspect", latest],
+        ["inspect", latest, "--key-groups"],
+        ["inspect", latest, "--top", "3", "--state", "map_page"],
+        ["inspect", latest, "--key", "user-7", "--state", "count", "--state", "map_page"],
+    ]
+
+
 def rescale_invocations(latest: str, directory: Path = DEMO_DIR) -> list[list[str]]:
     """The rescale steps of the demo, on the final checkpoint ``latest``.
 
     2 -> 3 (a plan, then metadata only) and to max parallelism 256; verify both and diff each
-    against the source (equal: exit 0).
+    against the source (equal: exit 0); export the rescaled state to Parquet.
     """
     rescaled, rehashed = str(directory / "rescaled-p3"), str(directory / "rescaled-p4-m256")
     return [
@@ -79,6 +91,7 @@ def rescale_invocations(latest: str, directory: Path = DEMO_DIR) -> list[list[st
          rehashed],
         ["verify", rehashed],
         ["diff", latest, rehashed],
+        ["export", rescaled, "--out", str(directory / "exported")],
     ]
 
 
@@ -107,14 +120,15 @@ def main() -> int:
             return code
     latest = DirectoryCheckpointStorage(str(DEMO_DIR / "state")).completed()[-1]
     rescaled, rehashed = str(DEMO_DIR / "rescaled-p3"), str(DEMO_DIR / "rescaled-p4-m256")
-    for arguments in [["inspect", latest.location], *rescale_invocations(latest.location),
-                      *traces]:
+    for arguments in [*inspect_invocations(latest.location),
+                      *rescale_invocations(latest.location), *traces]:
         if code := _run(console, arguments):
             return code
     console.print("demo done: built state from day 1 with checkpoints, resumed with day 2, "
-                  f"inspected, rescaled 2 -> 3 ({rescaled}: metadata only) and to max "
-                  f"parallelism 256 ({rehashed}), verified, diffed, traced {len(traces)} "
-                  "walkthroughs. Files are in demo/.")
+                  f"inspected (summary, key groups, largest entries, one key), rescaled 2 -> 3 "
+                  f"({rescaled}: metadata only) and to max parallelism 256 ({rehashed}), "
+                  f"verified, diffed, exported ({DEMO_DIR / 'exported'}), traced "
+                  f"{len(traces)} walkthroughs. Files are in demo/.")
     return 0
 
 

@@ -31,6 +31,8 @@ CHART_COLUMNS = 64
 CHART_ROWS = 8
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 _SUBTASK_STYLES = ("cyan", "magenta")
+#: Namespaces of one key's state drawn by ``--key`` before "N more".
+LOOKUP_NAMESPACES = 10
 #: Longest value drawn in a table cell before it is cut with "…".
 CELL_WIDTH = 48
 
@@ -55,7 +57,7 @@ def _summary(console: Console, summary: CheckpointSummary) -> None:
         for state in op.states:
             branch.add(f"{state.name}  [dim]{state.scope} {state.kind}[/]  "
                        f"{state.entries:,} entries, {format_size(state.bytes)}")
-    console.print(tree)
+    console.print(tree, soft_wrap=False)  # a long label wraps instead of being cut
     for op in summary.operators:
         table = Table(title=f"{op.uid}: subtasks", title_justify="left")
         for column in ("subtask", "key groups", "entries", "bytes"):
@@ -166,10 +168,14 @@ def _lookup(console: Console, found: KeyLookup) -> None:
         if not state.entries:
             console.print(f"  {state.state}: no entry")
             continue
-        for e in state.entries:
+        for e in state.entries[:LOOKUP_NAMESPACES]:
             where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
             ttl = "" if e.ttl_timestamp is None else f"  (ttl timestamp {_cell(e.ttl_timestamp)})"
             console.print(f"  {state.state}{where}: {_cell(e.value)}{ttl}")
+        if len(state.entries) > LOOKUP_NAMESPACES:
+            console.print(f"  {state.state}: {len(state.entries) - LOOKUP_NAMESPACES:,} more "
+                          "namespaces (--namespace NS shows one; --output json lists all)",
+                          style="italic dim")
 
 
 def draw_inspect(console: Console, report: InspectReport) -> None:

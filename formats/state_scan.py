@@ -289,6 +289,7 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
                                                        _data_bytes(table))
                                    if e.key == value and e.key_group == key_group
                                    and (wanted is None or e.namespace == wanted))
+            entries.sort(key=lambda e: _namespace_order(e.namespace))
             found.append(StateEntries(op.uid, state.name, state.scope, state.kind,
                                       tuple(entries)))
     if not locations:
@@ -297,6 +298,13 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
                                    "finds keyed state (run inspect without options to see "
                                    "the states)")
     return KeyLookup(key, tuple(locations), tuple(found))
+
+
+def _namespace_order(namespace: Any) -> tuple[int, Any]:
+    """Numbers (window starts) in numeric order, anything else by its text."""
+    if isinstance(namespace, int | float) and not isinstance(namespace, bool):
+        return 0, namespace
+    return 1, repr(namespace)
 
 
 def expired_shares(checkpoint: Checkpoint, now: int, states: Collection[str] | None = None
