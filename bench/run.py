@@ -23,16 +23,17 @@ from typing import Any
 
 from bench_backend import bench_backend
 from bench_checkpoint import bench_checkpoint
+from bench_inspect import bench_inspect
 from bench_rescale import bench_rescale
 from bench_state_maps import BENCHMARKS as STATE_MAP_BENCHMARKS
 from bench_state_maps import FULL, QUICK, Config, Row, Section
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py),
-#: then checkpoints (bench/bench_checkpoint.py), then rescale (bench/bench_rescale.py).
+#: checkpoints (bench/bench_checkpoint.py), rescale (bench_rescale.py), inspect (bench_inspect.py).
 BENCHMARKS: dict[str, Callable[[Config], Section]] = {
     **STATE_MAP_BENCHMARKS, "backend": bench_backend, "checkpoint": bench_checkpoint,
-    "rescale": bench_rescale}
+    "rescale": bench_rescale, "inspect": bench_inspect}
 DEFAULT_JSON = BENCH_DIR / "results.json"
 COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
 WIDTHS = (42, 16, 16, 8, 10, 6)

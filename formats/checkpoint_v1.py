@@ -93,9 +93,8 @@ __all__ = [
 ]
 
 METADATA_FILE = "_metadata.json"
-#: Pending rows are written as a row group at the first key-group boundary past this many, so
-#: a row group holds whole key groups (or one large one) and one key group is read from its
-#: own row groups, never the whole file.
+#: Most rows in one row group. Every key group starts a new row group (a large one is split
+#: into several), so one key group is read from its own row groups, never the whole file.
 ROW_GROUP_ROWS = 8192
 #: ``_metadata.json`` larger than this is refused before parsing (it is untrusted input).
 MAX_METADATA_BYTES = 64 << 20
@@ -151,13 +150,13 @@ class _FileWriter:
                               for f in self.schema}, schema=self.schema)
         except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
             raise CheckpointError(f"cannot store a value in {self.relative}: {exc}") from exc
-        self._writer.write_table(table, row_group_size=n)
-        self.rows += n
+        self.write_table(table)
 
     def write_table(self, table: pa.Table) -> None:
-        """Append ``table`` (this file's schema) as one row group."""
+        """Append ``table`` (this file's schema) as row groups of at most ROW_GROUP_ROWS."""
         if table.num_rows:
-            self._writer.write_table(table.cast(self.schema), row_group_size=table.num_rows)
+            self._writer.write_table(table.cast(self.schema),
+                                     row_group_size=min(table.num_rows, ROW_GROUP_ROWS))
             self.rows += table.num_rows
 
     def close(self) -> FileInfo:
@@ -357,10 +356,11 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
             raise CheckpointError(f"state {meta.name!r}, key group {block.key_group}: "
                                   f"{exc}") from exc
         rows.append(KeyGroupRows(block.key_group, first, len(block.entries)))
-        if len(pending["key"]) >= ROW_GROUP_ROWS:
-            writer.write(pending)
-            for column in pending.values():
-                column.clear()
+        # Each key group gets row groups of its own: reading one key group (inspect --key,
+        # a restore of a range) reads nothing of its neighbours.
+        writer.write(pending)
+        for column in pending.values():
+            column.clear()
     handles = []
     for meta, writer, pending, rows, _ in writers.values():
         writer.write(pending)

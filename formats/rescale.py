@@ -60,8 +60,6 @@ from statecore.ttl import LONG_MAX
 
 __all__ = ["RescaleResult", "check_target", "plan_checkpoint", "rescale_checkpoint"]
 
-#: Rows per row group of rewritten keyed files (whole key groups, as the writer does).
-ROW_GROUP_ROWS = 8192
 
 Progress = Callable[[int, int], None]
 
@@ -262,29 +260,39 @@ class _OperatorRewriter:
         if mode is OperatorStateMode.UNION:  # every subtask gets all of it: write it once
             first = self.plan.subtasks[0]
             relative = f"op-{self.index}/operator/{state_index}/union.parquet"
-            count = self._write_elements(relative, schema,
-                                         [h for h in first.operator if h.state == state.name])
+            count = sum(self._write_elements(
+                relative, schema, [h for h in first.operator if h.state == state.name]))
             for i in range(len(out)):
                 out[i].append(OperatorStateHandle(state.name, mode, relative, 0, count))
             return out
         for sub in self.plan.subtasks:
             relative = f"op-{self.index}/operator/{state_index}/{sub.index}.parquet"
-            count = self._write_elements(relative, schema,
-                                         [h for h in sub.operator if h.state == state.name])
-            out[sub.index].append(OperatorStateHandle(state.name, mode, relative, 0, count))
+            sources = [h for h in sub.operator if h.state == state.name]
+            counts = self._write_elements(relative, schema, sources)
+            if mode is OperatorStateMode.BROADCAST:
+                # each copy stays a copy of its own (a range of the new file), as planned
+                offset = 0
+                for count in counts:
+                    out[sub.index].append(OperatorStateHandle(state.name, mode, relative,
+                                                              offset, count))
+                    offset += count
+            else:  # split list: the subtask's chunks are one list
+                out[sub.index].append(OperatorStateHandle(state.name, mode, relative, 0,
+                                                          sum(counts)))
         return out
 
     def _write_elements(self, relative: str, schema: pa.Schema,
-                        handles: Sequence[OperatorStateHandle]) -> int:
+                        handles: Sequence[OperatorStateHandle]) -> list[int]:
+        """Write the handles' elements one after another into one file; their counts."""
         writer = _FileWriter(self.checkpoint.fs, self.staging, relative, schema)
-        count = 0
+        counts = []
         for h in handles:
             table = self.checkpoint.rows_table(h.file, schema, h.first_element, h.element_count)
             writer.write_table(table)
-            count += table.num_rows
+            counts.append(table.num_rows)
         self.files.append(writer.close())
         self.stats.written += 1
-        return count
+        return counts
 
 
 _MODES = {"split": OperatorStateMode.SPLIT_DISTRIBUTE, "union": OperatorStateMode.UNION,
@@ -293,19 +301,14 @@ _MODES = {"split": OperatorStateMode.SPLIT_DISTRIBUTE, "union": OperatorStateMod
 
 def _write_by_key_group(writer: _FileWriter, table: pa.Table,
                         groups: np.ndarray[Any, Any]) -> tuple[KeyGroupRows, ...]:
-    """Write rows sorted by key group; row groups hold whole key groups (>= ROW_GROUP_ROWS)."""
+    """Write rows sorted by key group; each key group gets row groups of its own."""
     if table.num_rows == 0:
         return ()
     values, starts, counts = np.unique(groups, return_index=True, return_counts=True)
     rows = tuple(KeyGroupRows(int(g), int(s), int(c))
                  for g, s, c in zip(values, starts, counts, strict=True))
-    begin = 0
     for r in rows:
-        end = r.first_row + r.row_count
-        if end - begin >= ROW_GROUP_ROWS:
-            writer.write_table(table.slice(begin, end - begin))
-            begin = end
-    writer.write_table(table.slice(begin, table.num_rows - begin))
+        writer.write_table(table.slice(r.first_row, r.row_count))
     return rows
 
 

@@ -497,6 +497,7 @@ def check_key_group_read(checkpoint: Checkpoint, root: Path, uid: str, name: str
         groups = parquet.read_row_group(i, columns=["key_group"]).column(0).to_pylist()
         if key_group in groups:
             overlapping.append(i)
+            assert set(groups) == {key_group}  # a key group's row groups hold only it
         if rows and start < rows[0].first_row + rows[0].row_count and (
                 rows[0].first_row < start + n):
             assert key_group in groups  # the metadata points at the right row group
@@ -544,8 +545,10 @@ def test_one_key_group_is_read_from_its_row_groups_only(tmp_path: Path,
     for name in ("v", "l"):
         reads = [check_key_group_read(checkpoint, tmp_path / "chk", "uid", name, kg, backends)
                  for kg in range(32)]
-        # each key group sits in one row group of a file that has many
-        assert all(read <= 1 and total > 3 for read, total in reads), reads
+        # each key group has row groups of its own (checked above) in a file that has many;
+        # ROW_GROUP_ROWS = 3 splits the larger ones
+        assert all(total > 3 for _, total in reads), reads
+        assert any(read > 1 for read, _ in reads), reads
         assert sum(read for read, _ in reads) >= 30
 
 
