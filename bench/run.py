@@ -61,7 +61,9 @@ def format_ratio(ratio: float) -> str:
 
 def table(rows: list[Row]) -> str:
     def line(cells: tuple[str, ...]) -> str:
-        return "".join(c.ljust(w) for c, w in zip(cells, WIDTHS, strict=True)).rstrip()
+        # a cell wider than its column still gets one space before the next
+        return "".join((c + " ").ljust(w) if len(c) >= w else c.ljust(w)
+                       for c, w in zip(cells, WIDTHS, strict=True)).rstrip()
 
     lines = [line(COLUMNS)]
     for r in rows:
