@@ -78,6 +78,10 @@ class Output(ABC):
         """List checkpoints and savepoints (id, kind, time, size, location)."""
 
     @abstractmethod
+    def savepoint(self, savepoint: SnapshotInfo, built: BuildSummary | None) -> None:
+        """Show a savepoint just taken, and the input processed first (``built``) if any."""
+
+    @abstractmethod
     def released(self, checkpoint_ids: Sequence[int]) -> None:
         """Say which checkpoints or savepoints were released."""
 
@@ -154,6 +158,11 @@ class TextOutput(Output):
             table.add_row(str(s.checkpoint_id), s.kind, created.strftime("%Y-%m-%d %H:%M:%S"),
                           format_size(s.bytes), s.location)
         self.console.print(table)
+
+    def savepoint(self, savepoint: SnapshotInfo, built: BuildSummary | None) -> None:
+        if built is not None:
+            self.build(built)
+        self.snapshots([savepoint])
 
     def released(self, checkpoint_ids: Sequence[int]) -> None:
         self.console.print("released: " + (", ".join(map(str, checkpoint_ids)) or "nothing"))
@@ -400,6 +409,11 @@ def _difference_key(d: Difference) -> str:
     return _format_composite_key(d.key, VOID_NAMESPACE if d.namespace is None else d.namespace)
 
 
+def snapshot_json(s: SnapshotInfo) -> dict[str, Any]:
+    return {"id": s.checkpoint_id, "kind": s.kind, "created_ms": s.created_ms,
+            "bytes": s.bytes, "location": s.location}
+
+
 def build_json(summary: BuildSummary) -> dict[str, Any]:
     return {
         "records": summary.records, "total_records": summary.total_records,
@@ -513,9 +527,13 @@ class JsonOutput(Output):
         self._emit(inspect_json(report))
 
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
-        self._emit({"snapshots": [{"id": s.checkpoint_id, "kind": s.kind,
-                                   "created_ms": s.created_ms, "bytes": s.bytes,
-                                   "location": s.location} for s in snapshots]})
+        self._emit({"snapshots": [snapshot_json(s) for s in snapshots]})
+
+    def savepoint(self, savepoint: SnapshotInfo, built: BuildSummary | None) -> None:
+        document: dict[str, Any] = {"snapshots": [snapshot_json(savepoint)]}
+        if built is not None:
+            document["build"] = build_json(built)
+        self._emit(document)
 
     def released(self, checkpoint_ids: Sequence[int]) -> None:
         self._emit({"released": list(checkpoint_ids)})

@@ -14,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from formats.checkpoint_v1 import open_checkpoint
 from formats.inputs import FileSource
 from formats.storage import DirectoryCheckpointStorage
 from statecore.aggregations import AggregatingFunction, parse_aggregation
 from statecore.checkpoint import CheckpointKind
-from statecore.errors import InvalidArgumentError
-from statecore.job import LocalJob
+from statecore.errors import CheckpointError, InvalidArgumentError
+from statecore.job import CONFIGURATION_STATE, LocalJob
 from statecore.ttl import TtlConfig
 
-__all__ = ["BuildSummary", "build_state"]
+__all__ = ["BuildSummary", "build_state", "continue_build", "stored_build_settings"]
 
 
 @dataclass(frozen=True)
@@ -96,3 +97,47 @@ def build_state(
         final_location=storage.location(final, CheckpointKind.CHECKPOINT),
         states=tuple(a.state_name for a in parsed), parallelism=job.parallelism,
         max_parallelism=job.max_parallelism)
+
+
+def stored_build_settings(checkpoint_dir: str) -> dict[str, str]:
+    """The settings a build stored in its latest checkpoint (its ``job-configuration``).
+
+    ``key``, ``key_type``, ``aggregations`` (space-separated), ``ttl`` (empty: none), plus the
+    operator's ``uid``, ``parallelism`` and ``max_parallelism``.
+    """
+    completed = [c for c in DirectoryCheckpointStorage(checkpoint_dir).completed()
+                 if c.kind is CheckpointKind.CHECKPOINT]
+    if not completed:
+        raise CheckpointError(f"{checkpoint_dir} has no completed checkpoint to continue from")
+    checkpoint = open_checkpoint(completed[-1].location)
+    operators = checkpoint.metadata.operators
+    stored = [entry for entry in checkpoint.operator_entries(operators[0].uid, 0)
+              if entry.name == CONFIGURATION_STATE] if len(operators) == 1 else []
+    if not stored:
+        raise CheckpointError(f"{completed[-1].location} was not written by statectl build: "
+                              "it has no job configuration to continue with")
+    settings = {str(k): str(v) for k, v in stored[0].entries}
+    missing = {"key", "key_type", "aggregations", "ttl"} - settings.keys()
+    if missing:
+        raise CheckpointError(f"{completed[-1].location}: the job configuration lacks "
+                              f"{', '.join(sorted(missing))}")
+    op = operators[0]
+    return {**settings, "uid": op.uid, "parallelism": str(op.parallelism),
+            "max_parallelism": str(op.max_parallelism)}
+
+
+def continue_build(inputs: Sequence[str], checkpoint_dir: str,
+                   progress: Callable[[int, int], None] | None = None) -> BuildSummary:
+    """Resume the build of ``checkpoint_dir`` with its stored settings over ``inputs``.
+
+    What ``statectl snapshot take --input`` runs before its savepoint: the same as ``build
+    --resume`` with the settings the build was started with, read from its latest checkpoint.
+    """
+    settings = stored_build_settings(checkpoint_dir)
+    return build_state(
+        inputs, key=settings["key"], aggregations=settings["aggregations"].split(" "),
+        checkpoint_dir=checkpoint_dir, key_type=settings["key_type"],
+        parallelism=int(settings["parallelism"]),
+        max_parallelism=int(settings["max_parallelism"]), uid=settings["uid"],
+        ttl=int(settings["ttl"]) if settings["ttl"] else None, resume="latest",
+        progress=progress)

@@ -245,8 +245,10 @@ class LocalJob:
                      if j % self.parallelism == index}
         for split, position in operator.get_list_state(_POSITIONS).get():
             if split not in positions:
-                raise CheckpointError(f"the checkpoint has a position for split {split!r}, "
-                                      "which this source does not have for this subtask")
+                raise CheckpointError(
+                    f"the checkpoint has a position for input {split!r}, which this run does "
+                    "not read (or not in the same order): resume with the inputs the "
+                    "checkpoint was built from, in the same order, plus any new ones after them")
             positions[split] = position
         return _Subtask(context, function, positions)
 

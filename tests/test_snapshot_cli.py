@@ -75,3 +75,48 @@ def test_snapshot_errors(tmp_path: Path) -> None:
     assert code == 3 and "no completed checkpoint 9" in err
     code, _, _ = run("snapshot", "list", str(tmp_path / "missing"))
     assert code == 2
+
+
+def _day(path: Path, users: list[str], amounts: list[int]) -> Path:
+    pq.write_table(pa.table({"user": users, "amount": amounts}), path)
+    return path
+
+
+def test_take_processes_more_input_first_then_savepoints(tmp_path: Path) -> None:
+    """`snapshot take --input` = `build --resume` with the stored settings, then a savepoint:
+    its state equals one uninterrupted build over all the inputs."""
+    day1 = _day(tmp_path / "day1.parquet", ["a", "b", "a"], [1, 2, 3])
+    day2 = _day(tmp_path / "day2.parquet", ["c", "a"], [10, 20])
+    settings = ["--key", "user", "--agg", "count", "--agg", "sum:amount", "--agg",
+                "list:amount", "--parallelism", "2", "--max-parallelism", "64", "--uid", "u"]
+    state, reference = tmp_path / "state", tmp_path / "reference"
+    assert run("build", str(day1), "--checkpoint-dir", str(state), *settings)[0] == 0
+    code, out, err = run("--output", "json", "snapshot", "take", str(state),
+                         "--input", str(day1), "--input", str(day2))
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["build"]["records"] == 2 and document["build"]["restored_from"] == 1
+    (savepoint,) = document["snapshots"]
+    assert savepoint["kind"] == "savepoint"
+    assert savepoint["id"] == document["build"]["final_checkpoint"] + 1
+    assert run("build", str(day1), str(day2), "--checkpoint-dir", str(reference),
+               *settings)[0] == 0
+    code, out, err = run("diff", savepoint["location"], str(reference / "chk-0000001"))
+    assert code == 0, out + err
+    taken = open_checkpoint(savepoint["location"]).metadata.operators[0]
+    assert (taken.uid, taken.parallelism, taken.max_parallelism) == ("u", 2, 64)
+    code, out, _ = run("snapshot", "take", str(state), "--input", str(day1), "--input",
+                       str(day2))
+    assert code == 0 and "processed 0 of 5 records" in out and "savepoint" in out
+    code, _, err = run("snapshot", "take", str(state), "--input", str(day2))
+    assert code == 3 and "resume with the inputs the checkpoint was built from" in err
+
+
+def test_take_input_needs_a_build_to_continue(tmp_path: Path) -> None:
+    day = _day(tmp_path / "day.parquet", ["a"], [1])
+    (tmp_path / "empty").mkdir()
+    code, _, err = run("snapshot", "take", str(tmp_path / "empty"), "--input", str(day))
+    assert code == 3 and "no completed checkpoint to continue from" in err
+    code, _, err = run("snapshot", "take", str(tmp_path / "empty"), "--input", str(day),
+                       "--from", "1")
+    assert code == 2 and "--from and --input exclude each other" in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
+from formats.build import continue_build
 from formats.storage import DirectoryCheckpointStorage
 
 __all__ = ["snapshot_command"]
@@ -25,10 +26,24 @@ def snapshot_command() -> None:
 @_DIR
 @click.option("--from", "from_checkpoint", type=int,
               help="The checkpoint to take it from (default: the latest).")
+@click.option("--input", "inputs", multiple=True, type=click.Path(dir_okay=False),
+              help="Process more input first (repeatable): the build resumes from its latest "
+                   "checkpoint with the settings it was started with, then the savepoint is "
+                   "taken of its final state.")
 @click.pass_obj
-def take_command(output: Output, directory: str, from_checkpoint: int | None) -> None:
+def take_command(output: Output, directory: str, from_checkpoint: int | None,
+                 inputs: tuple[str, ...]) -> None:
     """Take a savepoint: the state of a completed checkpoint, kept until released by hand."""
-    output.snapshots([DirectoryCheckpointStorage(directory).take_savepoint(from_checkpoint)])
+    if inputs and from_checkpoint is not None:
+        raise click.UsageError("--from and --input exclude each other: --input continues "
+                               "from the latest checkpoint")
+    built = None
+    if inputs:
+        with output.progress("processing") as progress:
+            built = continue_build(inputs, directory, progress)
+        from_checkpoint = built.final_checkpoint
+    output.savepoint(DirectoryCheckpointStorage(directory).take_savepoint(from_checkpoint),
+                     built)
 
 
 @snapshot_command.command("list")
