@@ -138,7 +138,11 @@ class _FileWriter:
         self.path = f"{root}/{relative}"
         fs.create_dir(self.path.rsplit("/", 1)[0], recursive=True)
         self._stream = fs.open_output_stream(self.path)
-        self._writer = pq.ParquetWriter(self._stream, schema)
+        # Statistics only where they help: min/max of values (a 4 KiB value's twice per row
+        # group) would make the footer that every reader reads first grow with the data.
+        self._writer = pq.ParquetWriter(
+            self._stream, schema,
+            write_statistics=["key_group"] if "key_group" in schema.names else False)
         self.rows = 0
 
     def write(self, columns: dict[str, list[Any]]) -> None:

@@ -1,0 +1,110 @@
+"""What the inspect views read, counted through ``formats.io_stats.CountingHandler``.
+
+The acceptance of ``inspect --key``: only the needed key group is read (one file of the
+owning subtask per state, and of it only the footer and that key group's row groups); the
+summary reads ``_metadata.json`` alone; ``--key-groups`` only the footers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from formats.checkpoint_v1 import open_checkpoint, write_checkpoint
+from formats.inspect import inspect_checkpoint
+from formats.io_stats import CountingHandler
+from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
+from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
+from statecore.keyed_backend import HeapKeyedStateBackend
+from statecore.keyed_state import list_state, value_state
+
+MAX_P, P = 32, 2
+VALUE = 2048  # bytes per value: data pages dominate, footers are small
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    location = str(tmp_path_factory.mktemp("io") / "chk")
+    ranges = [compute_key_group_range_for_operator_index(MAX_P, P, i) for i in range(P)]
+    backends = [HeapKeyedStateBackend("string", max_parallelism=MAX_P, key_group_range=r)
+                for r in ranges]
+    for i in range(2000):
+        key = f"key-{i}"
+        group = assign_to_key_group(key, MAX_P, "string")
+        backend = next(b for b, r in zip(backends, ranges, strict=True) if group in r)
+        backend.set_current_key(key)
+        backend.get_value_state(value_state("blob", "bytes")).update(os.urandom(VALUE))
+        backend.get_list_state(list_state("seen", "int64")).add(i)
+    write_checkpoint(location, 1, [OperatorSnapshot(
+        "op", "op", P, MAX_P, [SubtaskSnapshot(i, keyed=b.snapshot())
+                               for i, b in enumerate(backends)])])
+    return location
+
+
+def counted(location: str, **views: object) -> tuple[dict[str, int], object]:
+    handler = CountingHandler()
+    checkpoint = open_checkpoint(location, filesystem=pafs.PyFileSystem(handler))
+    report = inspect_checkpoint(checkpoint, location, **views)  # type: ignore[arg-type]
+    return {os.path.relpath(p, location): n for p, n in handler.counts.items()}, report
+
+
+def sizes(location: str) -> dict[str, int]:
+    return {str(p.relative_to(location)): p.stat().st_size
+            for p in Path(location).rglob("*") if p.is_file()}
+
+
+def test_the_summary_reads_only_the_metadata(checkpoint_dir: str) -> None:
+    read, _ = counted(checkpoint_dir)
+    assert list(read) == ["_metadata.json"]
+    assert read["_metadata.json"] == sizes(checkpoint_dir)["_metadata.json"]
+
+
+def test_key_groups_read_only_metadata_and_footers(checkpoint_dir: str) -> None:
+    read, _ = counted(checkpoint_dir, key_groups=True)
+    files = sizes(checkpoint_dir)
+    data = sum(n for f, n in files.items() if f.endswith(".parquet"))
+    assert set(read) == set(files)  # every keyed file's footer, nothing else
+    assert sum(n for f, n in read.items() if f.endswith(".parquet")) < data / 8
+    for f, n in read.items():
+        if f.endswith(".parquet"):
+            footer = pq.ParquetFile(Path(checkpoint_dir) / f).metadata.serialized_size
+            assert n <= max(footer + 8, 64 * 1024) + 8, f  # the tail pyarrow reads at most
+
+
+@pytest.mark.parametrize("index", [0, 7, 1500])
+def test_key_reads_only_its_key_group(checkpoint_dir: str, index: int) -> None:
+    key = f"key-{index}"
+    group = assign_to_key_group(key, MAX_P, "string")
+    owner = 0 if group < MAX_P // P else 1
+    read, report = counted(checkpoint_dir, key=key)
+    lookup = report.lookup  # type: ignore[attr-defined]
+    assert lookup.locations == (("op", key, group, owner),)
+    found = {s.state: s.entries for s in lookup.states}
+    assert len(found["blob"]) == 1 and len(found["blob"][0].value) == VALUE
+    assert [e.value for e in found["seen"]] == [[index]]
+    data_files = sorted(f for f in read if f.endswith(".parquet"))
+    assert all(f.endswith(f"/{owner}.parquet") for f in data_files)  # the owner's files only
+    assert len(data_files) == 2  # one per state
+    checkpoint = open_checkpoint(checkpoint_dir)
+    (op,) = checkpoint.metadata.operators
+    for f in data_files:
+        handle = next(h for st in op.subtasks for h in st.keyed if h.file == f)
+        rows = next(r for r in handle.rows if r.key_group == group)
+        parquet = pq.ParquetFile(Path(checkpoint_dir) / f)
+        # the bytes of the row groups holding this key group's rows, plus the footer
+        start, own = 0, 0
+        for i in range(parquet.num_row_groups):
+            meta = parquet.metadata.row_group(i)
+            end = rows.first_row + rows.row_count
+            if start < end and rows.first_row < start + meta.num_rows:
+                own += sum(meta.column(c).total_compressed_size
+                           for c in range(meta.num_columns))
+            start += meta.num_rows
+        limit = own + max(parquet.metadata.serialized_size + 8, 64 * 1024) + 8
+        assert read[f] <= limit, (f, read[f], limit, sizes(checkpoint_dir)[f])
+        if f.endswith(".parquet") and "/0/" in f:  # the blob state: 2 KiB values
+            assert read[f] < sizes(checkpoint_dir)[f] / 8  # 1 of 16 key groups, roughly
