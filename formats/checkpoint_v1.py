@@ -93,9 +93,11 @@ __all__ = [
 ]
 
 METADATA_FILE = "_metadata.json"
-#: Most rows in one row group. Every key group starts a new row group (a large one is split
-#: into several), so one key group is read from its own row groups, never the whole file.
+#: Most rows, and Arrow bytes, in one row group. Key groups share row groups up to these
+#: limits and are never split across a shared one; a larger key group gets row groups of its
+#: own. One key group is read from its row groups, never the whole file.
 ROW_GROUP_ROWS = 8192
+ROW_GROUP_BYTES = 128 << 10
 #: ``_metadata.json`` larger than this is refused before parsing (it is untrusted input).
 MAX_METADATA_BYTES = 64 << 20
 _MODE_KIND = {OperatorStateMode.SPLIT_DISTRIBUTE: "split", OperatorStateMode.UNION: "union",
@@ -144,6 +146,8 @@ class _FileWriter:
             self._stream, schema,
             write_statistics=["key_group"] if "key_group" in schema.names else False)
         self.rows = 0
+        self._pending: list[pa.Table] = []
+        self._pending_bytes = self._pending_rows = 0
 
     def write(self, columns: dict[str, list[Any]]) -> None:
         n = len(next(iter(columns.values())))
@@ -157,13 +161,34 @@ class _FileWriter:
         self.write_table(table)
 
     def write_table(self, table: pa.Table) -> None:
-        """Append ``table`` (this file's schema) as row groups of at most ROW_GROUP_ROWS."""
-        if table.num_rows:
-            self._writer.write_table(table.cast(self.schema),
-                                     row_group_size=min(table.num_rows, ROW_GROUP_ROWS))
-            self.rows += table.num_rows
+        """Append ``table`` (this file's schema): the rows of whole key groups (or elements).
+
+        Small key groups share a row group up to ROW_GROUP_BYTES (Arrow bytes) or
+        ROW_GROUP_ROWS; a key group that would not fit starts a new row group, and one larger
+        than the limits gets row groups of its own. So a key group is never split across a
+        row group it shares, and reading it reads at most ROW_GROUP_BYTES of its neighbours.
+        """
+        if not table.num_rows:
+            return
+        table = table.cast(self.schema)
+        if self._pending and (self._pending_bytes + table.nbytes > ROW_GROUP_BYTES
+                              or self._pending_rows + table.num_rows > ROW_GROUP_ROWS):
+            self._flush()
+        self._pending.append(table)
+        self._pending_bytes += table.nbytes
+        self._pending_rows += table.num_rows
+        self.rows += table.num_rows
+        if self._pending_bytes >= ROW_GROUP_BYTES or self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = pa.concat_tables(self._pending)
+            self._writer.write_table(table, row_group_size=min(table.num_rows, ROW_GROUP_ROWS))
+            self._pending, self._pending_bytes, self._pending_rows = [], 0, 0
 
     def close(self) -> FileInfo:
+        self._flush()
         self._writer.close()
         self._stream.close()
         _fsync(self.fs, self.path)
@@ -360,9 +385,7 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
             raise CheckpointError(f"state {meta.name!r}, key group {block.key_group}: "
                                   f"{exc}") from exc
         rows.append(KeyGroupRows(block.key_group, first, len(block.entries)))
-        # Each key group gets row groups of its own: reading one key group (inspect --key,
-        # a restore of a range) reads nothing of its neighbours.
-        writer.write(pending)
+        writer.write(pending)  # one key group's rows (see _FileWriter.write_table)
         for column in pending.values():
             column.clear()
     handles = []

@@ -301,7 +301,7 @@ _MODES = {"split": OperatorStateMode.SPLIT_DISTRIBUTE, "union": OperatorStateMod
 
 def _write_by_key_group(writer: _FileWriter, table: pa.Table,
                         groups: np.ndarray[Any, Any]) -> tuple[KeyGroupRows, ...]:
-    """Write rows sorted by key group; each key group gets row groups of its own."""
+    """Write rows sorted by key group, key group by key group (row groups: see write_table)."""
     if table.num_rows == 0:
         return ()
     values, starts, counts = np.unique(groups, return_index=True, return_counts=True)
