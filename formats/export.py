@@ -18,8 +18,9 @@ Parquet keeps the Arrow types of the checkpoint's columns (a ``null`` column whe
 no key, namespace or TTL). JSON Lines and CSV have no such types: bytes are base64, tuples JSON
 objects ``{"f0": ..., "f1": ...}`` (as the Parquet struct), maps JSON objects (an array of
 ``{"key", "value"}`` objects when the keys are not strings),
-non-finite floats the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``; CSV holds nested
-values (lists, maps, tuples) as JSON text.
+non-finite floats the literals ``NaN``, ``Infinity`` and ``-Infinity`` (outside strict JSON, but
+what Python's json, pyarrow and pandas read back as floats, so a column keeps one type); CSV
+holds nested values (lists, maps, tuples) as JSON text.
 
 Rows are what a job restoring the checkpoint sees, as ``statectl diff`` compares them: keyed
 entries per subtask, split list elements per subtask, union list state once per distinct range
@@ -139,20 +140,30 @@ def _tables(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
                                o.first_element, o.element_count)
 
 
-def jsonable(value: Any) -> Any:
-    """A decoded value as JSON can hold it (see the module doc for the rules)."""
+def jsonable(value: Any, *, strict: bool = True) -> Any:
+    """A decoded value as JSON can hold it (see the module doc for the rules).
+
+    ``strict``: non-finite floats become the strings ``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"`` (standard JSON, for documents); otherwise they stay floats, which
+    ``json.dumps`` writes as the ``NaN``/``Infinity`` literals that Python's json, pyarrow and
+    pandas read back as floats (what export's JSON Lines and CSV use, so a float column keeps
+    one type).
+    """
     if isinstance(value, float) and not math.isfinite(value):
+        if not strict:
+            return value
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, tuple):
-        return {f"f{i}": jsonable(v) for i, v in enumerate(value)}
+        return {f"f{i}": jsonable(v, strict=strict) for i, v in enumerate(value)}
     if isinstance(value, list):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, strict=strict) for v in value]
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
-            return {k: jsonable(v) for k, v in value.items()}
-        return [{"key": jsonable(k), "value": jsonable(v)} for k, v in value.items()]
+            return {k: jsonable(v, strict=strict) for k, v in value.items()}
+        return [{"key": jsonable(k, strict=strict), "value": jsonable(v, strict=strict)}
+                for k, v in value.items()]
     return value
 
 
@@ -185,7 +196,7 @@ class _Writer:
         for row in rows:
             for name, decode in self.decoders.items():
                 if row.get(name) is not None:
-                    row[name] = jsonable(decode(row[name]))
+                    row[name] = jsonable(decode(row[name]), strict=False)
         return rows
 
     def write(self, table: pa.Table) -> None:
@@ -194,8 +205,7 @@ class _Writer:
             self.parquet.write_table(table)
         elif self.fmt == "jsonl":
             for row in self._plain(table):
-                self.stream.write(json.dumps(row, ensure_ascii=False,
-                                             allow_nan=False).encode() + b"\n")
+                self.stream.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
         else:
             self._write_csv(table)
 
@@ -207,7 +217,7 @@ class _Writer:
             rows = self._plain(table.select(textual))
             for name in textual:
                 text = [None if r[name] is None else r[name] if isinstance(r[name], str)
-                        else json.dumps(r[name], ensure_ascii=False, allow_nan=False)
+                        else json.dumps(r[name], ensure_ascii=False)
                         for r in rows]
                 flat = flat.set_column(flat.schema.get_field_index(name), name,
                                        pa.array(text, pa.string()))
