@@ -27,7 +27,7 @@ from test_diff_pairs import keyed_checkpoint, operator_checkpoint
 
 from formats.arrow_types import from_arrow, is_scalar
 from formats.checkpoint_v1 import Checkpoint, open_checkpoint
-from formats.diff import canonical
+from formats.diff import _plain, canonical  # _plain undoes canonical
 from formats.export import export_checkpoint, jsonable
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.v1_columns import operator_schema, split_ttl, ttl_spec, value_spec
@@ -157,18 +157,6 @@ def compare(checkpoint: Checkpoint, out: Path, fmt: str) -> None:
         else:
             assert len(rows) == (sum(want.values()) if isinstance(want, Counter)
                                  else len(want)), name
-
-
-def _plain(value: Any) -> Any:
-    """Undo `canonical` (tuples tagged with their type) into plain Python values."""
-    if isinstance(value, tuple) and len(value) == 2 and value[0] in ("list", "tuple"):
-        items = [_plain(v) for v in value[1]]
-        return items if value[0] == "list" else tuple(items)
-    if isinstance(value, tuple) and len(value) == 2 and value[0] == "dict":
-        return {_plain(k): _plain(v) for k, v in value[1]}
-    if value == ("nan",):
-        return math.nan
-    return value
 
 
 def _number_free(value: Any) -> Any:

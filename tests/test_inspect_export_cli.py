@@ -7,48 +7,23 @@ metadata, from `keyed_entries` (every stored entry) and from Flink's key-group a
 
 from __future__ import annotations
 
-import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
-from oracle import REPO_ROOT
+from cli_support import EMPTY, KEYED, OPERATOR, run, run_json, unchanged
 
-from cli.main import statectl
 from formats.checkpoint_v1 import open_checkpoint
 from statecore.key_groups import assign_to_key_group
 from statecore.ttl import TtlValue
 
-SAMPLES = REPO_ROOT / "sample_checkpoints" / "v1"
-KEYED = str(SAMPLES / "keyed-all-kinds-p2")
-OPERATOR = str(SAMPLES / "operator-split-union-broadcast-p3")
-EMPTY = str(SAMPLES / "empty")
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(statectl, list(args))
-    return result.exit_code, result.stdout, result.stderr
-
-
-def run_json(*args: str, code: int = 0) -> Any:
-    exit_code, out, err = run("--output", "json", *args)
-    assert exit_code == code, err
-    return json.loads(out)  # exactly one document: json.loads refuses trailing data
-
-
-def digest(root: str) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(root).rglob("*")) if p.is_file()}
-
 
 @pytest.fixture(autouse=True)
-def _samples_unchanged() -> Any:
-    before = {s: digest(s) for s in (KEYED, OPERATOR, EMPTY)}
-    yield
-    assert {s: digest(s) for s in (KEYED, OPERATOR, EMPTY)} == before
+def _samples_unchanged() -> Iterator[None]:
+    yield from unchanged(KEYED, OPERATOR, EMPTY)
 
 
 def stored(location: str, state: str) -> list[tuple[int, Any, Any, Any]]:

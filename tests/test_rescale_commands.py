@@ -2,44 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_support import KEYED, OPERATOR, run, run_json, unchanged
 
-from cli.main import statectl
 from statecore.key_groups import compute_key_group_range_for_operator_index
-
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "v1"
-KEYED = str(SAMPLES / "keyed-all-kinds-p2")
-OPERATOR = str(SAMPLES / "operator-split-union-broadcast-p3")
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(statectl, list(args))
-    return result.exit_code, result.stdout, result.stderr
-
-
-def run_json(*args: str, code: int = 0) -> Any:
-    exit_code, out, err = run("--output", "json", *args)
-    assert exit_code == code, err
-    return json.loads(out)  # exactly one document: json.loads refuses trailing data
-
-
-def digest(root: str) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(root).rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(autouse=True)
-def _samples_unchanged() -> Any:
-    before = {KEYED: digest(KEYED), OPERATOR: digest(OPERATOR)}
-    yield
-    assert {KEYED: digest(KEYED), OPERATOR: digest(OPERATOR)} == before
+def _samples_unchanged() -> Iterator[None]:
+    yield from unchanged(KEYED, OPERATOR)
 
 
 def test_plan_in_json(tmp_path: Path) -> None:
