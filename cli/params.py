@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
-__all__ = ["TIMESTAMP", "Timestamp"]
+from formats.engines import ENGINES
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["TIMESTAMP", "Timestamp", "engine_options"]
 
 
 class Timestamp(click.ParamType[int]):
@@ -41,3 +46,22 @@ class Timestamp(click.ParamType[int]):
 
 
 TIMESTAMP = Timestamp()
+
+
+def engine_options(command: F) -> F:
+    """``--engine``, ``--spark-master`` and ``--spark-conf`` (see :mod:`formats.engines`)."""
+    for option in reversed([
+        click.option("--engine", type=click.Choice(ENGINES), default="local",
+                     show_default=True,
+                     help="Where the data work runs: this process, or Spark (pip install "
+                          "'statectl[spark]'; an embedded local[*] Spark unless told "
+                          "otherwise)."),
+        click.option("--spark-master", metavar="URL",
+                     help="Spark master, e.g. spark://host:7077 or local[4] (default: the "
+                          "active session under spark-submit, $STATECTL_SPARK_MASTER, or "
+                          "local[*])."),
+        click.option("--spark-conf", multiple=True, metavar="KEY=VALUE",
+                     help="A Spark setting (repeatable), e.g. spark.executor.memory=4g."),
+    ]):
+        command = option(command)
+    return command

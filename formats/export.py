@@ -36,7 +36,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -53,7 +53,8 @@ from formats.v1_columns import operator_schema, ttl_spec, value_spec
 from statecore.checkpoint import OperatorMetadata, StateMetadata, operator_state_segments
 from statecore.errors import CheckpointError, InvalidArgumentError
 
-__all__ = ["FORMATS", "ExportResult", "ExportedTable", "export_checkpoint", "jsonable"]
+__all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWriter",
+           "export_checkpoint", "jsonable", "write_state_locally"]
 
 #: Output formats and their file extensions.
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
@@ -249,10 +250,57 @@ def _file_name(taken: set[str], uid: str, state: str, ext: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class StateExport:
+    """One state to export: where its table goes and the stored pieces to read."""
+
+    op: OperatorMetadata
+    state: StateMetadata
+    fmt: str
+    fs: pafs.FileSystem
+    staging: str
+    path: str  # relative to the export directory
+    pieces: tuple[tuple[int, Callable[[], pa.Table]], ...]  # (subtask, read)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return _schema(self.op, self.state)
+
+    def write(self, path: str, pieces: Sequence[tuple[int, Callable[[], pa.Table]]],
+              done: Callable[[], None] = lambda: None) -> int:
+        """Write ``pieces`` as one file at ``path`` (relative); the rows written."""
+        self.fs.create_dir(f"{self.staging}/{path.rsplit('/', 1)[0]}", recursive=True)
+        writer = _Writer(self.fs, f"{self.staging}/{path}", self.fmt, self.schema,
+                         _decoders(self.op, self.state))
+        try:
+            if not pieces:
+                writer.write(self.schema.empty_table())
+            for subtask, read in pieces:
+                writer.write(_flat(self.schema, self.op, self.state, subtask, read()))
+                done()
+        finally:
+            writer.close()
+        return writer.rows
+
+
+#: Writes one state's table; returns its path (relative) and rows. Local: one file.
+StateWriter = Callable[[StateExport, Callable[[], None]], tuple[str, int]]
+
+
+def write_state_locally(task: StateExport, done: Callable[[], None]) -> tuple[str, int]:
+    """The local engine: the state's pieces, one after the other, into one file."""
+    return task.path, task.write(task.path, task.pieces, done)
+
+
 def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
                       states: Collection[str] | None = None,
-                      progress: Progress | None = None) -> ExportResult:
-    """Write every state (or those named in ``states``) of ``checkpoint`` under ``out``."""
+                      progress: Progress | None = None,
+                      state_writer: StateWriter | None = None) -> ExportResult:
+    """Write every state (or those named in ``states``) of ``checkpoint`` under ``out``.
+
+    ``state_writer`` writes one state (default :func:`write_state_locally`; the Spark engine
+    writes a directory of parts instead).
+    """
     if fmt not in FORMATS:
         raise InvalidArgumentError(f"unknown export format {fmt!r} (one of "
                                    f"{', '.join(FORMATS)})")
@@ -262,30 +310,26 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     if fs.get_file_info(final).type != pafs.FileType.NotFound:
         raise CheckpointError(f"{out} already exists; export writes a new directory: "
                               "choose another --out")
-    work = [(op, state, list(_tables(checkpoint, op, state)))
+    work = [(op, state, tuple(_tables(checkpoint, op, state)))
             for op in checkpoint.metadata.operators for state in op.states
             if states is None or state.name in states]
     total, done = sum(len(pieces) for _, _, pieces in work), 0
+
+    def step() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
     taken: set[str] = set()
     exported = []
+    write = state_writer or write_state_locally
     with _staged(fs, final, out, "exporting to") as staging:
         for op, state, pieces in work:
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
-            fs.create_dir(f"{staging}/{name.rsplit('/', 1)[0]}", recursive=True)
-            schema = _schema(op, state)
-            writer = _Writer(fs, f"{staging}/{name}", fmt, schema, _decoders(op, state))
-            try:
-                if not pieces:
-                    writer.write(schema.empty_table())
-                for subtask, read in pieces:
-                    writer.write(_flat(schema, op, state, subtask, read()))
-                    done += 1
-                    if progress is not None:
-                        progress(done, total)
-            finally:
-                writer.close()
-            exported.append(ExportedTable(op.uid, state.name, state.scope, state.kind, name,
-                                          writer.rows))
+            path, rows = write(StateExport(op, state, fmt, fs, staging, name, pieces), step)
+            exported.append(ExportedTable(op.uid, state.name, state.scope, state.kind, path,
+                                          rows))
         manifest = {"checkpoint_id": checkpoint.metadata.checkpoint_id, "format": fmt,
                     "tables": [{"operator": t.operator, "state": t.state, "scope": t.scope,
                                 "kind": t.kind, "path": t.path, "rows": t.rows}

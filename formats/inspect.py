@@ -145,19 +145,21 @@ class InspectReport:
 def inspect_checkpoint(checkpoint: Checkpoint, location: str, *, key_groups: bool = False,
                        measure: str = "bytes", top: int | None = None, now: int | None = None,
                        states: Collection[str] | None = None, key: str | None = None,
-                       namespace: str | None = None, limit: int | None = None
+                       namespace: str | None = None, limit: int | None = None,
+                       footers: dict[str, list[tuple[int, int, int]]] | None = None
                        ) -> InspectReport:
     """The summary of ``checkpoint`` and the views asked for.
 
     ``key_groups``: the histogram (metadata and footers only); ``top``: the largest entries
     per state; ``now`` (epoch ms): the TTL-expired share; ``key`` (and ``namespace``): that
     key's entries, reading only its key group; ``limit``: a sample of that many entries per
-    state. ``states`` restricts the views that read state to those states.
+    state. ``states`` restricts the views that read state to those states. ``footers``: the
+    keyed files' row groups when read elsewhere (by Spark tasks).
     """
     check_states(checkpoint, states)
     return InspectReport(
         summarize(checkpoint, location),
-        key_group_histograms(checkpoint) if key_groups else None, measure,
+        key_group_histograms(checkpoint, footers) if key_groups else None, measure,
         None if top is None else largest_entries(checkpoint, top, states),
         now, None if now is None else expired_shares(checkpoint, now, states),
         None if key is None else lookup(checkpoint, key, states, namespace),

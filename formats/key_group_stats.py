@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from formats.checkpoint_v1 import Checkpoint
 from statecore.checkpoint import KeyGroupRows, OperatorMetadata
 
-__all__ = ["KeyGroupHistogram", "KeyGroupStat", "SubtaskShare", "key_group_histograms"]
+__all__ = ["KeyGroupHistogram", "KeyGroupStat", "SubtaskShare", "footer_row_groups",
+           "key_group_histograms", "keyed_files"]
 
 
 @dataclass(frozen=True)
@@ -92,18 +93,28 @@ def _row_groups(checkpoint: Checkpoint, relative: str) -> list[tuple[int, int, i
     return out
 
 
-def _histogram(checkpoint: Checkpoint, op: OperatorMetadata) -> KeyGroupHistogram:
+def keyed_files(checkpoint: Checkpoint) -> list[str]:
+    """The data files keyed handles reference (whose footers a histogram reads)."""
+    return sorted({h.file for op in checkpoint.metadata.operators for st in op.subtasks
+                   for h in st.keyed})
+
+
+def footer_row_groups(checkpoint: Checkpoint, files: Sequence[str]
+                      ) -> dict[str, list[tuple[int, int, int]]]:
+    """``(first row, rows, bytes)`` of the row groups of each of ``files`` (footers only)."""
+    return {f: _row_groups(checkpoint, f) for f in files}
+
+
+def _histogram(checkpoint: Checkpoint, op: OperatorMetadata,
+               footers: dict[str, list[tuple[int, int, int]]]) -> KeyGroupHistogram:
     entries = [0] * op.max_parallelism
     size = [0] * op.max_parallelism
     owner = [0] * op.max_parallelism
-    footers: dict[str, list[tuple[int, int, int]]] = {}
     for st in op.subtasks:
         if st.key_group_range is not None:
             for kg in range(st.key_group_range.start, st.key_group_range.end + 1):
                 owner[kg] = st.index
         for handle in st.keyed:
-            if handle.file not in footers:
-                footers[handle.file] = _row_groups(checkpoint, handle.file)
             for rows in handle.rows:
                 entries[rows.key_group] += rows.row_count
                 size[rows.key_group] += _apportion(footers[handle.file], rows)
@@ -123,7 +134,15 @@ def _histogram(checkpoint: Checkpoint, op: OperatorMetadata) -> KeyGroupHistogra
     return KeyGroupHistogram(op.uid, op.name, op.max_parallelism, stats, tuple(shares))
 
 
-def key_group_histograms(checkpoint: Checkpoint) -> tuple[KeyGroupHistogram, ...]:
-    """The histogram of every operator with keyed state (see the module doc)."""
-    return tuple(_histogram(checkpoint, op) for op in checkpoint.metadata.operators
+def key_group_histograms(checkpoint: Checkpoint,
+                         footers: dict[str, list[tuple[int, int, int]]] | None = None
+                         ) -> tuple[KeyGroupHistogram, ...]:
+    """The histogram of every operator with keyed state (see the module doc).
+
+    ``footers`` (:func:`footer_row_groups` of :func:`keyed_files`) may be read elsewhere, e.g.
+    by Spark tasks; by default they are read here.
+    """
+    if footers is None:
+        footers = footer_row_groups(checkpoint, keyed_files(checkpoint))
+    return tuple(_histogram(checkpoint, op, footers) for op in checkpoint.metadata.operators
                  if op.key_type is not None)

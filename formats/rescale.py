@@ -23,7 +23,6 @@ output is published atomically like any checkpoint.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +57,9 @@ from statecore.operator_backend import OperatorStateMode
 from statecore.rescale_plan import OperatorPlan, RescalePlan, plan_rescale
 from statecore.ttl import LONG_MAX
 
-__all__ = ["RescaleResult", "check_target", "plan_checkpoint", "rescale_checkpoint"]
+__all__ = ["KeyedJob", "KeyedOutput", "KeyedWriter", "RehashCounter", "RehashTask",
+           "RescaleResult", "check_target", "count_new_key_groups", "plan_checkpoint",
+           "prepare_rows", "rescale_checkpoint", "write_keyed_locally", "write_sorted"]
 
 
 Progress = Callable[[int, int], None]
@@ -85,24 +86,50 @@ def check_target(location: str) -> None:
         raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
 
 
+#: One handle whose keys a max-parallelism change re-hashes: (operator, subtask, handle).
+RehashTask = tuple[OperatorMetadata, int, KeyedStateHandle]
+#: Counts the new key groups of each task's keys: one ``bincount`` (length M) per task.
+RehashCounter = Callable[[Checkpoint, Sequence[RehashTask], int], list[np.ndarray[Any, Any]]]
+
+
+def count_new_key_groups(checkpoint: Checkpoint, tasks: Sequence[RehashTask],
+                         max_parallelism: int) -> list[np.ndarray[Any, Any]]:
+    """The local engine's :data:`RehashCounter`: each handle's keys read and hashed here."""
+    out = []
+    for op, _, handle in tasks:
+        assert op.key_type is not None
+        groups = _new_key_groups(checkpoint.keyed_table(op.uid, handle, ["key"]), op.key_type,
+                                 max_parallelism)
+        out.append(np.bincount(groups, minlength=max_parallelism))
+    return out
+
+
 def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
-                    max_parallelism: int | None = None) -> RescalePlan:
-    """The plan for ``checkpoint``; a max-parallelism change reads the keys to count entries."""
+                    max_parallelism: int | None = None,
+                    counter: RehashCounter | None = None) -> RescalePlan:
+    """The plan for ``checkpoint``; a max-parallelism change reads the keys to count entries.
+
+    ``counter`` hashes the keys (default :func:`count_new_key_groups`; Spark's runs in tasks).
+    """
     rehashed: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
     if max_parallelism is not None:
+        tasks: list[tuple[str, RehashTask]] = [
+            (state.name, (op, st.index, handle))
+            for op in checkpoint.metadata.operators
+            if op.max_parallelism != max_parallelism and op.key_type is not None
+            for state in op.states if state.scope == "keyed"
+            for st in op.subtasks for handle in st.keyed if handle.state == state.name]
         for op in checkpoint.metadata.operators:
-            if op.max_parallelism == max_parallelism or op.key_type is None:
-                continue
-            for state in (s for s in op.states if s.scope == "keyed"):
-                counts: dict[tuple[int, int], int] = defaultdict(int)
-                for st in op.subtasks:
-                    for handle in (h for h in st.keyed if h.state == state.name):
-                        groups = _new_key_groups(checkpoint.keyed_table(op.uid, handle, ["key"]),
-                                                 op.key_type, max_parallelism)
-                        found = np.bincount(groups, minlength=max_parallelism)
-                        for group in np.flatnonzero(found):
-                            counts[(st.index, int(group))] += int(found[group])
-                rehashed[(op.uid, state.name)] = counts
+            if op.max_parallelism != max_parallelism and op.key_type is not None:
+                for state in (s for s in op.states if s.scope == "keyed"):
+                    rehashed[(op.uid, state.name)] = {}
+        found = (counter or count_new_key_groups)(checkpoint, [t for _, t in tasks],
+                                                  max_parallelism)
+        for (state_name, (op, subtask, _)), counts in zip(tasks, found, strict=True):
+            target = rehashed[(op.uid, state_name)]
+            for group in np.flatnonzero(counts):
+                key = (subtask, int(group))
+                target[key] = target.get(key, 0) + int(counts[group])
     return plan_rescale(checkpoint.metadata, parallelism, max_parallelism, rehashed=rehashed)
 
 
@@ -117,12 +144,15 @@ def rescale_checkpoint(
     checkpoint: Checkpoint, location: str, plan: RescalePlan, *, compact: bool = False,
     drop_expired: bool = False, now: int | None = None, checkpoint_id: int | None = None,
     kind: CheckpointKind | None = None, progress: Progress | None = None,
+    keyed_writer: KeyedWriter | None = None,
 ) -> RescaleResult:
     """Write ``checkpoint`` rescaled as ``plan`` says to a new checkpoint at ``location``.
 
     ``plan`` must come from :func:`plan_checkpoint` on the same checkpoint. ``location`` must
     not exist. ``now`` (epoch ms, default: the current time) decides expiry for
     ``drop_expired``. ``progress(done, total)`` is called per file or state written.
+    ``keyed_writer`` rewrites one keyed state (default :func:`write_keyed_locally`; the Spark
+    engine passes its own): metadata, operator state and publishing stay here.
     """
     started = time.perf_counter()
     source = checkpoint.metadata
@@ -152,7 +182,8 @@ def rescale_checkpoint(
             for index, (op_plan, op) in enumerate(zip(plan.operators, source.operators,
                                                       strict=True)):
                 writer = _OperatorRewriter(checkpoint, staging, index, op, op_plan, files,
-                                           stats, compact, drop_expired, now_ms)
+                                           stats, compact, drop_expired, now_ms,
+                                           keyed_writer or write_keyed_locally)
                 operators.append(writer.run(lambda: report(stats.steps, steps)))
             metadata = CheckpointMetadata(new_id, new_kind, created, tuple(operators),
                                           tuple(files))
@@ -171,6 +202,94 @@ class _Stats:
     steps: int = 0
 
 
+@dataclass(frozen=True)
+class KeyedJob:
+    """One keyed state of one operator to rewrite into ``staging`` as ``plan`` says."""
+
+    checkpoint: Checkpoint
+    staging: str
+    op_index: int
+    op: OperatorMetadata
+    state_index: int
+    state: StateMetadata
+    plan: OperatorPlan
+    drop_expired: bool
+    now: int
+
+    def file(self, subtask: int, part: str = "") -> str:
+        """The relative path of a new file of this state for ``subtask``."""
+        return f"op-{self.op_index}/keyed/{self.state_index}/{subtask}{part}.parquet"
+
+
+@dataclass(frozen=True)
+class KeyedOutput:
+    """What a keyed rewrite wrote: handles per new subtask (in index order) and files."""
+
+    handles: tuple[tuple[KeyedStateHandle, ...], ...]
+    files: tuple[FileInfo, ...]
+    entries: int
+    dropped: int
+
+
+KeyedWriter = Callable[[KeyedJob], KeyedOutput]
+
+
+def prepare_rows(table: pa.Table, job: KeyedJob) -> tuple[pa.Table, np.ndarray[Any, Any], int]:
+    """A handle's rows as the new checkpoint stores them, their key groups, entries dropped.
+
+    Expired entries are dropped (with ``drop_expired``) and key groups recomputed (a
+    max-parallelism change); rows are not reordered.
+    """
+    state, dropped = job.state, 0
+    if job.drop_expired and state.ttl:
+        before = table.num_rows
+        table = drop_expired_rows(table, state, job.now)
+        dropped = before - table.num_rows
+    if job.plan.rehash:
+        assert job.op.key_type is not None
+        groups = _new_key_groups(table, job.op.key_type, job.plan.new_max_parallelism)
+        table = table.set_column(0, table.schema.field("key_group"),
+                                 pa.array(groups, pa.int32()))
+    else:
+        groups = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
+    return table, groups, dropped
+
+
+def write_sorted(job: KeyedJob, fs: pafs.FileSystem, relative: str, table: pa.Table,
+                 groups: np.ndarray[Any, Any]) -> tuple[FileInfo, tuple[KeyGroupRows, ...]]:
+    """Write rows sorted by key group as one data file; its info and per-key-group rows."""
+    assert job.op.key_type is not None
+    writer = _FileWriter(fs, job.staging, relative, keyed_schema(job.state, job.op.key_type))
+    rows = _write_by_key_group(writer, table, groups)
+    return writer.close(), rows
+
+
+def write_keyed_locally(job: KeyedJob) -> KeyedOutput:
+    """The local engine: every handle read, sorted by key group, one file per new subtask."""
+    assert job.op.key_type is not None
+    schema = keyed_schema(job.state, job.op.key_type)
+    pieces = [prepare_rows(job.checkpoint.keyed_table(job.op.uid, h), job)
+              for st in sorted(job.op.subtasks, key=lambda s: s.index)
+              for h in st.keyed if h.state == job.state.name]
+    table = pa.concat_tables([t for t, _, _ in pieces]) if pieces else schema.empty_table()
+    groups = (np.concatenate([g for _, g, _ in pieces]) if pieces
+              else np.zeros(0, dtype=np.int32))
+    order = np.argsort(groups, kind="stable")
+    table, groups = table.take(pa.array(order)), groups[order]
+    handles, files = [], []
+    for sub in job.plan.subtasks:
+        kg = sub.key_group_range
+        assert kg is not None
+        lo, hi = np.searchsorted(groups, [kg.start, kg.end + 1])
+        relative = job.file(sub.index)
+        info, rows = write_sorted(job, job.checkpoint.fs, relative, table.slice(lo, hi - lo),
+                                  groups[lo:hi])
+        files.append(info)
+        handles.append((KeyedStateHandle(job.state.name, relative, kg, rows),))
+    return KeyedOutput(tuple(handles), tuple(files), int(table.num_rows),
+                       sum(d for _, _, d in pieces))
+
+
 def _check_sizes(checkpoint: Checkpoint, files: Sequence[FileInfo]) -> None:
     for info in files:
         actual = checkpoint.fs.get_file_info(checkpoint._path(info.path))
@@ -184,10 +303,11 @@ class _OperatorRewriter:
 
     def __init__(self, checkpoint: Checkpoint, staging: str, index: int, op: OperatorMetadata,
                  plan: OperatorPlan, files: list[FileInfo], stats: _Stats, compact: bool,
-                 drop_expired: bool, now: int) -> None:
+                 drop_expired: bool, now: int, keyed_writer: KeyedWriter) -> None:
         self.checkpoint, self.staging, self.index, self.op = checkpoint, staging, index, op
         self.plan, self.files, self.stats = plan, files, stats
         self.compact, self.drop_expired, self.now = compact, drop_expired, now
+        self.keyed_writer = keyed_writer
         self.linked: set[str] = set()
 
     def run(self, step: Callable[[], None]) -> OperatorMetadata:
@@ -196,8 +316,8 @@ class _OperatorRewriter:
         operator: list[list[OperatorStateHandle]] = [[] for _ in range(p)]
         for state_index, state in enumerate(self.op.states):
             if state.scope == "keyed":
-                for i, handle in enumerate(self._keyed(state_index, state)):
-                    keyed[i].append(handle)
+                for i, new in enumerate(self._keyed(state_index, state)):
+                    keyed[i].extend(new)
             elif self.compact:
                 for i, handles in enumerate(self._operator(state_index, state)):
                     operator[i].extend(handles)
@@ -221,37 +341,15 @@ class _OperatorRewriter:
             self.stats.linked += link_file(self.checkpoint, relative, self.staging)
             self.files.append(info)
 
-    def _keyed(self, state_index: int, state: StateMetadata) -> list[KeyedStateHandle]:
-        assert self.op.key_type is not None
-        schema = keyed_schema(state, self.op.key_type)
-        tables = [self.checkpoint.keyed_table(self.op.uid, h)
-                  for st in sorted(self.op.subtasks, key=lambda s: s.index)
-                  for h in st.keyed if h.state == state.name]
-        table = pa.concat_tables(tables) if tables else schema.empty_table()
-        if self.drop_expired and state.ttl:
-            before = table.num_rows
-            table = drop_expired_rows(table, state, self.now)
-            self.stats.dropped += before - table.num_rows
-        if self.plan.rehash:
-            groups = _new_key_groups(table, self.op.key_type, self.plan.new_max_parallelism)
-            table = table.set_column(0, schema.field("key_group"), pa.array(groups, pa.int32()))
-        else:
-            groups = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
-        order = np.argsort(groups, kind="stable")
-        table, groups = table.take(pa.array(order)), groups[order]
-        handles = []
-        for sub in self.plan.subtasks:
-            kg = sub.key_group_range
-            assert kg is not None
-            lo, hi = np.searchsorted(groups, [kg.start, kg.end + 1])
-            relative = f"op-{self.index}/keyed/{state_index}/{sub.index}.parquet"
-            writer = _FileWriter(self.checkpoint.fs, self.staging, relative, schema)
-            rows = _write_by_key_group(writer, table.slice(lo, hi - lo), groups[lo:hi])
-            self.files.append(writer.close())
-            self.stats.written += 1
-            self.stats.entries += int(hi - lo)
-            handles.append(KeyedStateHandle(state.name, relative, kg, rows))
-        return handles
+    def _keyed(self, state_index: int, state: StateMetadata) -> list[list[KeyedStateHandle]]:
+        out = self.keyed_writer(KeyedJob(self.checkpoint, self.staging, self.index, self.op,
+                                         state_index, state, self.plan, self.drop_expired,
+                                         self.now))
+        self.files.extend(out.files)
+        self.stats.written += len(out.files)
+        self.stats.entries += out.entries
+        self.stats.dropped += out.dropped
+        return [list(h) for h in out.handles]
 
     def _operator(self, state_index: int, state: StateMetadata) -> list[list[OperatorStateHandle]]:
         schema = operator_schema(state)

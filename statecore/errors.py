@@ -14,6 +14,8 @@ JSON) are translated at the boundary with ``raise ... from exc``.
     │   ├── ConcurrentModificationError   the map changed structurally under an iterator
     │   └── SnapshotReleasedError     a released snapshot was read, or an unknown one released
     ├── TraceScriptError              a `statectl trace` script line that cannot be applied
+    ├── MissingDependencyError        an optional extra is not installed (says what to install)
+    ├── EngineError                   a distributed job (Spark) failed; nothing was published
     └── CheckpointError               a checkpoint cannot be written or read as asked
         ├── CheckpointCancelledError  an asynchronous write was cancelled (nothing was kept)
         ├── CorruptCheckpointError    malformed, truncated or inconsistent files or metadata
@@ -29,8 +31,10 @@ __all__ = [
     "CheckpointError",
     "ConcurrentModificationError",
     "CorruptCheckpointError",
+    "EngineError",
     "InvalidArgumentError",
     "KeyGroupError",
+    "MissingDependencyError",
     "ParallelismError",
     "SnapshotReleasedError",
     "StateMapError",
@@ -76,6 +80,14 @@ class TraceScriptError(StatectlError):
         self.line_number = line_number
         prefix = f"line {line_number}: " if line_number is not None else ""
         super().__init__(prefix + message)
+
+
+class MissingDependencyError(StatectlError):
+    """An optional dependency is not installed; the message gives the ``pip install``."""
+
+
+class EngineError(StatectlError):
+    """A job on a distributed engine (Spark) failed; its partial output was removed."""
 
 
 class CheckpointError(StatectlError):

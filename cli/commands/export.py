@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
+from cli.params import engine_options
 from formats.checkpoint_v1 import open_checkpoint
+from formats.engines import open_engine
 from formats.export import FORMATS, export_checkpoint
 
 __all__ = ["export_command"]
@@ -20,17 +22,21 @@ __all__ = ["export_command"]
               show_default=True, help="parquet keeps the Arrow types; jsonl and csv are text.")
 @click.option("--state", "states", multiple=True, metavar="NAME",
               help="Only this state (repeatable; default: every state).")
+@engine_options
 @click.pass_obj
-def export_command(output: Output, path: str, out: str, fmt: str,
-                   states: tuple[str, ...]) -> None:
+def export_command(output: Output, path: str, out: str, fmt: str, states: tuple[str, ...],
+                   engine: str, spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
     """Write each state of a checkpoint as one flat table.
 
     Columns: operator, state, subtask, key_group, key, namespace, value, ttl_timestamp. Rows
     are what a restoring job sees (union state once, broadcast state from one copy). The
     table files are written in a staging directory and published whole; PATH is never
-    modified.
+    modified. With --engine spark each state is a directory of part files, one per stored
+    piece, written by Spark tasks.
     """
+    runner = open_engine(engine, spark_master, spark_conf)
     checkpoint = open_checkpoint(path)
     with output.progress("exporting") as progress:
-        result = export_checkpoint(checkpoint, out, fmt, states or None, progress)
+        result = export_checkpoint(checkpoint, out, fmt, states or None, progress,
+                                   runner.state_writer())
     output.export(result)

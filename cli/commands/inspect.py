@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP
+from cli.params import TIMESTAMP, engine_options
 from formats.checkpoint_v1 import open_checkpoint
+from formats.engines import open_engine
 from formats.inspect import inspect_checkpoint
 
 __all__ = ["inspect_command"]
@@ -36,21 +37,30 @@ __all__ = ["inspect_command"]
               help="Show a sample of entries of each state (the first --limit).")
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many entries --entries shows per state.")
+@engine_options
 @click.pass_obj
 def inspect_command(output: Output, path: str, key_groups: bool, measure: str, top: int | None,
                     now: int | None, states: tuple[str, ...], key: str | None,
-                    namespace: str | None, show_entries: bool, limit: int) -> None:
+                    namespace: str | None, show_entries: bool, limit: int, engine: str,
+                    spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
     """Show a checkpoint: operators, their states with entries and bytes, and subtasks.
 
     PATH is a checkpoint or savepoint directory (one with _metadata.json), or a URI pyarrow
-    supports. Without options only the metadata is read; the options add views.
+    supports. Without options only the metadata is read; the options add views. With
+    --engine spark, --key-groups reads the footers in Spark tasks.
     """
     if namespace is not None and key is None:
         raise click.UsageError("--namespace needs --key")
     if states and not (top or now is not None or key is not None or show_entries):
         raise click.UsageError("--state selects states for --top, --now, --key or --entries; "
                                "give one of them")
+    if engine != "local" and not key_groups:
+        raise click.UsageError("--engine spark applies to --key-groups (the other views read "
+                               "little or run locally)")
+    runner = open_engine(engine, spark_master, spark_conf)
+    checkpoint = open_checkpoint(path)
     output.inspect(inspect_checkpoint(
-        open_checkpoint(path), path, key_groups=key_groups, measure=measure, top=top, now=now,
+        checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,
-        limit=limit if show_entries else None))
+        limit=limit if show_entries else None,
+        footers=runner.footers(checkpoint) if key_groups else None))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP
+from cli.params import TIMESTAMP, engine_options
 from formats.checkpoint_v1 import open_checkpoint
+from formats.engines import open_engine
 from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
 
 __all__ = ["rescale_command"]
@@ -33,10 +34,12 @@ __all__ = ["rescale_command"]
 @click.option("--now", type=TIMESTAMP,
               help="The time in epoch ms that decides expiry for --drop-expired "
                    "(default: now).")
+@engine_options
 @click.pass_obj
 def rescale_command(output: Output, source: str, parallelism: int, max_parallelism: int | None,
                     out: str | None, plan_only: bool, compact: bool, drop_expired: bool,
-                    now: int | None) -> None:
+                    now: int | None, engine: str, spark_master: str | None,
+                    spark_conf: tuple[str, ...]) -> None:
     """Redistribute a checkpoint's state to a new parallelism, as Flink would on restore.
 
     Keyed state moves by key group; split, union and broadcast operator state are
@@ -51,10 +54,12 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
                                "dry run")
     if now is not None and not drop_expired:
         raise click.UsageError("--now only applies with --drop-expired")
+    runner = open_engine(engine, spark_master, spark_conf)
     checkpoint = open_checkpoint(source)
     if out is not None and not plan_only:
         check_target(out)
-    plan = plan_checkpoint(checkpoint, parallelism, max_parallelism)
+    plan = plan_checkpoint(checkpoint, parallelism, max_parallelism,
+                           runner.rehash_counter() if max_parallelism is not None else None)
     if plan_only:
         output.rescale(plan, None)
         return
@@ -62,7 +67,9 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     def run() -> object:
         assert out is not None
         with output.progress("rescaling") as progress:
+            rewrite = compact or drop_expired or plan.rehash
             return rescale_checkpoint(checkpoint, out, plan, compact=compact,
-                                      drop_expired=drop_expired, now=now, progress=progress)
+                                      drop_expired=drop_expired, now=now, progress=progress,
+                                      keyed_writer=runner.keyed_writer() if rewrite else None)
 
     output.rescale(plan, run)  # type: ignore[arg-type]

@@ -1,0 +1,104 @@
+"""Where the data-heavy parts of a command run: ``local`` (this process) or ``spark``.
+
+An :class:`Engine` hands the library's orchestration the pieces that touch data; ``None``
+means "the local default". The local engine has none of its own; the Spark engine
+(:mod:`formats.spark`) starts its session on first use, so a command that turns out to need
+no data work (a metadata-only rescale) never starts Spark.
+
+========================  ===========================================================
+piece                     used by
+========================  ===========================================================
+``rehash_counter()``      ``rescale --max-parallelism``: the plan's key counts
+``keyed_writer()``        ``rescale --compact`` / ``--max-parallelism`` / ``--drop-expired``
+``state_writer()``        ``export``
+``footers(checkpoint)``   ``inspect --key-groups``
+========================  ===========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from formats.checkpoint_v1 import Checkpoint
+from formats.export import StateWriter
+from formats.rescale import KeyedWriter, RehashCounter
+from statecore.errors import InvalidArgumentError
+
+__all__ = ["ENGINES", "Engine", "LocalEngine", "SparkEngine", "open_engine"]
+
+ENGINES = ("local", "spark")
+
+
+class Engine:
+    """The local engine: every piece is the library's default."""
+
+    name = "local"
+
+    def rehash_counter(self) -> RehashCounter | None:
+        return None
+
+    def keyed_writer(self) -> KeyedWriter | None:
+        return None
+
+    def state_writer(self) -> StateWriter | None:
+        return None
+
+    def footers(self, checkpoint: Checkpoint) -> dict[str, list[tuple[int, int, int]]] | None:
+        return None
+
+
+LocalEngine = Engine
+
+
+class SparkEngine(Engine):
+    """Spark, with a master and extra settings.
+
+    ``master`` defaults to the active session, ``$STATECTL_SPARK_MASTER`` or ``local[*]``.
+    """
+
+    name = "spark"
+
+    def __init__(self, master: str | None = None, conf: dict[str, str] | None = None) -> None:
+        from formats.spark import require_pyspark
+        require_pyspark()  # fail at once, with the install command, not halfway through
+        self.master, self.conf = master, dict(conf or {})
+        self._session: Any = None
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            from formats.spark.jobs import engine_errors
+            from formats.spark.session import spark_session
+            with engine_errors("starting Spark"):
+                self._session = spark_session(self.master, self.conf)
+        return self._session
+
+    def rehash_counter(self) -> RehashCounter:
+        from formats.spark.jobs import spark_rehash_counter
+        return spark_rehash_counter(self.session)
+
+    def keyed_writer(self) -> KeyedWriter:
+        from formats.spark.jobs import spark_keyed_writer
+        return spark_keyed_writer(self.session)
+
+    def state_writer(self) -> StateWriter:
+        from formats.spark.jobs import spark_state_writer
+        return spark_state_writer(self.session)
+
+    def footers(self, checkpoint: Checkpoint) -> dict[str, list[tuple[int, int, int]]]:
+        from formats.key_group_stats import keyed_files
+        from formats.spark.jobs import spark_footers
+        return spark_footers(self.session, checkpoint, keyed_files(checkpoint))
+
+
+def open_engine(name: str, master: str | None = None, conf: Sequence[str] = ()) -> Engine:
+    """The engine called ``name``; ``master`` and ``conf`` (``key=value``) are Spark's."""
+    if name == "local":
+        if master is not None or conf:
+            raise InvalidArgumentError("--spark-master and --spark-conf need --engine spark")
+        return Engine()
+    if name == "spark":
+        from formats.spark.session import parse_conf
+        return SparkEngine(master, parse_conf(conf))
+    raise InvalidArgumentError(f"unknown engine {name!r} (one of {', '.join(ENGINES)})")

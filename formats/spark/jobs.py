@@ -1,0 +1,253 @@
+"""statectl's jobs on Spark: rescale rewrites, export, the key-group histogram.
+
+Each plugs into the local engine's orchestration (which plans, stages, writes metadata and
+publishes) and replaces only the part that touches data:
+
+* :func:`spark_keyed_writer` (for :func:`formats.rescale.rescale_checkpoint`): one task per
+  old keyed handle reads it with the checkpoint reader, drops expired entries and computes
+  the new key group (vectorised Java hashing) and target subtask; Spark repartitions the rows
+  by target subtask and sorts them by key group; each partition writes its subtasks' rows
+  with the format's writer (``op-N/keyed/S/<subtask>-p<partition>.parquet``) and returns only
+  ``(file, size, checksum, key group, first row, rows)``. A subtask may get several files (one
+  per partition holding its rows): handles of one state in several files are part of the
+  format.
+* :func:`spark_state_writer` (for :func:`formats.export.export_checkpoint`): one task per
+  stored piece writes a part file; a state's table is the directory ``<state>.<ext>/`` of
+  ``part-NNNNN.<ext>`` files (what ``pyarrow.dataset`` and ``spark.read`` read as one table).
+* :func:`spark_footers` (for :func:`formats.key_group_stats.key_group_histograms`): the
+  keyed files' footers, read by tasks.
+
+Errors in tasks or in Spark become an :class:`~statecore.errors.EngineError` naming the
+cause; the staging directory is then removed as for any failed write.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from formats.checkpoint_v1 import Checkpoint
+from formats.export import StateExport, StateWriter
+from formats.key_group_stats import footer_row_groups
+from formats.rescale import (
+    KeyedJob,
+    KeyedOutput,
+    KeyedWriter,
+    RehashCounter,
+    RehashTask,
+    count_new_key_groups,
+    prepare_rows,
+    write_sorted,
+)
+from formats.spark import require_pyspark
+from formats.v1_columns import keyed_schema
+from statecore.checkpoint import FileInfo, KeyedStateHandle, KeyGroupRows
+from statecore.errors import EngineError, StatectlError
+
+__all__ = ["engine_errors", "spark_footers", "spark_keyed_writer", "spark_rehash_counter",
+           "spark_state_writer"]
+
+SUBTASK = "_subtask"
+_STATS = pa.schema([("subtask", pa.int32()), ("path", pa.string()), ("size", pa.int64()),
+                    ("checksum", pa.string()), ("key_group", pa.int32()),
+                    ("first_row", pa.int64()), ("row_count", pa.int64())])
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return from_arrow_schema(schema)
+
+
+def _cause(exc: BaseException) -> str:
+    """The useful line of a Spark failure: the Python error of a task, if any."""
+    text = str(exc)
+    found = re.findall(r"^((?:\w+\.)*\w*Error: .+)$", text, flags=re.MULTILINE)
+    return found[-1] if found else text.strip().splitlines()[0] if text.strip() else repr(exc)
+
+
+@contextmanager
+def engine_errors(what: str) -> Iterator[None]:
+    """Turn a Spark failure into an :class:`EngineError` (a StatectlError stays as it is)."""
+    try:
+        yield
+    except StatectlError:
+        raise
+    except Exception as exc:  # py4j, pyspark.errors, a task's Python error: all the same here
+        raise EngineError(f"{what} failed on Spark: {_cause(exc)}") from exc
+
+
+def spark_keyed_writer(spark: Any) -> KeyedWriter:
+    """A :data:`formats.rescale.KeyedWriter` running on ``spark`` (see the module doc)."""
+    require_pyspark()
+
+    def write(job: KeyedJob) -> KeyedOutput:
+        assert job.op.key_type is not None
+        handles = [h for st in sorted(job.op.subtasks, key=lambda s: s.index)
+                   for h in st.keyed if h.state == job.state.name]
+        p, m = job.plan.new_parallelism, job.plan.new_max_parallelism
+        if not handles:
+            return KeyedOutput(tuple(() for _ in range(p)), (), 0, 0)
+        schema = keyed_schema(job.state, job.op.key_type)
+        rows_schema = schema.append(pa.field(SUBTASK, pa.int32()))
+        dropped = spark.sparkContext.accumulator(0)
+
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    table, groups, gone = prepare_rows(
+                        job.checkpoint.keyed_table(job.op.uid, handles[index]), job)
+                    dropped.add(gone)
+                    subtasks = pa.array((groups.astype(np.int64) * p // m).astype(np.int32))
+                    out = table.cast(schema).append_column(SUBTASK, subtasks)
+                    yield from out.to_batches()
+
+        def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from pyspark import TaskContext
+            context = TaskContext.get()
+            partition = 0 if context is None else context.partitionId()
+            parts = list(batches)
+            if not parts:
+                return
+            table = pa.Table.from_batches(parts).cast(rows_schema)
+            subtasks = np.asarray(table.column(SUBTASK).to_numpy(), dtype=np.int32)
+            stats: dict[str, list[Any]] = {f.name: [] for f in _STATS}
+            for subtask in np.unique(subtasks):
+                lo, hi = np.searchsorted(subtasks, [subtask, subtask + 1])
+                part = table.slice(lo, hi - lo).drop_columns([SUBTASK])
+                groups = np.asarray(part.column("key_group").to_numpy(), dtype=np.int32)
+                relative = job.file(int(subtask), f"-p{partition}")
+                info, rows = write_sorted(job, job.checkpoint.fs, relative, part, groups)
+                for r in rows:
+                    for name, value in (("subtask", int(subtask)), ("path", info.path),
+                                        ("size", info.size), ("checksum", info.checksum),
+                                        ("key_group", r.key_group), ("first_row", r.first_row),
+                                        ("row_count", r.row_count)):
+                        stats[name].append(value)
+            yield pa.RecordBatch.from_pydict(stats, schema=_STATS)
+
+        with engine_errors(f"rewriting state {job.state.name!r}"):
+            rows = (spark.range(len(handles), numPartitions=len(handles))
+                    .mapInArrow(read, _spark_schema(rows_schema))
+                    .repartition(p, SUBTASK)
+                    .sortWithinPartitions(SUBTASK, "key_group")
+                    .mapInArrow(write_partition, _spark_schema(_STATS))
+                    .collect())
+        by_file: dict[tuple[int, str], list[KeyGroupRows]] = defaultdict(list)
+        files: dict[str, FileInfo] = {}
+        for row in rows:
+            by_file[row.subtask, row.path].append(
+                KeyGroupRows(row.key_group, row.first_row, row.row_count))
+            files[row.path] = FileInfo(row.path, row.size, row.checksum)
+        out: list[list[KeyedStateHandle]] = [[] for _ in range(p)]
+        for sub in job.plan.subtasks:
+            assert sub.key_group_range is not None
+            for (subtask, path), kg_rows in sorted(by_file.items()):
+                if subtask == sub.index:
+                    out[subtask].append(KeyedStateHandle(
+                        job.state.name, path, sub.key_group_range,
+                        tuple(sorted(kg_rows, key=lambda r: r.key_group))))
+        entries = sum(r.row_count for kg_rows in by_file.values() for r in kg_rows)
+        return KeyedOutput(tuple(tuple(h) for h in out), tuple(files[f] for f in sorted(files)),
+                           entries, int(dropped.value))
+
+    return write
+
+
+def spark_state_writer(spark: Any) -> StateWriter:
+    """A :data:`formats.export.StateWriter` running on ``spark`` (see the module doc)."""
+    require_pyspark()
+    stats = pa.schema([("part", pa.string()), ("rows", pa.int64())])
+
+    def write(task: StateExport, done: Callable[[], None]) -> tuple[str, int]:
+        directory = task.path  # "<uid>/<state>.<ext>": a directory of parts
+        extension = task.path.rsplit(".", 1)[-1]
+        count = max(1, len(task.pieces))
+
+        def write_parts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    part = f"{directory}/part-{index:05d}.{extension}"
+                    pieces = task.pieces[index:index + 1]
+                    rows = task.write(part, pieces)
+                    yield pa.RecordBatch.from_pydict({"part": [part], "rows": [rows]},
+                                                     schema=stats)
+
+        with engine_errors(f"exporting state {task.state.name!r}"):
+            written = (spark.range(count, numPartitions=count)
+                       .mapInArrow(write_parts, _spark_schema(stats)).collect())
+        for _ in task.pieces:
+            done()
+        return directory, sum(r.rows for r in written)
+
+    return write
+
+
+def spark_footers(spark: Any, checkpoint: Checkpoint, files: list[str]
+                  ) -> dict[str, list[tuple[int, int, int]]]:
+    """The row groups of ``files``, read by Spark tasks.
+
+    As :func:`formats.key_group_stats.footer_row_groups`; only the footers' figures come back.
+    """
+    require_pyspark()
+    schema = pa.schema([("file", pa.string()), ("first_row", pa.int64()),
+                        ("rows", pa.int64()), ("bytes", pa.int64())])
+    if not files:
+        return {}
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            chosen = [files[i] for i in batch.column(0).to_pylist()]
+            found = footer_row_groups(checkpoint, chosen)
+            columns: dict[str, list[Any]] = {f.name: [] for f in schema}
+            for name, groups in found.items():
+                for first, rows, size in groups:
+                    for column, value in (("file", name), ("first_row", first),
+                                          ("rows", rows), ("bytes", size)):
+                        columns[column].append(value)
+            yield pa.RecordBatch.from_pydict(columns, schema=schema)
+
+    parallel = min(len(files), max(1, spark.sparkContext.defaultParallelism * 4))
+    with engine_errors("reading footers"):
+        rows = spark.range(len(files), numPartitions=parallel).mapInArrow(
+            read, _spark_schema(schema)).collect()
+    out: dict[str, list[tuple[int, int, int]]] = {f: [] for f in files}
+    for row in rows:
+        out[row.file].append((row.first_row, row.rows, row.bytes))
+    return {f: sorted(groups) for f, groups in out.items()}
+
+
+def spark_rehash_counter(spark: Any) -> RehashCounter:
+    """A :data:`formats.rescale.RehashCounter` on ``spark``, for a max-parallelism change.
+
+    One task per handle hashes its keys; only the per-key-group counts come back.
+    """
+    require_pyspark()
+
+    def count(checkpoint: Checkpoint, given: Sequence[RehashTask], max_parallelism: int
+              ) -> list[np.ndarray[Any, Any]]:
+        tasks = list(given)
+        if not tasks:
+            return []
+        schema = pa.schema([("task", pa.int64()), ("counts", pa.list_(pa.int64()))])
+
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                chosen = batch.column(0).to_pylist()
+                found = count_new_key_groups(checkpoint, [tasks[i] for i in chosen],
+                                             max_parallelism)
+                yield pa.RecordBatch.from_pydict(
+                    {"task": chosen, "counts": [c.tolist() for c in found]}, schema=schema)
+
+        with engine_errors("hashing keys"):
+            rows = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(
+                run, _spark_schema(schema)).collect()
+        by_task = {row.task: np.asarray(row.counts, dtype=np.int64) for row in rows}
+        return [by_task[i] for i in range(len(tasks))]
+
+    return count

@@ -1,0 +1,56 @@
+"""The Spark session statectl's jobs run on.
+
+* Inside ``spark-submit`` (an active session exists): that session, as configured.
+* Otherwise a new one: master ``--spark-master``, else ``$STATECTL_SPARK_MASTER``, else
+  ``local[*]`` (an embedded Spark using every core, no cluster needed); ``--spark-conf
+  key=value`` settings on top; Python workers run the driver's interpreter (so they have
+  statectl and pyarrow); the web UI is off for an embedded Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from formats.spark import require_pyspark
+from statecore.errors import InvalidArgumentError
+
+__all__ = ["DEFAULT_MASTER", "MASTER_VARIABLE", "parse_conf", "spark_session"]
+
+DEFAULT_MASTER = "local[*]"
+MASTER_VARIABLE = "STATECTL_SPARK_MASTER"
+
+
+def parse_conf(pairs: Sequence[str]) -> dict[str, str]:
+    """``key=value`` settings (``--spark-conf``) as a dict; a clear error for anything else."""
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgumentError(f"--spark-conf takes key=value, got {pair!r} (e.g. "
+                                       "spark.executor.memory=4g)")
+        conf[key.strip()] = value
+    return conf
+
+
+def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> Any:
+    """The active session, or a new one (see the module doc)."""
+    require_pyspark()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    chosen = master or os.environ.get(MASTER_VARIABLE) or DEFAULT_MASTER
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(chosen).appName("statectl")
+    settings = {"spark.sql.execution.arrow.pyspark.enabled": "true",
+                "spark.speculation": "false",  # a task writes its files once
+                "spark.pyspark.python": os.environ["PYSPARK_PYTHON"]}
+    if chosen.startswith("local"):
+        settings |= {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8"}
+    for key, value in {**settings, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,300 @@
+"""The Spark engine against the local engine, on one embedded ``local[2]`` Spark session.
+
+For sample and generated checkpoints: rescale (compact, max-parallelism change, drop
+expired) on Spark gives checkpoints whose `diff` with the local engine's output (and with the
+source) is empty and whose `verify` is clean; export on Spark holds the same rows; the
+key-group histogram from Spark-read footers equals the local one; key groups computed in Spark
+tasks equal Flink's (../shared/oracle). Through the CLI in both output modes, with the errors a
+user can make, and a failing Spark job that leaves nothing behind. Without pyspark, `--engine
+spark` says what to install and every other command works (a subprocess that blocks pyspark).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from cli_support import KEYED, OPERATOR, run, run_json
+from oracle import REPO_ROOT
+from test_export_content import logical
+from test_key_groups_oracle import _load
+
+from formats.arrow_types import arrow_type, to_arrow
+from formats.checkpoint_v1 import Checkpoint, open_checkpoint, write_checkpoint
+from formats.diff import diff_checkpoints
+from formats.export import export_checkpoint
+from formats.key_group_stats import key_group_histograms, keyed_files
+from formats.key_hash import key_groups
+from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.spark.jobs import (
+    spark_footers,
+    spark_keyed_writer,
+    spark_rehash_counter,
+    spark_state_writer,
+)
+from formats.spark.session import spark_session
+from formats.verify import verify_checkpoint
+from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
+from statecore.errors import EngineError, StatectlError
+from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
+from statecore.keyed_backend import HeapKeyedStateBackend
+from statecore.keyed_state import list_state, map_state, value_state
+from statecore.operator_backend import (
+    BroadcastStateDescriptor,
+    OperatorListStateDescriptor,
+    OperatorStateBackend,
+)
+from statecore.ttl import ManualClock, TtlConfig
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    os.environ.pop("STATECTL_SPARK_MASTER", None)
+    session = spark_session("local[2]")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """3 subtasks, 128 key groups: value, list (TTL), map and windowed state; operator state."""
+    location = str(tmp_path_factory.mktemp("gen") / "chk")
+    clock = ManualClock(1_000_000)
+    p, m = 3, 128
+    ranges = [compute_key_group_range_for_operator_index(m, p, i) for i in range(p)]
+    backends = [HeapKeyedStateBackend("string", m, r, clock=clock) for r in ranges]
+    operators = []
+    for i in range(p):
+        backend = OperatorStateBackend()
+        backend.get_list_state(OperatorListStateDescriptor("offsets", "int64")).add_all(
+            [i * 10 + j for j in range(i + 1)])
+        backend.get_union_list_state(OperatorListStateDescriptor("marks", "int64")).add(i)
+        backend.get_broadcast_state(BroadcastStateDescriptor("rules", "string", "string")
+                                    ).put_all([("a", "x"), ("b", "y")])
+        operators.append(backend)
+    rng = np.random.default_rng(7)
+    for k in range(3000):
+        key = f"user-{k}"
+        group = assign_to_key_group(key, m, "string")
+        backend = next(b for b, r in zip(backends, ranges, strict=True) if group in r)
+        backend.set_current_key(key)
+        clock.now = 1_000_000 + int(rng.integers(0, 100_000))  # type: ignore[attr-defined]
+        backend.get_value_state(value_state("amount", "float64")).update(float(k) / 7)
+        backend.get_list_state(list_state("events", "string", ttl=TtlConfig(50_000))).add_all(
+            [f"e{k}-{j}" for j in range(k % 4)])
+        backend.get_map_state(map_state("per_page", "string", "int32")).put("home", k % 100)
+        windowed = backend.get_value_state(value_state("clicks", "int64",
+                                                       namespace_type="int64"))
+        for window in range(k % 3):
+            windowed.set_current_namespace(window * 60_000)
+            windowed.update(k + window)
+    write_checkpoint(location, 7, [OperatorSnapshot("job", "job", p, m, tuple(
+        SubtaskSnapshot(i, keyed=b.snapshot(), operator=o.snapshot())
+        for i, (b, o) in enumerate(zip(backends, operators, strict=True))))])
+    return location
+
+
+def _both(spark: Any, source: str, out: Path, p: int, m: int | None, *, compact: bool = False,
+          drop_expired: bool = False) -> tuple[Checkpoint, Checkpoint]:
+    checkpoint = open_checkpoint(source)
+    local_plan = plan_checkpoint(checkpoint, p, m)
+    spark_plan = plan_checkpoint(checkpoint, p, m, spark_rehash_counter(spark))
+    assert spark_plan == local_plan  # the key counts of a max-parallelism change too
+    kwargs = {"compact": compact, "drop_expired": drop_expired, "now": 1_060_000}
+    rescale_checkpoint(checkpoint, str(out / "local"), local_plan, **kwargs)  # type: ignore
+    result = rescale_checkpoint(checkpoint, str(out / "spark"), spark_plan,  # type: ignore
+                                keyed_writer=spark_keyed_writer(spark), **kwargs)
+    local, on_spark = open_checkpoint(str(out / "local")), open_checkpoint(str(out / "spark"))
+    assert result.entries_written == sum(r.row_count for op in on_spark.metadata.operators
+                                         for st in op.subtasks for h in st.keyed
+                                         for r in h.rows)
+    return local, on_spark
+
+
+@pytest.mark.parametrize(("p", "m", "compact", "drop"), [
+    (2, None, True, False), (4, 256, False, False), (3, 64, True, False),
+    (1, None, True, True), (5, 1024, False, True)])
+def test_rescale_on_spark_equals_local(spark: Any, generated: str, tmp_path: Path, p: int,
+                                       m: int | None, compact: bool, drop: bool) -> None:
+    local, on_spark = _both(spark, generated, tmp_path, p, m, compact=compact,
+                            drop_expired=drop)
+    assert diff_checkpoints(local, on_spark).equal
+    if not drop:
+        assert diff_checkpoints(open_checkpoint(generated), on_spark).equal
+    else:
+        assert not diff_checkpoints(open_checkpoint(generated), on_spark).equal
+    for location in (str(tmp_path / "local"), str(tmp_path / "spark")):
+        report = verify_checkpoint(location)
+        assert report.clean, report.problems
+    op = on_spark.metadata.operators[0]
+    assert (op.parallelism, op.max_parallelism) == (p, m or 128)
+
+
+@pytest.mark.parametrize("sample", [KEYED, OPERATOR])
+def test_rescale_samples_on_spark(spark: Any, sample: str, tmp_path: Path) -> None:
+    local, on_spark = _both(spark, sample, tmp_path, 3, 256 if sample == KEYED else None,
+                            compact=True)
+    assert diff_checkpoints(local, on_spark).equal
+    assert verify_checkpoint(str(tmp_path / "spark")).clean
+
+
+def test_export_on_spark_holds_the_same_rows(spark: Any, generated: str, tmp_path: Path
+                                             ) -> None:
+    checkpoint = open_checkpoint(generated)
+    local = export_checkpoint(checkpoint, str(tmp_path / "l"))
+    on_spark = export_checkpoint(checkpoint, str(tmp_path / "s"),
+                                 state_writer=spark_state_writer(spark))
+    assert [(t.state, t.rows) for t in local.tables] == [(t.state, t.rows)
+                                                        for t in on_spark.tables]
+    for mine, theirs in zip(local.tables, on_spark.tables, strict=True):
+        assert (tmp_path / "s" / theirs.path).is_dir()
+        rows = pq.read_table(tmp_path / "s" / theirs.path).to_pylist()
+        expected = pq.read_table(tmp_path / "l" / mine.path).to_pylist()
+        assert sorted(map(repr, rows)) == sorted(map(repr, expected)), mine.state
+    manifest = json.loads((tmp_path / "s" / "_export.json").read_text())
+    assert [t["path"] for t in manifest["tables"]] == [t.path for t in on_spark.tables]
+
+
+def test_footers_read_by_spark_give_the_same_histogram(spark: Any, generated: str) -> None:
+    checkpoint = open_checkpoint(generated)
+    footers = spark_footers(spark, checkpoint, keyed_files(checkpoint))
+    assert key_group_histograms(checkpoint, footers) == key_group_histograms(checkpoint)
+
+
+def test_key_groups_on_spark_equal_the_oracle(spark: Any, key_groups_file: Path) -> None:
+    data, keys = _load(key_groups_file)
+    chosen = [k for k in keys if k.spec in ("string", "int32", "int64") and not (
+        isinstance(k.value, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in k.value))]
+    assert chosen
+    maxima = data["max_parallelisms"]
+    plain = [(k.spec, k.value) for k in chosen]  # workers cannot import this test module
+    schema = pa.schema([("i", pa.int64()), ("groups", pa.list_(pa.int32()))])
+
+    def compute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            picked = [plain[i] for i in batch.column(0).to_pylist()]
+            groups: list[list[int]] = [[] for _ in picked]
+            for spec in {s for s, _ in picked}:
+                where = [j for j, (s, _) in enumerate(picked) if s == spec]
+                convert = to_arrow(spec)
+                column = pa.array([convert(picked[j][1]) for j in where], arrow_type(spec))
+                for m in maxima:
+                    for j, g in zip(where, key_groups(column, spec, m), strict=True):
+                        groups[j].append(int(g))
+            yield pa.RecordBatch.from_pydict({"i": batch.column(0).to_pylist(),
+                                              "groups": groups}, schema=schema)
+
+    from pyspark.sql.pandas.types import from_arrow_schema
+    rows = spark.range(len(chosen), numPartitions=2).mapInArrow(
+        compute, from_arrow_schema(schema)).collect()
+    assert len(rows) == len(chosen)
+    for row in rows:
+        assert row.groups == chosen[row.i].record["key_groups"], chosen[row.i].describe()
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def test_cli_engine_spark_in_both_modes(spark: Any, tmp_path: Path) -> None:
+    document = run_json("rescale", KEYED, "-p", "3", "--max-parallelism", "256", "--out",
+                        str(tmp_path / "r"), "--engine", "spark")
+    assert document["result"]["mode"] == "rehash" and document["plan"]["rehash"]
+    assert run("diff", KEYED, str(tmp_path / "r"))[0] == 0
+    code, out, _ = run("rescale", KEYED, "-p", "2", "--out", str(tmp_path / "c"), "--compact",
+                       "--engine", "spark")
+    assert code == 0 and f"wrote {tmp_path / 'c'} (compact)" in out
+    document = run_json("export", KEYED, "--out", str(tmp_path / "e"), "--engine", "spark")
+    assert document["rows"] == 269 and all(t["path"].endswith(".parquet")
+                                          for t in document["tables"])
+    code, out, _ = run("export", OPERATOR, "--out", str(tmp_path / "e2"), "--format", "jsonl",
+                       "--engine", "spark")
+    assert code == 0 and "(jsonl)" in out
+    local = run_json("inspect", KEYED, "--key-groups")
+    assert run_json("inspect", KEYED, "--key-groups", "--engine", "spark") == local
+    code, out, _ = run("inspect", KEYED, "--key-groups", "--engine", "spark")
+    assert code == 0 and "bytes per key group" in out
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["inspect", KEYED, "--engine", "spark"], 2, "--engine spark applies to --key-groups"),
+    (["inspect", KEYED, "--key-groups", "--spark-master", "local[1]"], 3,
+     "--spark-master and --spark-conf need --engine spark"),
+    (["export", KEYED, "--out", "x", "--engine", "spark", "--spark-conf", "nonsense"], 3,
+     "--spark-conf takes key=value"),
+    (["rescale", KEYED, "-p", "2", "--plan", "--engine", "flink"], 2, "Invalid value"),
+])
+def test_cli_engine_mistakes(args: list[str], code: int, message: str) -> None:
+    got, out, err = run(*args)
+    assert got == code and message in err and "Traceback" not in err
+
+
+def test_a_failing_spark_job_leaves_nothing(spark: Any, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(KEYED, broken)
+    victim = sorted(broken.rglob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes() + b"junk")  # found by the task that reads it
+
+    checkpoint = open_checkpoint(str(broken))
+    with pytest.raises(StatectlError) as caught:
+        rescale_checkpoint(checkpoint, str(tmp_path / "out"), plan_checkpoint(checkpoint, 3),
+                           compact=True, keyed_writer=spark_keyed_writer(spark))
+    assert isinstance(caught.value, EngineError)
+    assert "CorruptCheckpointError" in str(caught.value) and "metadata says" in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]  # no output, no staging
+    code, _, err = run("rescale", str(broken), "-p", "3", "--compact", "--out",
+                       str(tmp_path / "out"), "--engine", "spark")
+    assert code == 3 and err.startswith("Error: ") and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+BLOCK_PYSPARK = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("pyspark", "py4j"):
+            raise ImportError(f"No module named {name!r}")
+sys.meta_path.insert(0, Block())
+from cli.main import statectl
+statectl(sys.argv[1:], prog_name="statectl")
+"""
+
+
+def _without_pyspark(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", BLOCK_PYSPARK, *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+
+def test_without_pyspark_spark_says_what_to_install_and_the_rest_works(tmp_path: Path) -> None:
+    for args in (["export", KEYED, "--out", str(tmp_path / "x"), "--engine", "spark"],
+                 ["rescale", KEYED, "-p", "3", "--compact", "--out", str(tmp_path / "y"),
+                  "--engine", "spark"],
+                 ["inspect", KEYED, "--key-groups", "--engine", "spark"]):
+        done = _without_pyspark(tmp_path, *args)
+        assert done.returncode == 3, done.stderr
+        assert "pip install 'statectl[spark]'" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    for args in (["inspect", KEYED, "--key-groups", "--top", "2"],
+                 ["rescale", KEYED, "-p", "3", "--max-parallelism", "256", "--out",
+                  str(tmp_path / "r")],
+                 ["export", KEYED, "--out", str(tmp_path / "e")],
+                 ["verify", str(tmp_path / "r")], ["diff", KEYED, str(tmp_path / "r")],
+                 ["trace", "--example", "seed000-copy-on-write"]):
+        done = _without_pyspark(tmp_path, *args)
+        assert done.returncode == 0, (args, done.stderr)
+
+
+def test_logical_content_helper_sees_generated_state(generated: str) -> None:
+    content = logical(open_checkpoint(generated))
+    assert len(content["job", "amount"]) == 3000 and content["job", "marks"]
