@@ -87,6 +87,8 @@ __all__ = [
     "Checkpoint",
     "OperatorSnapshot",
     "copy_checkpoint",
+    "subtask_states",
+    "write_subtask",
     "SubtaskSnapshot",
     "open_checkpoint",
     "write_checkpoint",
@@ -334,17 +336,54 @@ def _write_operator(fs: pafs.FileSystem, root: str, op_index: int, op: OperatorS
     key_type: str | None = None
     subtasks = []
     for subtask in op.subtasks:
-        keyed: list[KeyedStateHandle] = []
-        operator: list[OperatorStateHandle] = []
-        kg_range = None
         if subtask.keyed is not None:
-            key_type, kg_range = subtask.keyed.key_type, subtask.keyed.key_group_range
-            keyed = _write_keyed(fs, root, op_index, subtask, states, files, cancelled)
-        if subtask.operator is not None:
-            operator = _write_operator_state(fs, root, op_index, subtask, states, files)
-        subtasks.append(SubtaskMetadata(subtask.index, kg_range, tuple(keyed), tuple(operator)))
+            key_type = subtask.keyed.key_type
+        subtasks.append(write_subtask(fs, root, op_index, subtask, states, files, cancelled))
     return OperatorMetadata(op.uid, op.name, op.parallelism, op.max_parallelism, key_type,
                             tuple(states[n] for n in sorted(states)), tuple(subtasks))
+
+
+def write_subtask(fs: pafs.FileSystem, root: str, op_index: int, subtask: SubtaskSnapshot,
+                  states: dict[str, StateMetadata], files: list[FileInfo],
+                  cancelled: Callable[[], bool] = lambda: False) -> SubtaskMetadata:
+    """Write one subtask's snapshot under ``root`` (a checkpoint being staged).
+
+    ``states`` maps state names to their metadata in the order they were first registered:
+    a state's position is its directory index (``op-N/keyed/<index>/``), so subtasks written
+    separately (by Spark tasks) share one order when given the same pre-filled ``states``.
+    New files are appended to ``files``. The keyed snapshot is consumed.
+    """
+    keyed: list[KeyedStateHandle] = []
+    operator: list[OperatorStateHandle] = []
+    kg_range = None
+    if subtask.keyed is not None:
+        kg_range = subtask.keyed.key_group_range
+        keyed = _write_keyed(fs, root, op_index, subtask, states, files, cancelled)
+    if subtask.operator is not None:
+        operator = _write_operator_state(fs, root, op_index, subtask, states, files)
+    return SubtaskMetadata(subtask.index, kg_range, tuple(keyed), tuple(operator))
+
+
+def subtask_states(subtask: SubtaskSnapshot) -> dict[str, StateMetadata]:
+    """The states a subtask's snapshot declares, in registration order (see write_subtask)."""
+    states: dict[str, StateMetadata] = {}
+    if subtask.keyed is not None:
+        for descriptor in subtask.keyed.descriptors:
+            _register(states, _keyed_metadata(descriptor))
+    for entry in subtask.operator or ():
+        _register(states, _operator_metadata(entry))
+    return states
+
+
+def _keyed_metadata(descriptor: Any) -> StateMetadata:
+    return StateMetadata(descriptor.name, "keyed", descriptor.kind.value, descriptor.value_type,
+                         descriptor.user_key_type, descriptor.namespace_type,
+                         None if descriptor.ttl is None else descriptor.ttl.ttl)
+
+
+def _operator_metadata(entry: OperatorStateSnapshotEntry) -> StateMetadata:
+    return StateMetadata(entry.name, "operator", _MODE_KIND[entry.mode], entry.value_type_spec,
+                         entry.key_type_spec)
 
 
 def _register(states: dict[str, StateMetadata], state: StateMetadata) -> int:
@@ -362,10 +401,7 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
     writers: dict[str, tuple[StateMetadata, _FileWriter, dict[str, list[Any]],
                              list[KeyGroupRows], Callable[..., Any]]] = {}
     for descriptor in snapshot.descriptors:
-        meta = StateMetadata(descriptor.name, "keyed", descriptor.kind.value,
-                             descriptor.value_type, descriptor.user_key_type,
-                             descriptor.namespace_type,
-                             None if descriptor.ttl is None else descriptor.ttl.ttl)
+        meta = _keyed_metadata(descriptor)
         index = _register(states, meta)
         schema = keyed_schema(meta, snapshot.key_type)
         writer = _FileWriter(fs, root, f"op-{op_index}/keyed/{index}/{subtask.index}.parquet",
@@ -403,8 +439,7 @@ def _write_operator_state(fs: pafs.FileSystem, root: str, op_index: int,
     assert subtask.operator is not None
     handles = []
     for entry in subtask.operator:
-        meta = StateMetadata(entry.name, "operator", _MODE_KIND[entry.mode],
-                             entry.value_type_spec, entry.key_type_spec)
+        meta = _operator_metadata(entry)
         index = _register(states, meta)
         writer = _FileWriter(fs, root, f"op-{op_index}/operator/{index}/{subtask.index}.parquet",
                              operator_schema(meta))

@@ -12,6 +12,7 @@ piece                     used by
 ``keyed_writer()``        ``rescale --compact`` / ``--max-parallelism`` / ``--drop-expired``
 ``state_writer()``        ``export``
 ``footers(checkpoint)``   ``inspect --key-groups``
+``build(inputs, ...)``    ``build``
 ========================  ===========================================================
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from formats.build import BuildSummary, build_state
 from formats.checkpoint_v1 import Checkpoint
 from formats.export import StateWriter
 from formats.rescale import KeyedWriter, RehashCounter
@@ -46,6 +48,10 @@ class Engine:
 
     def footers(self, checkpoint: Checkpoint) -> dict[str, list[tuple[int, int, int]]] | None:
         return None
+
+    def build(self, inputs: Sequence[str], **settings: Any) -> BuildSummary:
+        """``statectl build``: :func:`formats.build.build_state` with ``settings``."""
+        return build_state(inputs, **settings)
 
 
 LocalEngine = Engine
@@ -90,6 +96,20 @@ class SparkEngine(Engine):
         from formats.key_group_stats import keyed_files
         from formats.spark.jobs import spark_footers
         return spark_footers(self.session, checkpoint, keyed_files(checkpoint))
+
+    def build(self, inputs: Sequence[str], **settings: Any) -> BuildSummary:
+        """:func:`formats.spark.build.spark_build`: one pass, one checkpoint, no resume."""
+        from formats.spark.build import spark_build
+        unsupported = [name for name in ("checkpoint_every", "resume")
+                       if settings.pop(name, None) is not None]
+        if unsupported:
+            options = ", ".join("--" + n.replace("_", "-") for n in unsupported)
+            raise InvalidArgumentError(
+                f"{options}: the local engine's; a Spark build is one pass that writes one "
+                "checkpoint (run it without, or with --engine local)")
+        settings.pop("keep", None)
+        settings.pop("progress", None)
+        return spark_build(self.session, inputs, **settings)
 
 
 def open_engine(name: str, master: str | None = None, conf: Sequence[str] = ()) -> Engine:

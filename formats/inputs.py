@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from statecore.errors import InvalidArgumentError, StatectlError
 
-__all__ = ["FileSource", "InputError", "column_spec"]
+__all__ = ["FileSource", "InputError", "column_spec", "read_input"]
 
 _SPECS = {pa.int8(): "int8", pa.int16(): "int16", pa.int32(): "int32", pa.int64(): "int64",
           pa.float32(): "float32", pa.float64(): "float64", pa.bool_(): "bool",
@@ -42,7 +42,8 @@ def column_spec(arrow_type: pa.DataType, column: str) -> str:
     return spec
 
 
-def _read(path: str) -> pa.Table:
+def read_input(path: str) -> pa.Table:
+    """An input file as an Arrow table (by its extension: Parquet, CSV, JSON Lines)."""
     lower = path.lower()
     try:
         if lower.endswith((".parquet", ".pq")):
@@ -63,7 +64,7 @@ class FileSource:
         if not paths:
             raise InvalidArgumentError("give at least one input file")
         self._paths = list(paths)
-        schemas = {path: _read(path).schema for path in self._paths}
+        schemas = {path: read_input(path).schema for path in self._paths}
         first = schemas[self._paths[0]]
         for path, schema in schemas.items():
             if not schema.equals(first):
@@ -75,10 +76,10 @@ class FileSource:
         return self._paths
 
     def count(self) -> int:
-        return sum(_read(path).num_rows for path in self._paths)
+        return sum(read_input(path).num_rows for path in self._paths)
 
     def read(self, split: str, position: int) -> Iterator[tuple[int, Any]]:
-        table = _read(split)
+        table = read_input(split)
         if position > table.num_rows:
             raise InputError(f"{split} has {table.num_rows} rows; the checkpoint says "
                              f"{position} were read: was the input changed?")

@@ -50,6 +50,8 @@ __all__ = [
     "metadata_to_json",
     "operator_state_segments",
     "share_of_file",
+    "subtask_from_json",
+    "subtask_to_json",
 ]
 
 #: The ``format`` field of every statectl ``_metadata.json``.
@@ -491,16 +493,26 @@ def _operator_json(op: OperatorMetadata) -> dict[str, Any]:
         "states": [{"name": s.name, "scope": s.scope, "kind": s.kind, "value_type": s.value_type,
                     "user_key_type": s.user_key_type, "namespace_type": s.namespace_type,
                     "ttl": s.ttl} for s in op.states],
-        "subtasks": [{
-            "index": st.index,
-            "key_group_range": (None if st.key_group_range is None
-                                else [st.key_group_range.start, st.key_group_range.end]),
-            "keyed": [{"state": h.state, "file": h.file,
-                       "key_groups": [h.key_group_range.start, h.key_group_range.end],
-                       "rows": [[r.key_group, r.first_row, r.row_count] for r in h.rows]}
-                      for h in st.keyed],
-            "operator": [{"state": h.state, "mode": h.mode.name, "file": h.file,
-                          "first_element": h.first_element, "element_count": h.element_count}
-                         for h in st.operator],
-        } for st in op.subtasks],
+        "subtasks": [subtask_to_json(st) for st in op.subtasks],
     }
+
+
+def subtask_to_json(st: SubtaskMetadata) -> dict[str, Any]:
+    """One subtask of ``_metadata.json`` (its key-group range and handles)."""
+    return {
+        "index": st.index,
+        "key_group_range": (None if st.key_group_range is None
+                            else [st.key_group_range.start, st.key_group_range.end]),
+        "keyed": [{"state": h.state, "file": h.file,
+                   "key_groups": [h.key_group_range.start, h.key_group_range.end],
+                   "rows": [[r.key_group, r.first_row, r.row_count] for r in h.rows]}
+                  for h in st.keyed],
+        "operator": [{"state": h.state, "mode": h.mode.name, "file": h.file,
+                      "first_element": h.first_element, "element_count": h.element_count}
+                     for h in st.operator],
+    }
+
+
+def subtask_from_json(value: Any, where: str = "subtask") -> SubtaskMetadata:
+    """The inverse of :func:`subtask_to_json`, validated like any metadata."""
+    return _subtask(value, where)

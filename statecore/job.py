@@ -50,6 +50,8 @@ __all__ = [
     "LocalJob",
     "PendingWrite",
     "ProcessFunction",
+    "open_subtask",
+    "subtask_snapshot",
     "RestoredCheckpoint",
     "RuntimeContext",
     "Source",
@@ -151,6 +153,44 @@ class _Subtask:
     positions: dict[str, int]
 
 
+def open_subtask(index: int, parallelism: int, max_parallelism: int,
+                 key_serializer: TypeSerializer[Any], function: ProcessFunction,
+                 configuration: dict[str, str], *,
+                 entries: Sequence[OperatorStateSnapshotEntry] = (), restored: bool = False,
+                 map_kind: MapKind = "copy_on_write", clock: Clock = system_clock
+                 ) -> RuntimeContext:
+    """Subtask ``index`` of a job as :class:`LocalJob` sets it up, with ``function`` opened.
+
+    Its keyed backend owns Flink's key-group range ``index``; its operator backend holds
+    ``entries`` (a restore) and the job's ``configuration`` in broadcast state (a restored one
+    must be the same). Engines that run subtasks elsewhere (Spark) build them with this, so
+    their state is the local job's.
+    """
+    key_groups = compute_key_group_range_for_operator_index(max_parallelism, parallelism,
+                                                            index)
+    keyed: HeapKeyedStateBackend[Any] = HeapKeyedStateBackend(
+        key_serializer, max_parallelism, key_groups, map_kind=map_kind, clock=clock)
+    operator = OperatorStateBackend(list(entries))
+    context = RuntimeContext(index, parallelism, keyed, operator)
+    config = operator.get_broadcast_state(_CONFIGURATION)
+    if restored and dict(config.items()) != configuration:
+        raise CheckpointError(
+            f"the checkpoint was taken with configuration {dict(config.items())}, this job "
+            f"has {configuration}: resume with the same settings")
+    config.clear()
+    config.put_all(configuration)
+    function.open(context)  # registers the keyed states a restore fills
+    operator.get_list_state(_POSITIONS)
+    return context
+
+
+def subtask_snapshot(context: RuntimeContext, positions: dict[str, int]) -> SubtaskSnapshot:
+    """The synchronous half of a subtask's checkpoint, source ``positions`` stored first."""
+    context.operator.get_list_state(_POSITIONS).update(sorted(positions.items()))
+    return SubtaskSnapshot(context.subtask_index, context.keyed.snapshot(),
+                           context.operator.snapshot())
+
+
 class LocalJob:
     """One keyed operator with ``parallelism`` subtasks fed by ``source`` (see the module doc).
 
@@ -222,28 +262,17 @@ class LocalJob:
     def _make_subtask(self, index: int, function_factory: Callable[[], ProcessFunction],
                       map_kind: MapKind, clock: Clock,
                       reader: RestoredCheckpoint | None) -> _Subtask:
-        key_groups = compute_key_group_range_for_operator_index(
-            self.max_parallelism, self.parallelism, index)
-        keyed: HeapKeyedStateBackend[Any] = HeapKeyedStateBackend(
-            self.key_serializer, self.max_parallelism, key_groups, map_kind=map_kind,
-            clock=clock)
         entries = reader.operator_entries(self.uid, index) if reader else []
-        operator = OperatorStateBackend(entries)
-        context = RuntimeContext(index, self.parallelism, keyed, operator)
-        config = operator.get_broadcast_state(_CONFIGURATION)
-        if reader is not None and dict(config.items()) != self.configuration:
-            raise CheckpointError(
-                f"the checkpoint was taken with configuration {dict(config.items())}, this job "
-                f"has {self.configuration}: resume with the same settings")
-        config.clear()
-        config.put_all(self.configuration)
         function = function_factory()
-        function.open(context)  # registers the keyed states a restore fills
+        context = open_subtask(index, self.parallelism, self.max_parallelism,
+                               self.key_serializer, function, self.configuration,
+                               entries=entries, restored=reader is not None,
+                               map_kind=map_kind, clock=clock)
         if reader is not None:
-            reader.restore_keyed(self.uid, keyed)
+            reader.restore_keyed(self.uid, context.keyed)
         positions = {split: 0 for j, split in enumerate(self.source.splits())
                      if j % self.parallelism == index}
-        for split, position in operator.get_list_state(_POSITIONS).get():
+        for split, position in context.operator.get_list_state(_POSITIONS).get():
             if split not in positions:
                 raise CheckpointError(
                     f"the checkpoint has a position for input {split!r}, which this run does "
@@ -300,13 +329,7 @@ class LocalJob:
 
     def trigger_checkpoint(self, kind: CheckpointKind = CheckpointKind.CHECKPOINT) -> PendingWrite:
         """The synchronous half now; the storage writes the rest while processing goes on."""
-        snapshots = []
-        for subtask in self._subtasks:
-            positions = subtask.context.operator.get_list_state(_POSITIONS)
-            positions.update(sorted(subtask.positions.items()))
-            snapshots.append(SubtaskSnapshot(subtask.context.subtask_index,
-                                             subtask.context.keyed.snapshot(),
-                                             subtask.context.operator.snapshot()))
+        snapshots = [subtask_snapshot(s.context, s.positions) for s in self._subtasks]
         checkpoint_id, self._next_id = self._next_id, self._next_id + 1
         pending = self.storage.begin(checkpoint_id, kind, [OperatorSnapshot(
             self.uid, self.name, self.parallelism, self.max_parallelism, snapshots)])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from formats.build import build_state
+from cli.params import engine_options
+from formats.engines import open_engine
 
 __all__ = ["build_command"]
 
@@ -40,14 +41,21 @@ def _resume(value: str | None) -> int | str | None:
               help="Completed checkpoints to retain.")
 @click.option("--resume", is_flag=False, flag_value="latest", default=None,
               help="Resume from the latest checkpoint, or from the given id.")
+@engine_options
 @click.pass_obj
 def build_command(output: Output, inputs: tuple[str, ...], key: str, key_type: str | None,
                   aggregations: tuple[str, ...], checkpoint_dir: str, parallelism: int,
                   max_parallelism: int | None, uid: str, ttl: int | None,
-                  checkpoint_every: int | None, keep: int, resume: str | None) -> None:
-    """Aggregate INPUTS (Parquet, CSV or JSON Lines) into keyed state, with checkpoints."""
+                  checkpoint_every: int | None, keep: int, resume: str | None, engine: str,
+                  spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
+    """Aggregate INPUTS (Parquet, CSV or JSON Lines) into keyed state, with checkpoints.
+
+    With --engine spark, Spark tasks read the inputs and run the subtasks; the checkpoint is
+    the one a local build writes (one pass: no --checkpoint-every, no --resume).
+    """
+    runner = open_engine(engine, spark_master, spark_conf)
     with output.progress("building") as progress:
-        summary = build_state(
+        summary = runner.build(
             inputs, key=key, key_type=key_type, aggregations=aggregations,
             checkpoint_dir=checkpoint_dir, parallelism=parallelism,
             max_parallelism=max_parallelism, uid=uid, ttl=ttl,

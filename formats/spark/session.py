@@ -4,7 +4,8 @@
 * Otherwise a new one: master ``--spark-master``, else ``$STATECTL_SPARK_MASTER``, else
   ``local[*]`` (an embedded Spark using every core, no cluster needed); ``--spark-conf
   key=value`` settings on top; Python workers run the driver's interpreter (so they have
-  statectl and pyarrow); the web UI is off for an embedded Spark.
+  statectl and pyarrow); the web UI and console progress are off for an embedded Spark, and
+  Spark logs only errors (``--spark-conf statectl.log.level=INFO`` for more).
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
                 "spark.speculation": "false",  # a task writes its files once
                 "spark.pyspark.python": os.environ["PYSPARK_PYTHON"]}
     if chosen.startswith("local"):
-        settings |= {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8"}
+        settings |= {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
+                     "spark.ui.showConsoleProgress": "false"}  # statectl draws its own
     for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel((conf or {}).get("statectl.log.level", "ERROR"))
+    return session
