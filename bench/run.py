@@ -25,15 +25,16 @@ from bench_backend import bench_backend
 from bench_checkpoint import bench_checkpoint
 from bench_inspect import bench_inspect
 from bench_rescale import bench_rescale
+from bench_spark import bench_spark
 from bench_state_maps import BENCHMARKS as STATE_MAP_BENCHMARKS
 from bench_state_maps import FULL, QUICK, Config, Row, Section
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py),
-#: checkpoints (bench/bench_checkpoint.py), rescale (bench_rescale.py), inspect (bench_inspect.py).
+#: checkpoints (bench_checkpoint.py), rescale, inspect, spark (bench_rescale/_inspect/_spark.py).
 BENCHMARKS: dict[str, Callable[[Config], Section]] = {
     **STATE_MAP_BENCHMARKS, "backend": bench_backend, "checkpoint": bench_checkpoint,
-    "rescale": bench_rescale, "inspect": bench_inspect}
+    "rescale": bench_rescale, "inspect": bench_inspect, "spark": bench_spark}
 DEFAULT_JSON = BENCH_DIR / "results.json"
 COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
 WIDTHS = (42, 16, 16, 8, 10, 6)

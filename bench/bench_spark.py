@@ -1,0 +1,142 @@
+"""Spark: the max-parallelism change on the local engine, Spark ``local[1]`` and ``local[2]``.
+
+One benchmark, ``spark`` (``bench/run.py --only spark``; part of ``make bench``). Checkpoints
+of string keys with one int64 value state, max parallelism 128, parallelism 4, are written
+directly with the format's writer (sorted Arrow columns; building 5M entries through a backend
+would take minutes), at 0.5M, 2M and 5M entries (quick: 50k and 200k). Each is rescaled to
+max parallelism 256 and parallelism 3 (plan, which hashes every key, plus the rewrite) by:
+
+* the local engine (``rescale_checkpoint`` in this process);
+* Spark ``local[1]`` and ``local[2]`` (``--engine spark``: tasks hash, Spark shuffles, tasks
+  write), session start-up excluded (reported in the notes).
+
+Rows: entries/s of Spark ``local[2]`` vs the local engine (information: where Spark overtakes
+is the size at which this passes 1), and Spark's scaling from 1 to 2 cores at 5M entries (bar
+>= 1.5x). Every output is checked with ``statectl diff`` against the source on the smallest
+size. One run per point (the large ones take tens of seconds).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from bench_state_maps import Bar, Config, Row, Section, progress
+
+# The checkpoint is assembled from the format's own building blocks (private to formats):
+# a backend of 5M entries would dominate the benchmark's time.
+from formats.checkpoint_v1 import _FileWriter, _publish, _staged, open_checkpoint
+from formats.diff import diff_checkpoints
+from formats.key_hash import key_groups
+from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.v1_columns import keyed_schema
+from statecore.checkpoint import (
+    CheckpointKind,
+    CheckpointMetadata,
+    KeyedStateHandle,
+    KeyGroupRows,
+    OperatorMetadata,
+    StateMetadata,
+    SubtaskMetadata,
+)
+from statecore.key_groups import compute_key_group_range_for_operator_index
+
+M, P, NEW_M, NEW_P = 128, 4, 256, 3
+STATE = StateMetadata("amount", "keyed", "value", "int64", None, "void", None)
+
+
+def make_checkpoint(location: str, entries: int) -> None:
+    keys = pa.array([f"key-{i:010d}" for i in range(entries)], pa.string())
+    groups = key_groups(keys, "string", M)
+    order = np.argsort(groups, kind="stable")
+    groups = groups[order]
+    table = pa.table({"key_group": pa.array(groups, pa.int32()), "key": keys.take(order),
+                      "value": pa.array(np.arange(entries, dtype=np.int64)[order])})
+    schema = keyed_schema(STATE, "string")
+    fs_location = str(Path(location).resolve())
+    import pyarrow.fs as pafs
+    fs = pafs.LocalFileSystem()
+    with _staged(fs, fs_location, location, "writing") as staging:
+        files, subtasks = [], []
+        for i in range(P):
+            kg = compute_key_group_range_for_operator_index(M, P, i)
+            lo, hi = np.searchsorted(groups, [kg.start, kg.end + 1])
+            writer = _FileWriter(fs, staging, f"op-0/keyed/0/{i}.parquet", schema)
+            rows = []
+            sub = groups[lo:hi]
+            values, starts, counts = np.unique(sub, return_index=True, return_counts=True)
+            for g, s, c in zip(values, starts, counts, strict=True):
+                rows.append(KeyGroupRows(int(g), int(s), int(c)))
+                writer.write_table(table.slice(lo + int(s), int(c)))
+            files.append(writer.close())
+            subtasks.append(SubtaskMetadata(i, kg, (KeyedStateHandle(
+                "amount", f"op-0/keyed/0/{i}.parquet", kg, tuple(rows)),), ()))
+        _publish(fs, staging, fs_location, CheckpointMetadata(
+            1, CheckpointKind.CHECKPOINT, 0, (OperatorMetadata(
+                "bench", "bench", P, M, "string", (STATE,), tuple(subtasks)),), tuple(files)))
+
+
+def rescale(source: str, out: str, spark: Any = None) -> float:
+    from formats.spark.jobs import spark_keyed_writer, spark_rehash_counter
+    start = time.perf_counter()
+    checkpoint = open_checkpoint(source)
+    plan = plan_checkpoint(checkpoint, NEW_P, NEW_M,
+                           None if spark is None else spark_rehash_counter(spark))
+    rescale_checkpoint(checkpoint, out, plan,
+                       keyed_writer=None if spark is None else spark_keyed_writer(spark))
+    return time.perf_counter() - start
+
+
+def bench_spark(cfg: Config) -> Section:
+    from formats.spark.session import spark_session
+    section = Section("spark")
+    sizes = [500_000, 2_000_000, 5_000_000] if cfg.snapshot_entries >= 1_000_000 else [
+        50_000, 200_000]
+    seconds: dict[tuple[str, int], float] = {}
+    with tempfile.TemporaryDirectory(prefix="statectl-bench-") as name:
+        directory = Path(name)
+        for n in sizes:
+            progress(f"spark: writing a checkpoint of {n:,} entries")
+            make_checkpoint(str(directory / f"src-{n}"), n)
+            progress(f"spark: local engine, {n:,}")
+            seconds["local", n] = rescale(str(directory / f"src-{n}"), str(directory / "out"))
+            shutil.rmtree(directory / "out")
+        for master in ("local[1]", "local[2]"):
+            started = time.perf_counter()
+            spark = spark_session(master, {"spark.sql.shuffle.partitions": "8"})
+            actual = spark.sparkContext.master
+            assert actual == master, f"asked for {master}, got {actual}"
+            section.notes.append(f"spark: session start {actual}: "
+                                 f"{time.perf_counter() - started:.1f} s (excluded)")
+            for n in sizes:
+                progress(f"spark: {master}, {n:,}")
+                out = str(directory / "out")
+                seconds[master, n] = rescale(str(directory / f"src-{n}"), out, spark)
+                if n == sizes[0]:
+                    same = diff_checkpoints(open_checkpoint(str(directory / f"src-{n}")),
+                                            open_checkpoint(out)).equal
+                    assert same, f"{master}: the rescaled checkpoint differs"
+                shutil.rmtree(out)
+            spark.stop()
+    for n in sizes:
+        section.rows.append(Row(f"max-p change {n / 1e6:g}M: spark[2] vs local",
+                                n / seconds["local[2]", n], n / seconds["local", n], "ops/s"))
+    big = sizes[-1]
+    section.rows.append(Row(f"max-p change {big / 1e6:g}M: spark 2 cores vs 1",
+                            big / seconds["local[2]", big], big / seconds["local[1]", big],
+                            "ops/s", Bar(">=", 1.5, ">= 1.5")))
+    overtakes = [n for n in sizes if seconds["local[2]", n] < seconds["local", n]]
+    section.notes += [
+        f"spark: {engine} {n:,} entries: {seconds[engine, n]:.1f} s, "
+        f"{n / seconds[engine, n] / 1e3:.0f}k entries/s"
+        for n in sizes for engine in ("local", "local[1]", "local[2]")]
+    section.notes.append("spark: Spark local[2] overtakes the local engine at "
+                         + (f"{overtakes[0]:,} entries" if overtakes
+                            else f"none of the sizes measured (up to {big:,})"))
+    section.raw = {f"{engine} {n}": s for (engine, n), s in seconds.items()}
+    return section
