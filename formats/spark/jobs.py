@@ -5,12 +5,13 @@ publishes) and replaces only the part that touches data:
 
 * :func:`spark_keyed_writer` (for :func:`formats.rescale.rescale_checkpoint`): one task per
   old keyed handle reads it with the checkpoint reader, drops expired entries and computes
-  the new key group (vectorised Java hashing) and target subtask; Spark repartitions the rows
-  by target subtask and sorts them by key group; each partition writes its subtasks' rows
-  with the format's writer (``op-N/keyed/S/<subtask>-p<partition>.parquet``) and returns only
-  ``(file, size, checksum, key group, first row, rows)``. A subtask may get several files (one
-  per partition holding its rows): handles of one state in several files are part of the
-  format.
+  the new key group (vectorised Java hashing) and target subtask; Spark range-partitions the
+  rows by key group (at least two partitions per core, so every core writes; a partition's
+  key groups belong to a few consecutive subtasks) and sorts them; each partition writes its
+  subtasks' rows with the format's writer (``op-N/keyed/S/<subtask>-p<partition>.parquet``)
+  and returns only ``(file, size, checksum, key group, first row, rows)``. A subtask may get
+  several files (one per partition holding its rows): handles of one state in several files
+  are part of the format.
 * :func:`spark_state_writer` (for :func:`formats.export.export_checkpoint`): one task per
   stored piece writes a part file; a state's table is the directory ``<state>.<ext>/`` of
   ``part-NNNNN.<ext>`` files (what ``pyarrow.dataset`` and ``spark.read`` read as one table).
@@ -96,6 +97,9 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
         schema = keyed_schema(job.state, job.op.key_type)
         rows_schema = schema.append(pa.field(SUBTASK, pa.int32()))
         dropped = spark.sparkContext.accumulator(0)
+        # ranges of key groups (so of subtasks: subtask = kg * p // M grows with kg), at least
+        # two per core: every core writes, and a partition spans at most a few subtasks
+        partitions = max(p, 2 * spark.sparkContext.defaultParallelism)
 
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
@@ -134,8 +138,8 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
         with engine_errors(f"rewriting state {job.state.name!r}"):
             rows = (spark.range(len(handles), numPartitions=len(handles))
                     .mapInArrow(read, _spark_schema(rows_schema))
-                    .repartition(p, SUBTASK)
-                    .sortWithinPartitions(SUBTASK, "key_group")
+                    .repartitionByRange(partitions, "key_group")
+                    .sortWithinPartitions("key_group")
                     .mapInArrow(write_partition, _spark_schema(_STATS))
                     .collect())
         by_file: dict[tuple[int, str], list[KeyGroupRows]] = defaultdict(list)
