@@ -20,6 +20,7 @@ stored: a checkpoint needs declared types, and statectl never pickles by default
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -142,7 +143,7 @@ def value_from_text(text: str, spec: str) -> Any:
         elif head.startswith("int"):
             value = int(text)
         elif head.startswith("float"):
-            value = float(text)
+            value = float(text) if head == "float64" else _float32(float(text))
         elif head == "bool":
             if text.lower() not in ("true", "false"):
                 raise ValueError("not true or false")
@@ -153,8 +154,20 @@ def value_from_text(text: str, spec: str) -> Any:
             value = _from_json(json.loads(text), spec)
     except (ValueError, TypeError, RecursionError) as exc:
         raise InvalidArgumentError(f"{text!r} is not a {spec} value: {exc}") from exc
-    parse_type(spec).java_hash(value)  # the type check (ranges, one-unit chars...)
+    try:
+        parse_type(spec).java_hash(value)  # the type check (ranges, one-unit chars...)
+    except (OverflowError, struct.error) as exc:
+        raise InvalidArgumentError(f"{text!r} is not a {spec} value: {exc}") from exc
     return value
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to the nearest float32, as a float32 column stores it."""
+    try:
+        rounded: float = struct.unpack("<f", struct.pack("<f", value))[0]
+    except (OverflowError, struct.error) as exc:
+        raise ValueError(f"{value} is out of the float32 range") from exc
+    return rounded
 
 
 def _from_json(value: Any, spec: str) -> Any:
@@ -167,6 +180,8 @@ def _from_json(value: Any, spec: str) -> Any:
         return {value_from_text(k, args[0]): _from_json(v, args[1]) for k, v in value.items()}
     if head == "bytes" and isinstance(value, str):
         return bytes.fromhex(value)
+    if head == "float32" and isinstance(value, int | float) and not isinstance(value, bool):
+        return _float32(float(value))
     if head in _SCALARS and not isinstance(value, list | dict):
         return value
     raise ValueError(f"JSON {json.dumps(value)} does not fit {spec}")

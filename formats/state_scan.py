@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from formats.arrow_types import from_arrow, value_from_text
 from formats.checkpoint_v1 import Checkpoint
@@ -334,8 +333,15 @@ def expired_shares(checkpoint: Checkpoint, now: int, states: Collection[str] | N
 
 
 def _elements(table: pa.Table, state: StateMetadata) -> int:
+    """List elements or map entries of a list or map state's rows (others: the rows)."""
     if state.kind not in ("list", "map"):
         return int(table.num_rows)
-    lengths = pc.list_value_length(table.column("value")).fill_null(0)
-    total = pc.sum(lengths).as_py()
-    return 0 if total is None else int(total)
+    total = 0
+    for chunk in table.column("value").chunks:  # list and map arrays both have offsets
+        offsets = np.asarray(chunk.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        lengths = np.diff(offsets)
+        if chunk.null_count:
+            lengths = np.where(np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False)),
+                               lengths, 0)
+        total += int(lengths.sum())
+    return total
