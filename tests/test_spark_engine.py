@@ -290,7 +290,11 @@ def test_without_pyspark_spark_says_what_to_install_and_the_rest_works(tmp_path:
                   str(tmp_path / "r")],
                  ["export", KEYED, "--out", str(tmp_path / "e")],
                  ["verify", str(tmp_path / "r")], ["diff", KEYED, str(tmp_path / "r")],
-                 ["trace", "--example", "seed000-copy-on-write"]):
+                 ["trace", "--example", "seed000-copy-on-write"],
+                 ["build", str(REPO_ROOT / "docs" / "examples" / "events.csv"), "--key", "user",
+                  "--agg", "count", "--checkpoint-dir", str(tmp_path / "b")],
+                 ["snapshot", "take", str(tmp_path / "b")],
+                 ["snapshot", "list", str(tmp_path / "b")]):
         done = _without_pyspark(tmp_path, *args)
         assert done.returncode == 0, (args, done.stderr)
 
