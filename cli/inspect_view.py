@@ -236,7 +236,8 @@ def _summary_json(summary: CheckpointSummary) -> dict[str, Any]:
         "checkpoint_id": summary.checkpoint_id, "kind": summary.kind,
         "created_ms": summary.created_ms,
         "operators": [{
-            "id": op.uid, "uid": op.uid, "name": op.name, "parallelism": op.parallelism,
+            "id": op.id or op.uid, "uid": op.stored_uid, "name": op.name,
+            "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism, "key_type": op.key_type,
             "states": [{"name": s.name, "scope": s.scope, "kind": s.kind, "entries": s.entries,
                         "bytes": s.bytes} for s in op.states],

@@ -40,6 +40,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from formats.arrow_types import from_arrow, to_arrow
+from formats.key_hash import key_groups
 from formats.v1_columns import (
     block_appender,
     join_ttl,
@@ -508,13 +509,27 @@ class Checkpoint:
     Nothing is written to it. Every failure to read is a :class:`StatectlError`.
     """
 
+    #: ``inspect``'s ``format`` field: ``statectl`` here, ``flink`` for a Flink snapshot
+    format_name = "statectl"
+
     def __init__(self, fs: pafs.FileSystem, root: str, metadata: CheckpointMetadata) -> None:
         self.fs, self.root, self.metadata = fs, root, metadata
         self._files = {f.path: f for f in metadata.files}
 
+    def open_problems(self) -> list[tuple[str, str, str]]:
+        """``(kind, where, message)`` of what could not be read when opening (``verify``)."""
+        return []
+
+    def expected_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
+                            table: pa.Table) -> np.ndarray | None:
+        """The key group each row's key hashes to (reference §1.2), for ``verify``."""
+        assert op.key_type is not None
+        result: np.ndarray = key_groups(table.column("key"), op.key_type, op.max_parallelism)
+        return result
+
     def operator(self, uid: str) -> OperatorMetadata:
         for op in self.metadata.operators:
-            if op.uid == uid:
+            if op.uid == uid or op.operator_id == uid:
                 return op
         raise CheckpointError(f"no operator with uid {uid!r} in this checkpoint")
 
@@ -747,6 +762,13 @@ def _check_compatible(state: StateMetadata, descriptor: Any) -> None:
             f"{descriptor.value_type} (ttl: {descriptor.ttl is not None})")
 
 
+def _exists(fs: pafs.FileSystem, path: str) -> bool:
+    try:
+        return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
+    except OSError:
+        return False
+
+
 def _not_a_checkpoint(fs: pafs.FileSystem, root: str, location: str) -> str:
     """Why ``location`` is not a checkpoint, and what to give instead."""
     kind = fs.get_file_info(root).type
@@ -767,12 +789,25 @@ def _not_a_checkpoint(fs: pafs.FileSystem, root: str, location: str) -> str:
             f"checkpoint has none)")
 
 
-def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None) -> Checkpoint:
-    """Open and validate a statectl checkpoint (a directory with ``_metadata.json``)."""
+def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
+                    strict: bool = True) -> Checkpoint:
+    """Open and validate a checkpoint, statectl's or Flink's (detected here).
+
+    statectl's is a directory with ``_metadata.json``; a real Flink checkpoint or savepoint
+    is a directory with ``_metadata``.
+
+    ``strict=False`` (for ``verify``) opens a Flink snapshot even when some of its states
+    cannot be decoded, recording why in its ``problems``.
+    """
     fs, root = _filesystem(location, filesystem)
-    if root.rstrip("/").endswith("/" + METADATA_FILE):  # the metadata file itself: its dir
-        root = root.rstrip("/").rsplit("/", 1)[0]
+    root = root.rstrip("/") or root
+    for name in (METADATA_FILE, "_metadata"):  # the metadata file itself: its directory
+        if root.endswith("/" + name):
+            root = root.rsplit("/", 1)[0]
     path = f"{root}/{METADATA_FILE}"
+    from formats.flink.checkpoint import is_flink_checkpoint, open_flink_checkpoint
+    if not _exists(fs, path) and is_flink_checkpoint(fs, root):
+        return open_flink_checkpoint(fs, root, location, strict=strict)
     if isinstance(fs, pafs.LocalFileSystem) and os.path.islink(path) and not os.path.realpath(
             path).startswith(os.path.realpath(root) + os.sep):
         raise UnsafePathError(f"{METADATA_FILE} leads out of the checkpoint directory")

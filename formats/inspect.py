@@ -63,6 +63,10 @@ class OperatorSummary:
     key_type: str | None
     states: tuple[StateSummary, ...]
     subtasks: tuple[SubtaskSummary, ...]
+    #: the id in JSON output: Flink's OperatorID for a Flink snapshot, else the uid
+    id: str = ""
+    #: the uid as stored (``None``: a Flink operator without one)
+    stored_uid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,8 @@ def _operator(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int
         op.uid, op.name, op.parallelism, op.max_parallelism, op.key_type,
         tuple(StateSummary(s.name, s.scope, s.kind, entries[s.name], size[s.name])
               for s in op.states),
-        tuple(sorted(subtasks, key=lambda s: s.index)))
+        tuple(sorted(subtasks, key=lambda s: s.index)),
+        op.operator_id or op.uid, op.uid if op.has_uid else None)
 
 
 def _bytes(sizes: dict[str, int], extent: dict[str, int], file: str, rows: int) -> int:
@@ -118,7 +123,8 @@ def summarize(checkpoint: Checkpoint, location: str) -> CheckpointSummary:
     metadata = checkpoint.metadata
     sizes = {f.path: f.size for f in metadata.files}
     return CheckpointSummary(
-        "statectl", location, metadata.checkpoint_id, metadata.kind.value, metadata.created_ms,
+        checkpoint.format_name, location, metadata.checkpoint_id, metadata.kind.value,
+        metadata.created_ms,
         tuple(_operator(op, sizes, file_extents(metadata)) for op in metadata.operators))
 
 

@@ -142,6 +142,10 @@ class OperatorMetadata:
     key_type: str | None
     states: tuple[StateMetadata, ...]
     subtasks: tuple[SubtaskMetadata, ...]
+    #: Flink's OperatorID (32 hex digits) for an operator of a Flink snapshot; ``None`` in ours
+    operator_id: str | None = None
+    #: whether ``uid`` is a uid the job set (a Flink operator without one is named by its id)
+    has_uid: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,483 @@
+"""Flink's keyed state streams: the heap full-snapshot format and the canonical savepoint format.
+
+- Header (reference §6.1): ``KeyedBackendSerializationProxy`` version 6, the compression flag,
+  the key serializer snapshot, then per state its name, type, options and serializer snapshots.
+  A state's id is its position in this list (``HeapSnapshotResources`` assigns ids in the order
+  it writes the meta infos; the restore reads them back the same way).
+- Heap body (§6.2): at each key group's offset ``int key_group``, then for every state
+  ``short id`` and its block (``int n`` then ``n`` x (namespace, key, value) for key/value state,
+  ``int n`` elements for timers); each state block in its own compression stream when
+  compressed.
+- Canonical body (§6.3): for each key group with data (offset != 0): a compression stream of
+  ``short id``, then ``(byte[] key, byte[] value)`` pairs; a pair whose key's first byte has the
+  0x80 bit is followed by ``short`` (a new state id, or 0xFFFF: end of the key group).
+
+Snappy (Flink's ``SnappyStreamCompressionDecorator`` writes the framing format of
+``SnappyFramedOutputStream``): chunks are unframed here and each compressed chunk is inflated by
+pyarrow's Snappy codec (an existing library; no new dependency). CRCs are not checked: a
+corrupt chunk fails to inflate or decodes to inconsistent data, which is reported.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from formats.flink.javaio import DataReader
+from formats.flink.metadata import FlinkKeyedHandle
+from formats.flink.serializers import (
+    VOID_READ as _VOID_READ,
+)
+from formats.flink.serializers import (
+    Codec,
+    SerializerSnapshot,
+    codec_for,
+    read_snapshot,
+)
+from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
+from statecore.serializers import VOID_NAMESPACE
+
+__all__ = ["KeyedHeader", "StateInfo", "decode_keyed_stream", "read_keyed_header", "unframe_snappy"]
+
+KEYED_PROXY_VERSION = 6
+STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
+_BLOCK_HEAD = struct.Struct(">hi")
+_I32 = struct.Struct(">i")  # a heap state block: short state id, int entry count
+END_OF_KEY_GROUP = -1  # 0xFFFF read as a signed short
+FIRST_BIT = 0x80
+MAX_CHUNK = 1 << 16  # the framing format's largest uncompressed chunk
+
+
+@dataclass
+class StateInfo:
+    """One state of the header: name, kind and serializers (with codecs where known)."""
+
+    name: str
+    backend_type: str  # KEY_VALUE | PRIORITY_QUEUE | ...
+    options: dict[str, str]
+    serializers: dict[str, SerializerSnapshot]
+    kind: str = ""  # value | list | map | reducing | aggregating | timers
+    value: Codec | None = None  # heap layout: the whole state value
+    namespace: Codec | None = None
+    element: Codec | None = None  # list element / map value / timer (canonical layout)
+    user_key: Codec | None = None
+
+    @property
+    def serializer_names(self) -> dict[str, str]:
+        return {k: s.describe() for k, s in self.serializers.items()}
+
+
+@dataclass
+class KeyedHeader:
+    """The header of a keyed state stream: compression, key serializer, states."""
+
+    compressed: bool
+    key_snapshot: SerializerSnapshot
+    key: Codec | None
+    states: list[StateInfo]
+    size: int = 0  # bytes of the header
+
+
+@dataclass
+class DecodedKeyed:
+    """The entries of one keyed handle, per state: ``(key_group, key, namespace, value)``."""
+
+    entries: dict[str, list[tuple[int, Any, Any, Any]]] = field(default_factory=dict)
+    #: encoded bytes per state and key group (decompressed bytes when compressed)
+    state_key_group_bytes: dict[str, dict[int, int]] = field(default_factory=dict)
+    key_group_bytes: dict[int, int] = field(default_factory=dict)
+
+
+def read_keyed_header(r: DataReader) -> KeyedHeader:
+    start = r.pos
+    version = r.i32()
+    if version != KEYED_PROXY_VERSION:
+        raise UnsupportedFormatError(
+            f"{r.where}: keyed state written with serialization proxy version {version}; "
+            f"statectl reads version {KEYED_PROXY_VERSION} (Flink 1.17 and later)")
+    compressed = r.boolean()
+    key_snapshot = read_snapshot(r)
+    states = [_state_info(r) for _ in range(r.count("states", 10, r.i16()))]
+    return KeyedHeader(compressed, key_snapshot, codec_for(key_snapshot), states, r.pos - start)
+
+
+def _state_info(r: DataReader) -> StateInfo:
+    name = r.utf()
+    ordinal = r.i32()
+    if not 0 <= ordinal < len(STATE_TYPES):
+        raise r.fail(f"state {name!r}: unknown backend state type {ordinal}")
+    options = {}
+    for _ in range(r.count("state options", 4)):
+        key = r.utf()
+        options[key] = r.utf()
+    serializers = {}
+    for _ in range(r.count("state serializers", 4)):
+        key = r.utf()
+        serializers[key] = read_snapshot(r)
+    info = StateInfo(name, STATE_TYPES[ordinal], options, serializers)
+    _assign_codecs(info)
+    return info
+
+
+def _assign_codecs(info: StateInfo) -> None:
+    value = info.serializers.get("VALUE_SERIALIZER")
+    if info.backend_type == "PRIORITY_QUEUE":
+        info.kind = "timers"
+        info.value = info.element = None if value is None else codec_for(value)
+        return
+    if info.backend_type not in ("KEY_VALUE", "KEY_VALUE_V2"):
+        info.kind = info.backend_type.lower()
+        return
+    info.kind = info.options.get("KEYED_STATE_TYPE", "VALUE").lower()
+    namespace = info.serializers.get("NAMESPACE_SERIALIZER")
+    info.namespace = None if namespace is None else codec_for(namespace)
+    if value is None:
+        return
+    info.value = codec_for(value)
+    if info.kind == "list" and value.nested:
+        info.element = codec_for(value.nested[0])
+    elif info.kind == "map" and len(value.nested) == 2:
+        info.user_key = codec_for(value.nested[0])
+        info.element = codec_for(value.nested[1])
+    else:
+        info.element = info.value
+
+
+def unframe_snappy(data: bytes, where: str) -> bytes:
+    """Inflate Snappy framing-format data (possibly several streams back to back)."""
+    out: list[bytes] = []
+    pos, end = 0, len(data)
+    while pos < end:
+        if pos + 4 > end:
+            raise CorruptCheckpointError(f"{where}: truncated Snappy chunk header")
+        kind = data[pos]
+        length = int.from_bytes(data[pos + 1:pos + 4], "little")
+        body = data[pos + 4:pos + 4 + length]
+        if len(body) != length:
+            raise CorruptCheckpointError(f"{where}: truncated Snappy chunk")
+        pos += 4 + length
+        if kind == 0xFF:
+            if body != b"sNaPpY":
+                raise CorruptCheckpointError(f"{where}: bad Snappy stream identifier")
+        elif kind in (0x00, 0x01):
+            if length < 4:
+                raise CorruptCheckpointError(f"{where}: Snappy chunk without a checksum")
+            payload = body[4:]
+            if kind == 0x01:
+                out.append(payload)
+                continue
+            size = _snappy_length(payload, where)
+            try:
+                out.append(pa.decompress(payload, decompressed_size=size, codec="snappy",
+                                         asbytes=True))
+            except (pa.ArrowException, ValueError) as exc:
+                raise CorruptCheckpointError(f"{where}: bad Snappy data: {exc}") from exc
+        elif 0x02 <= kind <= 0x7F:
+            raise CorruptCheckpointError(f"{where}: unknown Snappy chunk type {kind:#x}")
+        # 0x80..0xFE: skippable (padding and reserved)
+    return b"".join(out)
+
+
+def _snappy_length(payload: bytes, where: str) -> int:
+    result = shift = 0
+    for i, b in enumerate(payload[:5]):
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            if result > MAX_CHUNK:
+                raise CorruptCheckpointError(f"{where}: Snappy chunk of {result} bytes, more "
+                                             f"than the format's {MAX_CHUNK}")
+            return result
+        shift += 7
+        del i
+    raise CorruptCheckpointError(f"{where}: bad Snappy length")
+
+
+def _undecodable(where: str, what: str, snapshot: SerializerSnapshot | None) -> Exception:
+    shown = snapshot.class_name if snapshot is not None else "(none)"
+    return UnsupportedFormatError(
+        f"{where}: {what} uses serializer {shown}, which statectl cannot decode")
+
+
+def decode_keyed_stream(data: bytes, handle: FlinkKeyedHandle, where: str,
+                        max_parallelism: int) -> tuple[KeyedHeader, DecodedKeyed]:
+    """Decode every entry of one keyed handle (its stream's bytes are ``data``)."""
+    r = DataReader(data, where)
+    header = read_keyed_header(r)
+    if header.key is None:
+        raise _undecodable(where, "the key", header.key_snapshot)
+    decoded = DecodedKeyed({s.name: [] for s in header.states},
+                           {s.name: {} for s in header.states})
+    if handle.kind == "canonical":
+        _decode_canonical(data, handle, header, where, max_parallelism, decoded)
+    else:
+        _decode_heap(data, handle, header, where, decoded)
+    return header, decoded
+
+
+def _group_ends(offsets: list[int], size: int) -> list[int]:
+    """Where each key group's bytes end: the next larger offset after it, or ``size``."""
+    ends = [size] * len(offsets)
+    following = size
+    for i in range(len(offsets) - 1, -1, -1):
+        ends[i] = following
+        if 0 < offsets[i] < following:
+            following = offsets[i]
+    return ends
+
+
+def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, where: str,
+                 decoded: DecodedKeyed) -> None:
+    states = header.states
+    for state in states:
+        if state.value is None:
+            what = f"state {state.name!r}"
+            raise _undecodable(where, what, state.serializers.get("VALUE_SERIALIZER"))
+        if state.kind != "timers" and state.namespace is None:
+            raise _undecodable(where, f"the namespace of state {state.name!r}",
+                               state.serializers.get("NAMESPACE_SERIALIZER"))
+    read_key = header.key.read  # type: ignore[union-attr]
+    offsets = list(handle.offsets)
+    ends = _group_ends(offsets, len(data))
+    whole = DataReader(data, where)
+    n_states = len(states)
+    entries = [decoded.entries[s.name] for s in states]
+    sizes = [decoded.state_key_group_bytes[s.name] for s in states]
+    for i, offset in enumerate(offsets):
+        key_group = handle.first_key_group + i
+        if offset < header.size or offset > len(data):
+            raise CorruptCheckpointError(f"{where}: key group {key_group} starts at byte "
+                                         f"{offset}, outside the state data")
+        end = ends[i]
+        r = whole
+        r.pos = offset
+        stored = r.i32()
+        if stored != key_group:
+            raise r.fail(f"key group {stored} found where the offsets say {key_group}")
+        if header.compressed:
+            r = DataReader(unframe_snappy(data[r.pos:end], where), f"{where} (key group "
+                                                                    f"{key_group})")
+        data_k, limit = r.data, r.end
+        seen = 0
+        for _ in range(n_states):
+            block_start = pos = r.pos
+            if pos + 6 > limit:
+                raise r.fail("truncated state block header")
+            state_id, n = _BLOCK_HEAD.unpack_from(data_k, pos)
+            r.pos = pos + 6
+            if not 0 <= state_id < n_states or seen >> state_id & 1:
+                raise r.fail(f"state id {state_id} unknown or repeated in key group "
+                             f"{key_group}")
+            seen |= 1 << state_id
+            if not n:
+                continue
+            if n < 0 or n > limit - r.pos:
+                raise r.fail(f"impossible entry count {n}")
+            state = states[state_id]
+            out = entries[state_id]
+            if state.kind == "timers":
+                read_timer = state.value.read
+                for _ in range(n):
+                    timestamp, key, namespace = read_timer(r)
+                    out.append((key_group, key, namespace, timestamp))
+            else:
+                read_ns = state.namespace.read
+                read_value = state.value.read
+                if read_ns is _VOID_READ:  # the common case: one 0 byte, read inline
+                    for _ in range(n):
+                        pos = r.pos
+                        if pos >= limit or data_k[pos]:
+                            raise r.fail("bad void namespace byte")
+                        r.pos = pos + 1
+                        key = read_key(r)
+                        out.append((key_group, key, VOID_NAMESPACE, read_value(r)))
+                else:
+                    for _ in range(n):
+                        namespace = read_ns(r)
+                        key = read_key(r)
+                        out.append((key_group, key, namespace, read_value(r)))
+            sizes[state_id][key_group] = r.pos - block_start
+        decoded.key_group_bytes[key_group] = end - offset
+
+
+def _skip_length(r: DataReader, length: int) -> None:
+    """Skip the little-endian base-256 length Flink appends to an ambiguous composite key."""
+    n = 1
+    while length >> (8 * n):
+        n += 1
+    r.raw(n)
+
+
+def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, where: str,
+                      max_parallelism: int, decoded: DecodedKeyed) -> None:
+    states = header.states
+    key_codec = header.key
+    assert key_codec is not None
+    prefix = 1 if max_parallelism <= 128 else 2
+    offsets = list(handle.offsets)
+    ends = _group_ends(offsets, len(data))
+    for i, offset in enumerate(offsets):
+        if offset == 0:
+            continue
+        key_group = handle.first_key_group + i
+        if offset < header.size or offset >= len(data):
+            raise CorruptCheckpointError(f"{where}: key group {key_group} starts at byte "
+                                         f"{offset}, outside the state data")
+        end = ends[i]
+        r = (DataReader(unframe_snappy(data[offset:end], where), f"{where} (key group "
+                                                                  f"{key_group})")
+             if header.compressed else DataReader(data, where, offset, len(data)))
+        state_id = r.i16()
+        buf, limit = r.data, r.end
+        # keys and values are read in place: views over the stream, no copies
+        k = DataReader(buf, where)
+        v = DataReader(buf, where)
+        while True:
+            if not 0 <= state_id < len(states):
+                raise r.fail(f"unknown state id {state_id}")
+            state = states[state_id]
+            sizes = decoded.state_key_group_bytes[state.name]
+            pair_start = pos = r.pos
+            if pos + 4 > limit:
+                raise r.fail("truncated key length")
+            key_length = _I32.unpack_from(buf, pos)[0]
+            key_start = pos + 4
+            value_at = key_start + key_length
+            if key_length < 1 or value_at + 4 > limit:
+                raise r.fail(f"impossible key length {key_length}")
+            value_length = _I32.unpack_from(buf, value_at)[0]
+            value_start = value_at + 4
+            r.pos = value_start + value_length
+            if value_length < 0 or r.pos > limit:
+                raise r.fail(f"impossible value length {value_length}")
+            first = buf[key_start]
+            more = first & FIRST_BIT
+            stored = first & ~FIRST_BIT & 0xFF
+            if prefix == 2:
+                stored = stored << 8 | buf[key_start + 1]
+            if stored != key_group:
+                raise r.fail(f"an entry of key group {stored} inside key group {key_group}")
+            k.pos, k.end = key_start + prefix, value_at
+            v.pos, v.end = value_start, value_start + value_length
+            if k.pos > k.end:
+                raise r.fail("a key shorter than its key-group prefix")
+            _canonical_entry(k, v, state, key_codec, key_group, where, decoded)
+            sizes[key_group] = sizes.get(key_group, 0) + r.pos - pair_start
+            if more:
+                next_id = r.i16()
+                if next_id == END_OF_KEY_GROUP:
+                    break
+                state_id = next_id
+        decoded.key_group_bytes[key_group] = end - offset
+    for state in states:  # map entries arrive one pair per user key: merge them per key
+        if state.kind == "map":
+            decoded.entries[state.name] = _merge_maps(decoded.entries[state.name])
+
+
+def _canonical_entry(k: DataReader, v: DataReader, state: StateInfo, key_codec: Codec,
+                     key_group: int, where: str, decoded: DecodedKeyed) -> None:
+    """One pair: ``k`` holds the key after its key-group prefix, ``v`` the value."""
+    out = decoded.entries[state.name]
+    if state.kind == "timers":
+        if state.value is None:
+            raise _undecodable(where, f"timers {state.name!r}",
+                               state.serializers.get("VALUE_SERIALIZER"))
+        timestamp, key, namespace = state.value.read(k)
+        out.append((key_group, key, namespace, timestamp))
+        _at_end(k, "timer")
+        return
+    if state.namespace is None:
+        raise _undecodable(where, f"the namespace of state {state.name!r}",
+                           state.serializers.get("NAMESPACE_SERIALIZER"))
+    ambiguous = key_codec.length < 0 and state.namespace.length < 0
+    start = k.pos
+    key = key_codec.read(k)
+    if ambiguous:
+        _skip_length(k, k.pos - start)
+    start = k.pos
+    namespace = state.namespace.read(k)
+    if ambiguous:
+        _skip_length(k, k.pos - start)
+    if state.kind == "map":
+        if state.user_key is None:
+            raise _undecodable(where, f"the map keys of state {state.name!r}",
+                               state.serializers.get("VALUE_SERIALIZER"))
+        user_key = state.user_key.read(k)
+        _at_end(k, "map key")
+        value = None if v.boolean() else _read_or_raw(state.element, v)
+        out.append((key_group, key, namespace, {user_key: value}))
+        return
+    _at_end(k, "key")
+    if state.kind == "list":
+        fast = _fixed_list(state.element, v)
+        if fast is not None:
+            out.append((key_group, key, namespace, fast))
+            return
+        elements = []
+        while not v.at_end():
+            elements.append(_read_or_raw(state.element, v))
+            if not v.at_end() and v.u8() != 0x2C:
+                raise v.fail("list elements not separated by ','")
+        out.append((key_group, key, namespace, elements))
+        return
+    out.append((key_group, key, namespace, _read_or_raw(state.element, v)))
+    if state.element is not None:
+        _at_end(v, "value")
+
+
+_SEPARATED: dict[tuple[str, int], Any] = {}
+
+
+def _fixed_list(codec: Codec | None, v: DataReader) -> list[Any] | None:
+    """A canonical list of fixed-size primitives (``e,e,e``) in one ``struct`` call."""
+    if codec is None or codec.struct_code is None:
+        return None
+    size = codec.length
+    total = v.end - v.pos
+    n, rest = divmod(total + 1, size + 1)
+    if rest or n == 0:
+        return None  # not that shape: the element-by-element reader says what is wrong
+    data, pos = v.data, v.pos
+    if n > 1 and data[pos + size:v.end:size + 1] != b"," * (n - 1):
+        return None
+    parser = _SEPARATED.get((codec.struct_code, n))
+    if parser is None:
+        parser = struct.Struct(">" + (codec.struct_code + "x") * (n - 1) + codec.struct_code)
+        if len(_SEPARATED) < 4096:
+            _SEPARATED[(codec.struct_code, n)] = parser
+    v.pos = v.end
+    return list(parser.unpack_from(data, pos))
+
+
+def _read_or_raw(codec: Codec | None, r: DataReader) -> Any:
+    if codec is None:  # unknown serializer: the value's bytes (canonical values are delimited)
+        return r.raw(r.remaining)
+    return codec.read(r)
+
+
+def _at_end(r: DataReader, what: str) -> None:
+    if not r.at_end():
+        raise r.fail(f"{r.remaining} bytes left after the {what}")
+
+
+def _merge_maps(entries: list[tuple[int, Any, Any, Any]]) -> list[tuple[int, Any, Any, Any]]:
+    merged: dict[tuple[int, Any, Any], dict[Any, Any]] = {}
+    for key_group, key, namespace, pair in entries:
+        merged.setdefault((key_group, key, namespace), {}).update(pair)
+    return [(kg, key, ns, value) for (kg, key, ns), value in merged.items()]
+
+
+def iter_timers(entries: list[tuple[int, Any, Any, Any]]
+                ) -> Iterator[tuple[int, Any, Any, list[int]]]:
+    """Timer entries grouped per (key, namespace): the sorted timestamps."""
+    grouped: dict[tuple[int, Any, Any], list[int]] = {}
+    for key_group, key, namespace, timestamp in entries:
+        grouped.setdefault((key_group, key, namespace), []).append(timestamp)
+    for (key_group, key, namespace), stamps in grouped.items():
+        yield key_group, key, namespace, sorted(stamps)
+
+
+Reader = Callable[[DataReader], Any]

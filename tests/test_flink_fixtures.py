@@ -1,0 +1,374 @@
+"""Real Flink 2.3 checkpoints and savepoints, read by statectl, against the fixtures' ground truth.
+
+For every snapshot every fixture set's ``expected.json`` lists: operators, parallelism, max
+parallelism, state names and kinds and every key's value equal ``expected.json``; the
+``_metadata`` reader agrees with ``metadata-dump.json`` (what Flink's own
+``Checkpoints.loadCheckpointMetadata`` reported); ``verify`` is clean; ``export`` writes typed
+Parquet. Rescale oracle: ``rescale --plan`` of each p2 snapshot to the parallelism of a
+``p3-restored`` snapshot predicts what Flink restored there (key-group ranges, the keys of each
+subtask, split and union operator state).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from formats.arrow_types import arrow_type, from_arrow
+from formats.checkpoint_v1 import open_checkpoint
+from formats.export import export_checkpoint
+from formats.flink.checkpoint import FlinkCheckpoint
+from formats.flink.metadata import parse_metadata
+from formats.rescale import plan_checkpoint
+from formats.v1_columns import operator_schema, value_spec
+from formats.verify import verify_checkpoint
+from statecore.checkpoint import CheckpointKind
+from statecore.rescale_plan import intersect_handle
+from tests.flink_fixtures import (
+    expected,
+    plain,
+    plain_key,
+    require_fixtures,
+    snapshot_ids,
+    snapshots,
+)
+
+SNAPSHOTS = snapshots()
+IDS = snapshot_ids()
+
+#: expected.json key type names -> statectl type specs of the decoded keys
+KEY_TYPES = {"String": "string", "Long": "int64", "Integer": "int32",
+             "Row(String)": "tuple<string>", "Row(Long)": "tuple<int64>",
+             "RowData(VARCHAR)": "tuple<string>", "RowData(INT)": "tuple<int32>"}
+
+
+def test_fixture_sets_exist() -> None:
+    assert require_fixtures()
+
+
+def _open(fixture_set: Path, snap: dict[str, Any]) -> FlinkCheckpoint:
+    checkpoint = open_checkpoint(str(fixture_set / snap["path"]))
+    assert isinstance(checkpoint, FlinkCheckpoint)
+    return checkpoint
+
+
+def _keyed(checkpoint: FlinkCheckpoint, uid: str, state: str) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for _kg, key, _ns, value in checkpoint.keyed_entries(uid, state):
+        k = plain_key(key)
+        assert k not in out, f"{uid}/{state}: key {k!r} twice"
+        out[k] = plain(value)
+    return out
+
+
+def _ints(value: Any) -> list[int]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [i for v in value for i in _ints(v)]
+    if isinstance(value, dict):
+        return [i for v in value.values() for i in _ints(v)]
+    return []
+
+
+@pytest.mark.parametrize(("fixture_set", "snap"), SNAPSHOTS, ids=IDS)
+def test_snapshot_identity(fixture_set: Path, snap: dict[str, Any]) -> None:
+    checkpoint = _open(fixture_set, snap)
+    document = expected(fixture_set)
+    kind = CheckpointKind.SAVEPOINT if snap["kind"] == "savepoint" else CheckpointKind.CHECKPOINT
+    assert checkpoint.metadata.kind is kind
+    handle_kinds = {h.kind for op in checkpoint.flink.operators for st in op.subtasks
+                    for h in st.managed_keyed}
+    assert handle_kinds == ({"canonical"} if snap["format"] == "canonical" else {"heap"})
+    if snap["kind"] == "savepoint":
+        assert checkpoint.flink.savepoint_format == snap["format"].upper()
+    for op in checkpoint.metadata.operators:
+        assert op.parallelism == snap["parallelism"]
+        assert op.max_parallelism == document["max_parallelism"]
+
+
+@pytest.mark.parametrize(("fixture_set", "snap"), SNAPSHOTS, ids=IDS)
+def test_keyed_and_broadcast_state_equal_expected(fixture_set: Path, snap: dict[str, Any]
+                                                  ) -> None:
+    checkpoint = _open(fixture_set, snap)
+    for uid, spec in expected(fixture_set)["operators"].items():
+        if uid == "sql-aggregates":
+            _check_sql(checkpoint, spec)
+            continue
+        op = checkpoint.operator(uid)
+        assert op.has_uid and op.uid == uid
+        states = {s.name: s for s in op.states}
+        if "key_type" in spec:
+            assert op.key_type == KEY_TYPES[spec["key_type"]]
+        for name, state_spec in spec.get("keyed_states", {}).items():
+            state = states[name]
+            assert state.scope == "keyed"
+            values = _keyed(checkpoint, uid, name)
+            if state_spec.get("values") == "opaque":
+                # PyFlink's Python state: the keys are known, the values are bytes its coders
+                # wrote. A Python ValueState is a Java ListState holding one element.
+                assert set(values) == {plain_key(k) for k in state_spec["keys"]}
+                if state_spec["kind"] == "VALUE" and name.startswith("python-state-"):
+                    assert state.kind == "list"
+                    assert all(len(v) == 1 and isinstance(v[0], bytes) for v in values.values())
+                else:
+                    assert state.kind == state_spec["kind"].lower()
+                continue
+            assert state.kind == state_spec["kind"].lower()
+            assert values == {plain_key(k): plain(v) for k, v in state_spec["entries"]}
+        for name, timer_spec in spec.get("timers", {}).items():
+            assert states[name].kind == "list" and states[name].value_type == "int64"
+            assert _keyed(checkpoint, uid, name) == {plain_key(k): v
+                                                     for k, v in timer_spec["entries"]}
+        for name, bc_spec in spec.get("broadcast_states", {}).items():
+            assert states[name].kind == "broadcast"
+            copies = []
+            for st in op.subtasks:
+                entries = [e for e in checkpoint.operator_entries(uid, st.index)
+                           if e.name == name]
+                assert len(entries) == 1
+                copies.append(dict(entries[0].entries))
+            assert len(copies) == snap["parallelism"]
+            assert all(c == copies[0] for c in copies) and copies[0]
+            if bc_spec["entries"] != "opaque":
+                assert copies[0] == bc_spec["entries"]
+
+
+def _check_sql(checkpoint: FlinkCheckpoint, spec: dict[str, Any]) -> None:
+    aggregates = [op for op in checkpoint.metadata.operators
+                  if op.name.startswith(spec["by_operator_name_prefix"])]
+    assert len(aggregates) == spec["count"]
+    assert sorted(op.operator_id for op in aggregates) == sorted(spec["operator_ids"])
+    for part in ("string_key", "int_key"):
+        want = spec[part]
+        op = checkpoint.operator(want["operator_id"])
+        assert op.name == want["operator_name"] and not op.has_uid
+        assert op.key_type == KEY_TYPES[want["key_type"]]
+        for name, state_spec in want["keyed_states"].items():
+            state = next(s for s in op.states if s.name == name)
+            assert state.kind == state_spec["kind"].lower()
+            values = _keyed(checkpoint, op.uid, name)
+            if "entries_contain_ints" in state_spec:
+                assert set(values) == {plain_key(k) for k, _ in state_spec["entries_contain_ints"]}
+                for key, ints in state_spec["entries_contain_ints"]:
+                    have = Counter(_ints(values[plain_key(key)]))
+                    assert not Counter(ints) - have, (key, ints, values[plain_key(key)])
+            if "map_keys" in state_spec:
+                assert {k: set(v) for k, v in values.items()} == {
+                    plain_key(k): set(v) for k, v in state_spec["map_keys"]}
+
+
+@pytest.mark.parametrize(("fixture_set", "snap"), SNAPSHOTS, ids=IDS)
+def test_operator_state_equals_expected(fixture_set: Path, snap: dict[str, Any]) -> None:
+    checkpoint = _open(fixture_set, snap)
+    for uid, states in snap.get("operator_states", {}).items():
+        op = checkpoint.operator(uid)
+        for name, spec in states.items():
+            kind = {"SPLIT_DISTRIBUTE": "split", "UNION": "union"}[spec["mode"]]
+            assert next(s for s in op.states if s.name == name).kind == kind
+            per_subtask = []
+            for index in range(snap["parallelism"]):
+                entries = [e for e in checkpoint.operator_entries(uid, index) if e.name == name]
+                per_subtask.append([x for e in entries for x in e.elements])
+            assert per_subtask == spec["per_subtask"]
+
+
+@pytest.mark.parametrize(("fixture_set", "snap"), SNAPSHOTS, ids=IDS)
+def test_verify_is_clean(fixture_set: Path, snap: dict[str, Any]) -> None:
+    report = verify_checkpoint(str(fixture_set / snap["path"]))
+    assert report.clean, report.problems[:5]
+    assert report.entries > 0
+
+
+def _dump_handle(handle: Any) -> dict[str, Any]:
+    return {"kind": handle.stream.kind, "size": handle.stream.size}
+
+
+@pytest.mark.parametrize(("fixture_set", "snap"), SNAPSHOTS, ids=IDS)
+def test_metadata_agrees_with_flinks_own_reader(fixture_set: Path, snap: dict[str, Any]) -> None:
+    dump = json.loads((fixture_set / "metadata-dump.json").read_text())[snap["path"]]
+    data = (fixture_set / snap["path"] / "_metadata").read_bytes()
+    assert len(data) == dump["metadataFileSize"]
+    meta = parse_metadata(data)
+    assert meta.version == dump["metadataVersion"]
+    assert meta.checkpoint_id == dump["checkpointId"]
+    assert len(meta.master_states) == dump["masterStateCount"]
+    assert meta.is_savepoint == dump["checkpointProperties"]["isSavepoint"]
+    assert meta.savepoint_format == dump["checkpointProperties"]["savepointFormatType"]
+    assert len(meta.operators) == dump["operatorCount"]
+    for op, d in zip(meta.operators, dump["operators"], strict=True):
+        assert (op.name, op.uid, op.operator_id) == (d["operatorName"], d["operatorUid"],
+                                                     d["operatorId"])
+        assert (op.parallelism, op.max_parallelism) == (d["parallelism"], d["maxParallelism"])
+        assert op.fully_finished == d["fullyFinished"]
+        assert (op.coordinator_state is not None) == d["hasCoordinatorState"]
+        if op.coordinator_state is not None:
+            assert op.coordinator_state.size == d["coordinatorStateSize"]
+        assert [s.index for s in op.subtasks] == d["subtaskIndices"]
+        total = 0
+        for st, ds in zip(op.subtasks, d["subtasks"], strict=True):
+            assert st.index == ds["subtask"] and st.finished == ds["finished"]
+            assert len(st.managed_keyed) == ds["managedKeyedStateCount"]
+            assert len(st.raw_keyed) == ds["rawKeyedStateCount"]
+            assert len(st.managed_operator) == ds["managedOperatorStateCount"]
+            assert len(st.raw_operator) == ds["rawOperatorStateCount"]
+            assert st.channel_state_handles == (ds["inputChannelStateCount"]
+                                                + ds["resultSubpartitionStateCount"])
+            size = 0
+            for h, dh in zip(st.managed_keyed, ds["managedKeyedState"], strict=True):
+                assert dh["class"] == ("KeyGroupsSavepointStateHandle" if h.kind == "canonical"
+                                       else "KeyGroupsStateHandle")
+                assert [h.first_key_group, h.last_key_group] == dh["keyGroupRange"]
+                assert [[h.first_key_group + i, o] for i, o in enumerate(h.offsets)] == \
+                    dh["keyGroupOffsets"]
+                assert h.handle_id == dh["stateHandleId"]
+                assert h.stream.size == dh["stateSize"] == dh["delegate"]["stateSize"]
+                _check_stream(h.stream, dh["delegate"])
+                size += h.stream.size
+            for h, dh in zip(st.managed_operator, ds["managedOperatorState"], strict=True):
+                assert {k: [m, list(o)] for k, (m, o) in h.states.items()} == {
+                    k: [v["mode"], v["offsets"]] for k, v in dh["states"].items()}
+                assert h.stream.size == dh["stateSize"]
+                _check_stream(h.stream, dh["delegate"])
+                size += h.stream.size
+            assert size == ds["stateSize"]
+            total += size
+        coordinator = op.coordinator_state.size if op.coordinator_state is not None else 0
+        assert total + coordinator == d["stateSize"]
+
+
+def _check_stream(stream: Any, delegate: dict[str, Any]) -> None:
+    kinds = {"inline": "ByteStreamStateHandle", "relative": "RelativeFileStateHandle",
+             "file": "FileStateHandle"}
+    assert kinds[stream.kind] == delegate["type"]
+    if stream.kind == "relative":
+        assert stream.path == delegate["relativePath"]
+    if stream.kind == "inline":
+        assert stream.file_name == delegate["name"]
+
+
+# -- the rescale oracle -----------------------------------------------------------------------
+
+
+def _restored_pairs() -> list[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    """(set, p2 snapshot, rescaled snapshot): every snapshot of the original parallelism,
+    against every snapshot Flink rescaled (all p2 snapshots hold the same logical state)."""
+    out = []
+    for fixture_set, snap in SNAPSHOTS:
+        if "rescaled_from" not in snap:
+            continue
+        source = next(s for _, s in snapshots() if s["path"] == snap["rescaled_from"])
+        for _, other in ((f, s) for f, s in SNAPSHOTS if f == fixture_set):
+            if "rescaled_from" not in other and other["parallelism"] == source["parallelism"]:
+                out.append((fixture_set, other, snap))
+    return out
+
+
+PAIRS = _restored_pairs()
+
+
+def test_there_are_rescale_oracles() -> None:
+    assert PAIRS
+
+
+@pytest.mark.parametrize(("fixture_set", "source", "restored"), PAIRS,
+                         ids=[f"{f.name}:{s['path']}->{r['path']}" for f, s, r in PAIRS])
+def test_rescale_plan_predicts_flinks_restore(fixture_set: Path, source: dict[str, Any],
+                                              restored: dict[str, Any]) -> None:
+    old = _open(fixture_set, source)
+    new = _open(fixture_set, restored)
+    plan = plan_checkpoint(old, restored["parallelism"])
+    for op_plan in plan.operators:
+        old_op = old.operator(op_plan.uid)
+        new_op = new.operator(old_op.operator_id or old_op.uid)
+        assert len(op_plan.subtasks) == new_op.parallelism
+        for sub_plan, new_sub in zip(op_plan.subtasks, new_op.subtasks, strict=True):
+            assert sub_plan.index == new_sub.index
+            if old_op.key_type is not None:
+                read_key = from_arrow(old_op.key_type)
+                assert sub_plan.key_group_range == new_sub.key_group_range
+                for state in (s for s in old_op.states if s.scope == "keyed"):
+                    planned: set[Any] = set()
+                    for h in (h for h in sub_plan.keyed if h.state == state.name):
+                        table = old.keyed_table(old_op.uid, h, ["key"])
+                        planned |= {plain_key(read_key(k)) for k in table.column("key").to_pylist()}
+                    held: set[Any] = set()
+                    for h in (h for h in new_sub.keyed if h.state == state.name):
+                        assert intersect_handle(h, new_sub.key_group_range) is not None or \
+                            not h.rows
+                        table = new.keyed_table(new_op.uid, h, ["key"])
+                        held |= {plain_key(read_key(k)) for k in table.column("key").to_pylist()}
+                    assert planned == held, (op_plan.uid, state.name, sub_plan.index)
+        _check_operator_state(old, op_plan, restored)
+
+
+def _planned_elements(checkpoint: FlinkCheckpoint, op_plan: Any, index: int, name: str
+                      ) -> list[Any]:
+    op = checkpoint.operator(op_plan.uid)
+    state = next(s for s in op.states if s.name == name)
+    out: list[Any] = []
+    for h in (h for h in op_plan.subtasks[index].operator if h.state == name):
+        table = checkpoint.rows_table(h.file, operator_schema(state), h.first_element,
+                                      h.element_count)
+        out.extend(table.column("value").to_pylist())
+    return out
+
+
+def _check_operator_state(old: FlinkCheckpoint, op_plan: Any, restored: dict[str, Any]) -> None:
+    """What Flink restored, read from what the job stored right after (README "java-*"): a
+    split ``op-count`` subtask stores the sum it received (no new input); every union
+    subtask received the whole old list."""
+    states = restored.get("operator_states", {}).get(op_plan.uid, {})
+    for name, spec in states.items():
+        if spec["mode"] == "SPLIT_DISTRIBUTE":
+            for index, stored in enumerate(spec["per_subtask"]):
+                assert sum(_planned_elements(old, op_plan, index, name)) == sum(stored)
+        else:
+            whole = sorted(x for i in range(op_plan.old_parallelism)
+                           for e in old.operator_entries(op_plan.uid, i) if e.name == name
+                           for x in e.elements)
+            for index in range(op_plan.new_parallelism):
+                assert sorted(_planned_elements(old, op_plan, index, name)) == whole
+    op = old.operator(op_plan.uid)
+    for state in (s for s in op.states if s.kind == "broadcast"):  # copy i % old_p
+        for index in range(op_plan.new_parallelism):
+            source = index % op_plan.old_parallelism
+            got = [h for h in op_plan.subtasks[index].operator if h.state == state.name]
+            want = [h for h in op.subtasks[source].operator if h.state == state.name]
+            assert got == want
+
+
+# -- export -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fixture_set", "snap"), [
+    (f, s) for f, s in SNAPSHOTS if s["kind"] == "savepoint" and s["format"] == "canonical"],
+    ids=[i for (f, s), i in zip(SNAPSHOTS, IDS, strict=True)
+         if s["kind"] == "savepoint" and s["format"] == "canonical"])
+def test_export_of_a_savepoint_is_typed_parquet(fixture_set: Path, snap: dict[str, Any],
+                                                tmp_path: Path) -> None:
+    checkpoint = _open(fixture_set, snap)
+    out = tmp_path / "export"
+    result = export_checkpoint(checkpoint, str(out))
+    assert result.tables
+    known = 0
+    for exported in result.tables:
+        table = pq.read_table(out / exported.path)
+        op = next(o for o in checkpoint.metadata.operators if o.uid == exported.operator)
+        state = next(s for s in op.states if s.name == exported.state)
+        assert table.num_rows == exported.rows
+        if state.scope == "keyed":  # typed as the serializers say: a Flink String key is string
+            assert op.key_type is not None
+            assert table.schema.field("key").type == arrow_type(op.key_type)
+            assert table.schema.field("value").type == arrow_type(value_spec(state))
+            if not state.name.startswith("_timer_state/"):
+                known += "bytes" not in value_spec(state)
+    expect_typed = expected(fixture_set)["job"] != "pyds"  # PyFlink state values are bytes
+    assert (known > 0) == expect_typed
