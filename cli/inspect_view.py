@@ -47,8 +47,14 @@ def _cell(value: Any) -> str:
 # -- text -----------------------------------------------------------------------------------
 
 
+def _title(summary: CheckpointSummary) -> str:
+    """``checkpoint 17``, or ``Flink savepoint 3`` for a snapshot statectl did not write."""
+    prefix = "" if summary.format == "statectl" else f"{summary.format.capitalize()} "
+    return f"{prefix}{summary.kind} {summary.checkpoint_id}"
+
+
 def _summary(console: Console, summary: CheckpointSummary) -> None:
-    tree = Tree(f"{summary.kind} {summary.checkpoint_id}  {summary.location}")
+    tree = Tree(f"{_title(summary)}  {summary.location}")
     for op in summary.operators:
         branch = tree.add(
             f"[bold]{op.uid}[/] ({op.name})  parallelism {op.parallelism}, max "
@@ -184,7 +190,7 @@ def draw_inspect(console: Console, report: InspectReport) -> None:
     if not report.views:
         _summary(console, summary)
         return
-    console.print(f"{summary.kind} {summary.checkpoint_id}  {summary.location}")
+    console.print(f"{_title(summary)}  {summary.location}")
     for histogram in report.key_groups or ():
         _key_groups(console, histogram, report.measure)
     for state in report.top or ():

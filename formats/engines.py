@@ -25,7 +25,7 @@ from formats.build import BuildSummary, build_state
 from formats.checkpoint_v1 import Checkpoint
 from formats.export import StateWriter
 from formats.rescale import KeyedWriter, RehashCounter
-from statecore.errors import InvalidArgumentError
+from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 
 __all__ = ["ENGINES", "Engine", "LocalEngine", "SparkEngine", "open_engine"]
 
@@ -36,6 +36,9 @@ class Engine:
     """The local engine: every piece is the library's default."""
 
     name = "local"
+
+    def check_source(self, checkpoint: Checkpoint) -> None:
+        """Refuse a checkpoint this engine cannot read (every one is fine locally)."""
 
     def rehash_counter(self) -> RehashCounter | None:
         return None
@@ -79,6 +82,14 @@ class SparkEngine(Engine):
             with engine_errors("starting Spark"):
                 self._session = spark_session(self.master, self.conf)
         return self._session
+
+    def check_source(self, checkpoint: Checkpoint) -> None:
+        """Spark tasks read statectl's Parquet files; a Flink snapshot is decoded locally."""
+        if checkpoint.format_name != "statectl":
+            raise UnsupportedFormatError(
+                f"the Spark engine reads statectl checkpoints; a "
+                f"{checkpoint.format_name.capitalize()} snapshot is decoded in this process: "
+                f"run without --engine spark")
 
     def rehash_counter(self) -> RehashCounter:
         from formats.spark.jobs import spark_rehash_counter

@@ -52,14 +52,20 @@ from statecore.checkpoint import (
     StateMetadata,
     SubtaskMetadata,
 )
-from statecore.errors import CheckpointError, CorruptCheckpointError, InvalidArgumentError
+from statecore.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    InvalidArgumentError,
+    UnsupportedFormatError,
+)
 from statecore.operator_backend import OperatorStateMode
 from statecore.rescale_plan import OperatorPlan, RescalePlan, plan_rescale
 from statecore.ttl import LONG_MAX
 
 __all__ = ["KeyedJob", "KeyedOutput", "KeyedWriter", "RehashCounter", "RehashTask",
-           "RescaleResult", "check_target", "count_new_key_groups", "plan_checkpoint",
-           "prepare_rows", "rescale_checkpoint", "write_keyed_locally", "write_sorted"]
+           "RescaleResult", "check_source", "check_target", "count_new_key_groups",
+           "plan_checkpoint", "prepare_rows", "rescale_checkpoint", "write_keyed_locally",
+           "write_sorted"]
 
 
 Progress = Callable[[int, int], None]
@@ -77,6 +83,15 @@ class RescaleResult:
     entries_written: int
     entries_dropped: int
     seconds: float
+
+
+def check_source(checkpoint: Checkpoint) -> None:
+    """Refuse to rewrite a snapshot statectl can read but not write (a Flink one: plans only)."""
+    if checkpoint.format_name != "statectl":
+        raise UnsupportedFormatError(
+            f"statectl reads {checkpoint.format_name.capitalize()} snapshots but does not "
+            f"write them: use --plan to see what Flink does when it restores this one at the new "
+            f"parallelism, or `statectl export` for its contents")
 
 
 def check_target(location: str) -> None:
@@ -110,7 +125,17 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
     """The plan for ``checkpoint``; a max-parallelism change reads the keys to count entries.
 
     ``counter`` hashes the keys (default :func:`count_new_key_groups`; Spark's runs in tasks).
+    A Flink snapshot's plan is what Flink does on restore, so its max parallelism cannot
+    change: Flink refuses to restore keyed state at another one (reference §3).
     """
+    if checkpoint.format_name != "statectl" and max_parallelism is not None:
+        changed = sorted({op.max_parallelism for op in checkpoint.metadata.operators
+                          if op.key_type is not None and op.max_parallelism != max_parallelism})
+        if changed:
+            raise UnsupportedFormatError(
+                f"a {checkpoint.format_name.capitalize()} snapshot keeps its max parallelism "
+                f"({', '.join(map(str, changed))}) on restore; --max-parallelism cannot "
+                f"change it (only statectl checkpoints can be re-hashed)")
     rehashed: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
     if max_parallelism is not None:
         tasks: list[tuple[str, RehashTask]] = [
@@ -154,6 +179,7 @@ def rescale_checkpoint(
     ``keyed_writer`` rewrites one keyed state (default :func:`write_keyed_locally`; the Spark
     engine passes its own): metadata, operator state and publishing stay here.
     """
+    check_source(checkpoint)
     started = time.perf_counter()
     source = checkpoint.metadata
     if len(plan.operators) != len(source.operators) or any(

@@ -36,6 +36,7 @@ def export_command(output: Output, path: str, out: str, fmt: str, states: tuple[
     """
     runner = open_engine(engine, spark_master, spark_conf)
     checkpoint = open_checkpoint(path)
+    runner.check_source(checkpoint)
     with output.progress("exporting") as progress:
         result = export_checkpoint(checkpoint, out, fmt, states or None, progress,
                                    runner.state_writer())

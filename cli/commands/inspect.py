@@ -59,6 +59,7 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
                                "little or run locally)")
     runner = open_engine(engine, spark_master, spark_conf)
     checkpoint = open_checkpoint(path)
+    runner.check_source(checkpoint)
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,

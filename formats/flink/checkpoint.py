@@ -103,8 +103,8 @@ class _Table:
 
     def __init__(self, rows: list[Any], schema: pa.Schema, keyed: bool, flink_bytes: int,
                  row_groups: list[tuple[int, int]], key_codec: Codec | None = None,
-                 max_parallelism: int = 0) -> None:
-        self.rows, self.schema, self.keyed = rows, schema, keyed
+                 max_parallelism: int = 0, where: str = "") -> None:
+        self.rows, self.schema, self.keyed, self.where = rows, schema, keyed, where
         self.flink_bytes, self.row_groups = flink_bytes, row_groups
         self.key_codec, self.max_parallelism = key_codec, max_parallelism
         self._parquet: bytes | None = None
@@ -124,7 +124,10 @@ class _Table:
                            "value": [_arrow_value(v) for _, v in rows]}
             else:
                 columns = {"value": [_arrow_value(v) for v in rows]}
-            self._parquet = _parquet_bytes(columns, self.schema)
+            try:
+                self._parquet = _parquet_bytes(columns, self.schema)
+            except CorruptCheckpointError as exc:
+                raise CorruptCheckpointError(f"{self.where}: {exc}") from exc
         return self._parquet
 
     def expected(self) -> np.ndarray | None:
@@ -391,11 +394,9 @@ class _Builder:
             if info.namespace is not None and info.namespace.spec != "void":
                 namespace = info.namespace.spec
             if info.kind == "timers":
-                assert info.value is not None
-                ns_spec = info.value.name.split(",")[-1].rstrip(">")
-                meta = StateMetadata(info.name, "keyed", "list", "int64",
-                                     namespace_type="void" if ns_spec == "VoidNamespace"
-                                     else _timer_namespace(entries))
+                # no codec: an unknown timer serializer with no timers (else decoding failed)
+                meta = StateMetadata(info.name, "keyed", "list", "int64", namespace_type=(
+                    info.value.spec if info.value is not None else "bytes"))
                 yield meta, list(iter_timers(entries))
                 continue
             element = info.element.spec if info.element is not None else "bytes"
@@ -426,27 +427,23 @@ class _Builder:
         row_groups = [(g.row_count, kg_bytes.get(g.key_group, 0)) for g in groups]
         self.tables[name] = _Table(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
-                                   max_parallelism)
+                                   max_parallelism, f"state {state.name!r} of operator "
+                                   f"#{op_index}, subtask {subtask}")
         return KeyedStateHandle(state.name, name, key_group_range, tuple(groups))
 
     def operator_file(self, op_index: int, state: StateMetadata, subtask: int,
                       ds: DecodedOperatorState) -> OperatorStateHandle:
         name = f"flink/op-{op_index}/operator/{_safe(state.name)}/{subtask}.parquet"
         self.tables[name] = _Table(ds.elements, operator_schema(state), False, ds.bytes,
-                                   [(len(ds.elements), ds.bytes)])
+                                   [(len(ds.elements), ds.bytes)],
+                                   where=f"operator state {state.name!r} of operator "
+                                   f"#{op_index}, subtask {subtask}")
         return OperatorStateHandle(state.name, _MODES[ds.mode][1], name, 0, len(ds.elements))
 
 
 @functools.lru_cache(maxsize=1024)
 def _keyed_schema(state: StateMetadata, key_type: str) -> pa.Schema:
     return keyed_schema(state, key_type)
-
-
-def _timer_namespace(entries: list[tuple[int, Any, Any, Any]]) -> str:
-    for _kg, _key, namespace, _ts in entries:
-        if isinstance(namespace, tuple):
-            return "tuple<int64,int64>"
-    return "tuple<int64,int64>"
 
 
 def _safe(name: str) -> str:
@@ -480,6 +477,9 @@ def _parquet_bytes(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
     except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
         raise CorruptCheckpointError(f"decoded values do not fit their declared types: "
                                      f"{exc}") from exc
+    for f, column in zip(schema, table.columns, strict=True):
+        if not f.nullable and column.null_count:
+            raise CorruptCheckpointError(f"a decoded {f.name} is null (Flink wrote none)")
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     data: bytes = sink.getvalue().to_pybytes()

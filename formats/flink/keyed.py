@@ -174,7 +174,7 @@ def unframe_snappy(data: bytes, where: str) -> bytes:
             try:
                 out.append(pa.decompress(payload, decompressed_size=size, codec="snappy",
                                          asbytes=True))
-            except (pa.ArrowException, ValueError) as exc:
+            except (pa.ArrowException, ValueError, OSError) as exc:
                 raise CorruptCheckpointError(f"{where}: bad Snappy data: {exc}") from exc
         elif 0x02 <= kind <= 0x7F:
             raise CorruptCheckpointError(f"{where}: unknown Snappy chunk type {kind:#x}")

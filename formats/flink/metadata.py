@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from formats.flink.javaio import DataReader
 from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
+from statecore.key_groups import UPPER_BOUND_MAX_PARALLELISM
 
 __all__ = [
     "HEADER_MAGIC",
@@ -139,6 +140,7 @@ class FlinkMetadata:
     operators: tuple[FlinkOperator, ...]
     is_savepoint: bool | None = None  # from the properties (versions >= 4), when found
     savepoint_format: str | None = None  # "CANONICAL" | "NATIVE", savepoints only
+    properties_offset: int = 0  # where the (unparsed) Java-serialized properties start
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -163,7 +165,7 @@ def parse_metadata(data: bytes, where: str = "_metadata") -> FlinkMetadata:
     masters = tuple(_master_state(r) for _ in range(r.count("master states", 8)))
     operators = tuple(_operator(r, version) for _ in range(r.count("operator states", 24)))
     is_savepoint, fmt = _properties(r.data[r.pos:r.end]) if version >= 4 else (None, None)
-    return FlinkMetadata(version, checkpoint_id, masters, operators, is_savepoint, fmt)
+    return FlinkMetadata(version, checkpoint_id, masters, operators, is_savepoint, fmt, r.pos)
 
 
 def _master_state(r: DataReader) -> tuple[str, int, bytes]:
@@ -185,8 +187,11 @@ def _operator(r: DataReader, version: int) -> FlinkOperator:
         name, uid = r.utf() or None, r.utf() or None
     operator_id = r.raw(16).hex()
     parallelism, max_parallelism = r.i32(), r.i32()
-    if parallelism < 0 or max_parallelism < 0:
-        raise r.fail(f"operator {operator_id}: negative parallelism")
+    if not 1 <= parallelism <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        # Flink's KeyGroupRangeAssignment bounds (reference §1): 1 <= p <= max p <= 2^15
+        raise r.fail(f"operator {operator_id}: parallelism {parallelism} and max parallelism "
+                     f"{max_parallelism} outside 1 <= p <= max p <= "
+                     f"{UPPER_BOUND_MAX_PARALLELISM}")
     coordinator = stream_handle(r)
     if coordinator is not None and coordinator.kind != "inline":
         raise r.fail(f"operator {operator_id}: coordinator state must be inline bytes")

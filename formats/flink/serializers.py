@@ -315,7 +315,8 @@ def _timer_codec(key: Codec, namespace: Codec) -> Codec:
         timestamp = r.i64() ^ (-1 << 63)  # MathUtils.flipSignBit
         return timestamp, read_key(r), read_ns(r)
 
-    return Codec(read, "int64", -1, f"Timer<{key.name},{namespace.name}>")
+    # a timer's value is its int64 timestamp; ``spec`` names its namespace's type
+    return Codec(read, namespace.spec, -1, f"Timer<{key.name},{namespace.name}>")
 
 
 def _row_codec(parts: list[Codec], legacy: bool) -> Codec:

@@ -1,0 +1,211 @@
+"""Real Flink snapshots, damaged: truncated and bit-flipped files (issue 8, "Robustness").
+
+Every file of every snapshot the fixture sets' ``expected.json`` files list (``_metadata`` and
+the state files beside it) is truncated at many points and bit-flipped at many positions, in a
+copy (the fixtures are never touched). Each case opens the copy and reads everything: every
+keyed state's entries and every subtask's operator state (which converts every decoded value
+to Arrow). The outcome is a :class:`StatectlError` with a message or, for a bit flip, a
+successful read — Flink stores no checksums, so a flip inside a string or a number is another
+valid snapshot — and never another exception, never a hang (a timer turns one into a failure),
+never a memory blow-up (the peak resident size may grow by at most 512 MiB over the sweep).
+
+A truncated state file always fails (its size no longer matches its handle's). A truncated
+``_metadata`` fails too, unless the cut falls inside the trailing Java-serialized checkpoint
+properties, which statectl only scans for the snapshot type.
+
+A sample of the failing cases goes through the CLI: ``statectl inspect`` exits with code 3 and
+prints the message, no traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import shutil
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from formats.checkpoint_v1 import open_checkpoint
+from formats.flink.checkpoint import FlinkCheckpoint
+from formats.flink.metadata import parse_metadata
+from statecore.errors import StatectlError
+from tests.cli_support import run
+from tests.flink_fixtures import require_fixtures, snapshots
+
+HANG_SECONDS = 10
+#: cases per file in ``make test``; the slow test runs ten times as many
+TRUNCATIONS, FLIPS = 8, 10
+MAX_RSS_GROWTH = 512 << 20
+
+
+@dataclass(frozen=True)
+class Case:
+    snapshot: Path
+    file: str
+    kind: str  # "truncate" | "flip"
+    position: int  # the new length, or the flipped bit (byte * 8 + bit)
+
+    def mutate(self, data: bytes) -> bytes:
+        if self.kind == "truncate":
+            return data[:self.position]
+        out = bytearray(data)
+        out[self.position // 8] ^= 1 << (self.position % 8)
+        return bytes(out)
+
+    def __str__(self) -> str:
+        return f"{self.snapshot.name}/{self.file} {self.kind} {self.position}"
+
+
+def cases(truncations: int, flips: int, seed: int) -> list[Case]:
+    """Deterministic cases: cut points spread over each file (always its first and last
+    bytes) plus random ones; flips at random bits."""
+    rng = random.Random(seed)
+    out: list[Case] = []
+    for fixture_set, snap in snapshots():
+        root = fixture_set / snap["path"]
+        for path in sorted(p for p in root.iterdir() if p.is_file()):
+            size = path.stat().st_size
+            if size == 0:
+                continue
+            cuts = {0, size - 1, *(size * i // truncations for i in range(1, truncations // 2)),
+                    *(rng.randrange(size) for _ in range(truncations - truncations // 2))}
+            out += [Case(root, path.name, "truncate", c) for c in sorted(cuts)]
+            out += [Case(root, path.name, "flip", rng.randrange(size * 8)) for _ in range(flips)]
+    return out
+
+
+class _Hang(BaseException):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: float = HANG_SECONDS) -> Iterator[None]:
+    def alarm(_signum: int, _frame: FrameType | None) -> None:
+        raise _Hang
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _Hang:
+        raise AssertionError(f"reading took more than {seconds} s (a hang)") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def read_everything(location: str) -> None:
+    """Open and read every entry of every state (the Arrow conversion included)."""
+    checkpoint = open_checkpoint(location)
+    assert isinstance(checkpoint, FlinkCheckpoint)
+    for op in checkpoint.metadata.operators:
+        for state in op.states:
+            if state.scope == "keyed":
+                for _ in checkpoint.keyed_entries(op.uid, state.name):
+                    pass
+        for subtask in op.subtasks:
+            checkpoint.operator_entries(op.uid, subtask.index)
+
+
+def properties_offset(metadata: bytes) -> int:
+    """Where the Java-serialized properties start in an intact ``_metadata``."""
+    return parse_metadata(metadata).properties_offset
+
+
+class Copies:
+    """One working copy per snapshot (hard links), with one file replaced per case."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.roots: dict[Path, Path] = {}
+
+    def copy(self, snapshot: Path) -> Path:
+        if snapshot not in self.roots:
+            target = self.base / f"s{len(self.roots)}" / snapshot.name
+            target.mkdir(parents=True)
+            for p in snapshot.iterdir():
+                if p.is_file():
+                    os.link(p, target / p.name)
+            self.roots[snapshot] = target
+        return self.roots[snapshot]
+
+    @contextmanager
+    def mutated(self, case: Case) -> Iterator[Path]:
+        root = self.copy(case.snapshot)
+        original = case.snapshot / case.file
+        target = root / case.file
+        target.unlink()
+        target.write_bytes(case.mutate(original.read_bytes()))
+        try:
+            yield root
+        finally:
+            target.unlink()
+            os.link(original, target)
+
+
+def sweep(tmp_path: Path, truncations: int, flips: int, seed: int) -> None:
+    require_fixtures()
+    all_cases = cases(truncations, flips, seed)
+    copies = Copies(tmp_path)
+    failures: list[str] = []
+    errors: list[Case] = []
+    succeeded = 0
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    trailers: dict[Path, int] = {}
+    for case in all_cases:
+        with copies.mutated(case) as root:
+            try:
+                with time_limit():
+                    read_everything(str(root))
+            except StatectlError as exc:
+                if not str(exc).strip():
+                    failures.append(f"{case}: a StatectlError without a message")
+                errors.append(case)
+                continue
+            except AssertionError as exc:
+                failures.append(f"{case}: {exc}")
+                continue
+            except Exception as exc:  # noqa: BLE001 - the point of the test
+                failures.append(f"{case}: {type(exc).__name__}: {exc}")
+                continue
+        succeeded += 1
+        if case.kind == "truncate":
+            if case.file != "_metadata":
+                failures.append(f"{case}: a truncated state file was read without an error")
+                continue
+            if case.snapshot not in trailers:
+                trailers[case.snapshot] = properties_offset(
+                    (case.snapshot / "_metadata").read_bytes())
+            if case.position < trailers[case.snapshot]:
+                failures.append(f"{case}: truncated before the properties (at "
+                                f"{trailers[case.snapshot]}) and read without an error")
+    rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
+    assert not failures, f"{len(failures)} of {len(all_cases)} cases:\n" + "\n".join(failures[:40])
+    assert len(all_cases) >= 1000
+    assert errors, "no case failed: the mutations do not reach the decoders"
+    assert rss_growth <= MAX_RSS_GROWTH, f"peak memory grew by {rss_growth >> 20} MiB"
+
+    # the CLI: exit code 3 and a message, never a traceback (a sample of the failing cases)
+    rng = random.Random(seed)
+    for case in rng.sample(errors, min(25, len(errors))):
+        with copies.mutated(case) as root:
+            code, out, err = run("inspect", str(root))
+        assert code == 3, f"{case}: exit {code}\n{out}\n{err}"
+        assert "Traceback" not in out + err and err.strip(), f"{case}: {err}"
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_truncated_and_bit_flipped_fixtures(tmp_path: Path) -> None:
+    sweep(tmp_path, TRUNCATIONS, FLIPS, seed=8)
+
+
+@pytest.mark.slow
+def test_truncated_and_bit_flipped_fixtures_more(tmp_path: Path) -> None:
+    sweep(tmp_path, TRUNCATIONS * 10, FLIPS * 10, seed=88)
