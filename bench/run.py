@@ -23,6 +23,7 @@ from typing import Any
 
 from bench_backend import bench_backend
 from bench_checkpoint import bench_checkpoint
+from bench_flink import bench_flink
 from bench_inspect import bench_inspect
 from bench_rescale import bench_rescale
 from bench_spark import bench_spark
@@ -31,10 +32,12 @@ from bench_state_maps import FULL, QUICK, Config, Row, Section
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py),
-#: checkpoints (bench_checkpoint.py), rescale, inspect, spark (bench_rescale/_inspect/_spark.py).
+#: checkpoints (bench_checkpoint.py), rescale, inspect, spark, flink (bench_rescale/_inspect/
+#: _spark/_flink.py).
 BENCHMARKS: dict[str, Callable[[Config], Section]] = {
     **STATE_MAP_BENCHMARKS, "backend": bench_backend, "checkpoint": bench_checkpoint,
-    "rescale": bench_rescale, "inspect": bench_inspect, "spark": bench_spark}
+    "rescale": bench_rescale, "inspect": bench_inspect, "spark": bench_spark,
+    "flink": bench_flink}
 DEFAULT_JSON = BENCH_DIR / "results.json"
 COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
 WIDTHS = (42, 16, 16, 8, 10, 6)

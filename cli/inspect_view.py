@@ -168,6 +168,10 @@ def _expired(console: Console, now: int, shares: Sequence[ExpiredShare]) -> None
 
 def _lookup(console: Console, found: KeyLookup) -> None:
     for uid, key, key_group, subtask in found.locations:
+        if key_group is None:
+            console.print(f"{uid}: key {_cell(key)} is in no key group of this snapshot",
+                          style="bold")
+            continue
         console.print(f"{uid}: key {_cell(key)} is in key group {key_group}, subtask "
                       f"{subtask}", style="bold")
     for state in found.states:

@@ -73,7 +73,7 @@ from statecore.errors import (
     StatectlError,
     UnsafePathError,
 )
-from statecore.key_groups import KeyGroupRange
+from statecore.key_groups import KeyGroupRange, assign_to_key_group
 from statecore.keyed_backend import HeapKeyedStateBackend
 from statecore.keyed_state import StateKind
 from statecore.operator_backend import (
@@ -519,6 +519,12 @@ class Checkpoint:
     def open_problems(self) -> list[tuple[str, str, str]]:
         """``(kind, where, message)`` of what could not be read when opening (``verify``)."""
         return []
+
+    def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
+        """The key group of ``key`` in ``op`` (reference §1.2); ``None``: not computable."""
+        assert op.key_type is not None
+        group: int = assign_to_key_group(key, op.max_parallelism, op.key_type)
+        return group
 
     def expected_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
                             table: pa.Table) -> np.ndarray | None:

@@ -28,7 +28,6 @@ from statecore.checkpoint import (
     share_of_file,
 )
 from statecore.errors import InvalidArgumentError
-from statecore.key_groups import assign_to_key_group
 from statecore.serializers import VOID_NAMESPACE
 
 __all__ = [
@@ -248,7 +247,9 @@ class KeyLookup:
     """
 
     key: str
-    locations: tuple[tuple[str, Any, int, int], ...]  # (uid, key, key group, subtask)
+    #: (uid, key, key group, subtask); key group and subtask are ``None`` when the key's hash
+    #: cannot be computed (a Flink ``RowData`` key) and no state holds it
+    locations: tuple[tuple[str, Any, int | None, int | None], ...]
     states: tuple[StateEntries, ...]
 
 
@@ -270,27 +271,33 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
         except InvalidArgumentError as exc:
             errors.append(f"operator {op.uid!r} has {op.key_type} keys: {exc}")
             continue
-        key_group = assign_to_key_group(value, op.max_parallelism, op.key_type)
-        owner = next(st.index for st in op.subtasks if st.key_group_range is not None
-                     and key_group in st.key_group_range)
-        locations.append((op.uid, value, key_group, owner))
+        # None: the key's hash is not computable (a Flink RowData key): every group is read
+        key_group = checkpoint.key_group_of(op, value)
+        op_states: list[StateEntries] = []
         for state in keyed:
             wanted = None if namespace is None or state.namespace_type == "void" else \
                 value_from_text(namespace, state.namespace_type)
             entries: list[Entry] = []
             for subtask, h in _keyed_handles(op, state.name):
                 for rows in h.rows:
-                    if rows.key_group != key_group:
+                    if key_group is not None and rows.key_group != key_group:
                         continue
                     table = checkpoint.rows_table(h.file, keyed_schema(state, op.key_type),
                                                   rows.first_row, rows.row_count)
                     entries.extend(e for e in _entries(op, state, subtask, table,
                                                        _data_bytes(table))
-                                   if e.key == value and e.key_group == key_group
+                                   if e.key == value and e.key_group == rows.key_group
                                    and (wanted is None or e.namespace == wanted))
             entries.sort(key=lambda e: _namespace_order(e.namespace))
-            found.append(StateEntries(op.uid, state.name, state.scope, state.kind,
-                                      tuple(entries)))
+            op_states.append(StateEntries(op.uid, state.name, state.scope, state.kind,
+                                          tuple(entries)))
+        if key_group is None:  # where the key was found, if anywhere
+            key_group = next((e.key_group for st in op_states for e in st.entries), None)
+        owner = None if key_group is None else next(
+            st.index for st in op.subtasks if st.key_group_range is not None
+            and key_group in st.key_group_range)
+        locations.append((op.uid, value, key_group, owner))
+        found.extend(op_states)
     if not locations:
         raise InvalidArgumentError("; ".join(errors) if errors else
                                    "no operator has keyed state to look the key up in: --key "

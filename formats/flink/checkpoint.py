@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,13 @@ import pyarrow.parquet as pq
 
 from formats.arrow_types import arrow_type
 from formats.checkpoint_v1 import Checkpoint
-from formats.flink.keyed import DecodedKeyed, KeyedHeader, decode_keyed_stream, iter_timers
+from formats.flink.keyed import (
+    DecodedKeyed,
+    HeaderCache,
+    KeyedHeader,
+    decode_keyed_stream,
+    iter_timers,
+)
 from formats.flink.metadata import (
     FlinkMetadata,
     FlinkOperator,
@@ -212,6 +219,14 @@ class FlinkCheckpoint(Checkpoint):
                                          f"{len(expected)} decoded keys")
         return expected
 
+    def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
+        """The key group by the key serializer's own hash (a ``Row``'s is not a tuple's).
+
+        ``None`` for a ``RowData`` key, whose hash is over a binary form a typed key lacks.
+        """
+        codec = self.key_codecs.get(op.uid)
+        return None if codec is None else key_group_of(codec, key, op.max_parallelism)
+
     def verify_checksum(self, relative: str) -> None:
         """Flink files carry no checksums; decoding them completely is the check (at open)."""
         self._path_table(relative)
@@ -251,8 +266,11 @@ def _local_root(fs: pafs.FileSystem, root: str) -> str | None:
     return os.path.realpath(root) if isinstance(fs, pafs.LocalFileSystem) else None
 
 
-def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int) -> bytes:
-    real_root = _local_root(fs, root)
+def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int,
+               real_root: str | None = None) -> bytes:
+    """A whole file inside the snapshot directory (``real_root``: its resolved path, if known)."""
+    if real_root is None:
+        real_root = _local_root(fs, root)
     if real_root is not None and not os.path.realpath(path).startswith(real_root + os.sep):
         raise UnsafePathError(f"{shown} leads out of the checkpoint directory")
     try:
@@ -276,6 +294,8 @@ class _Builder:
         self.tables: dict[str, _Table] = {}
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
+        self.headers: HeaderCache = {}
+        self.real_root: str | None = None
 
     # -- streams --------------------------------------------------------------------------
 
@@ -301,8 +321,10 @@ class _Builder:
             relative = name.rstrip("/").rsplit("/", 1)[-1]
             if relative in ("", ".", ".."):
                 raise UnsafePathError(f"state file {name!r} has no usable file name")
+        if self.real_root is None:
+            self.real_root = _local_root(self.fs, self.root)
         data = _read_file(self.fs, self.root, f"{self.root}/{relative}", relative,
-                          MAX_STATE_FILE_BYTES)
+                          MAX_STATE_FILE_BYTES, self.real_root)
         if stream.kind == "segment":
             if stream.start + stream.size > len(data):
                 raise CorruptCheckpointError(f"{relative}: segment beyond the file's end")
@@ -336,7 +358,7 @@ class _Builder:
                 try:
                     data, name = self.stream_bytes(handle.stream)
                     header, decoded = decode_keyed_stream(data, handle, f"{hw}: {name}",
-                                                          op.max_parallelism)
+                                                          op.max_parallelism, self.headers)
                 except StatectlError as exc:
                     self.fail(exc, hw)
                     continue
@@ -415,14 +437,16 @@ class _Builder:
                    rows: list[tuple[int, Any, Any, Any]], kg_bytes: dict[int, int],
                    key_group_range: KeyGroupRange, key_codec: Codec, max_parallelism: int
                    ) -> KeyedStateHandle:
-        rows = sorted(rows, key=lambda r: r[0])
+        key_groups = [r[0] for r in rows]
+        if key_groups != sorted(key_groups):  # the decoders emit key groups in order
+            rows = sorted(rows, key=lambda r: r[0])
+            key_groups = [r[0] for r in rows]
+        counts = Counter(key_groups)
         groups: list[KeyGroupRows] = []
-        for i, r in enumerate(rows):
-            if groups and groups[-1].key_group == r[0]:
-                last = groups[-1]
-                groups[-1] = KeyGroupRows(last.key_group, last.first_row, last.row_count + 1)
-            else:
-                groups.append(KeyGroupRows(r[0], i, 1))
+        first = 0
+        for key_group in sorted(counts):
+            groups.append(KeyGroupRows(key_group, first, counts[key_group]))
+            first += counts[key_group]
         name = f"flink/op-{op_index}/keyed/{_safe(state.name)}/{subtask}.parquet"
         row_groups = [(g.row_count, kg_bytes.get(g.key_group, 0)) for g in groups]
         self.tables[name] = _Table(rows, _keyed_schema(state, key_type), True,

@@ -197,7 +197,12 @@ class DataReader:
 
         ``None`` for null.
         """
-        length = self.varint()
+        data, pos = self.data, self.pos
+        if pos < self.end and data[pos] < 0x80:  # a one-byte length: read inline
+            length = data[pos]
+            self.pos = pos + 1
+        else:
+            length = self.varint()
         if length == 0:
             return None
         length -= 1

@@ -30,6 +30,9 @@ import pyarrow as pa
 from formats.flink.javaio import DataReader
 from formats.flink.metadata import FlinkKeyedHandle
 from formats.flink.serializers import (
+    STRING_READ as _STRING_READ,
+)
+from formats.flink.serializers import (
     VOID_READ as _VOID_READ,
 )
 from formats.flink.serializers import (
@@ -202,11 +205,29 @@ def _undecodable(where: str, what: str, snapshot: SerializerSnapshot | None) -> 
         f"{where}: {what} uses serializer {shown}, which statectl cannot decode")
 
 
+#: Parsed headers by their exact bytes, grouped by length (see :func:`decode_keyed_stream`).
+HeaderCache = dict[int, dict[bytes, KeyedHeader]]
+
+
 def decode_keyed_stream(data: bytes, handle: FlinkKeyedHandle, where: str,
-                        max_parallelism: int) -> tuple[KeyedHeader, DecodedKeyed]:
-    """Decode every entry of one keyed handle (its stream's bytes are ``data``)."""
-    r = DataReader(data, where)
-    header = read_keyed_header(r)
+                        max_parallelism: int, headers: HeaderCache | None = None
+                        ) -> tuple[KeyedHeader, DecodedKeyed]:
+    """Decode every entry of one keyed handle (its stream's bytes are ``data``).
+
+    ``headers``, shared by the streams of one snapshot, saves parsing the same header (every
+    subtask of an operator writes the same one) again: a header is reused only for a stream
+    that starts with exactly its bytes. Headers are never changed after parsing.
+    """
+    header = None
+    if headers:
+        for size, known in headers.items():
+            header = known.get(data[:size])
+            if header is not None:
+                break
+    if header is None:
+        header = read_keyed_header(DataReader(data, where))
+        if headers is not None:
+            headers.setdefault(header.size, {})[data[:header.size]] = header
     if header.key is None:
         raise _undecodable(where, "the key", header.key_snapshot)
     decoded = DecodedKeyed({s.name: [] for s in header.states},
@@ -286,7 +307,27 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
             else:
                 read_ns = state.namespace.read
                 read_value = state.value.read
-                if read_ns is _VOID_READ:  # the common case: one 0 byte, read inline
+                append = out.append
+                if read_ns is _VOID_READ and read_key is _STRING_READ:
+                    # the commonest entry: void namespace (one 0 byte), a short ASCII String
+                    # key (a one-byte length), read inline; anything else: the codecs
+                    for _ in range(n):
+                        pos = r.pos
+                        if pos >= limit or data_k[pos]:
+                            raise r.fail("bad void namespace byte")
+                        pos += 1
+                        after = pos + data_k[pos] if pos < limit else limit + 1
+                        if pos < after < pos + 0x80 and after <= limit:
+                            chunk = data_k[pos + 1:after]
+                            if chunk.isascii():
+                                r.pos = after
+                                append((key_group, chunk.decode("ascii"), VOID_NAMESPACE,
+                                        read_value(r)))
+                                continue
+                        r.pos = pos
+                        key = read_key(r)
+                        append((key_group, key, VOID_NAMESPACE, read_value(r)))
+                elif read_ns is _VOID_READ:
                     for _ in range(n):
                         pos = r.pos
                         if pos >= limit or data_k[pos]:
@@ -317,8 +358,14 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
     key_codec = header.key
     assert key_codec is not None
     prefix = 1 if max_parallelism <= 128 else 2
+    n_states = len(states)
+    pair_decoders = [_pair_decoder(s, key_codec, where, decoded.entries[s.name]) for s in states]
+    state_sizes = [decoded.state_key_group_bytes[s.name] for s in states]
     offsets = list(handle.offsets)
     ends = _group_ends(offsets, len(data))
+    # keys and values are read in place: views over the stream, no copies
+    k = DataReader(data, where)
+    v = DataReader(data, where)
     for i, offset in enumerate(offsets):
         if offset == 0:
             continue
@@ -332,100 +379,175 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
              if header.compressed else DataReader(data, where, offset, len(data)))
         state_id = r.i16()
         buf, limit = r.data, r.end
-        # keys and values are read in place: views over the stream, no copies
-        k = DataReader(buf, where)
-        v = DataReader(buf, where)
-        while True:
-            if not 0 <= state_id < len(states):
+        k.data = v.data = buf
+        pos = r.pos
+        while True:  # one run of pairs of one state
+            if not 0 <= state_id < n_states:
+                r.pos = pos
                 raise r.fail(f"unknown state id {state_id}")
-            state = states[state_id]
-            sizes = decoded.state_key_group_bytes[state.name]
-            pair_start = pos = r.pos
-            if pos + 4 > limit:
-                raise r.fail("truncated key length")
-            key_length = _I32.unpack_from(buf, pos)[0]
-            key_start = pos + 4
-            value_at = key_start + key_length
-            if key_length < 1 or value_at + 4 > limit:
-                raise r.fail(f"impossible key length {key_length}")
-            value_length = _I32.unpack_from(buf, value_at)[0]
-            value_start = value_at + 4
-            r.pos = value_start + value_length
-            if value_length < 0 or r.pos > limit:
-                raise r.fail(f"impossible value length {value_length}")
-            first = buf[key_start]
-            more = first & FIRST_BIT
-            stored = first & ~FIRST_BIT & 0xFF
-            if prefix == 2:
-                stored = stored << 8 | buf[key_start + 1]
-            if stored != key_group:
-                raise r.fail(f"an entry of key group {stored} inside key group {key_group}")
-            k.pos, k.end = key_start + prefix, value_at
-            v.pos, v.end = value_start, value_start + value_length
-            if k.pos > k.end:
-                raise r.fail("a key shorter than its key-group prefix")
-            _canonical_entry(k, v, state, key_codec, key_group, where, decoded)
-            sizes[key_group] = sizes.get(key_group, 0) + r.pos - pair_start
-            if more:
-                next_id = r.i16()
-                if next_id == END_OF_KEY_GROUP:
-                    break
-                state_id = next_id
+            decode_pair = pair_decoders[state_id]
+            run_start = pos
+            more = 0
+            while not more:
+                if pos + 4 > limit:
+                    r.pos = pos
+                    raise r.fail("truncated key length")
+                key_length = _I32.unpack_from(buf, pos)[0]
+                key_start = pos + 4
+                value_at = key_start + key_length
+                if key_length < prefix or value_at + 4 > limit:
+                    r.pos = pos
+                    raise r.fail(f"impossible key length {key_length}")
+                value_length = _I32.unpack_from(buf, value_at)[0]
+                value_start = value_at + 4
+                pos = value_start + value_length
+                if value_length < 0 or pos > limit:
+                    r.pos = value_at
+                    raise r.fail(f"impossible value length {value_length}")
+                first = buf[key_start]
+                more = first & FIRST_BIT
+                stored = first & 0x7F
+                if prefix == 2:
+                    stored = stored << 8 | buf[key_start + 1]
+                if stored != key_group:
+                    r.pos = key_start
+                    raise r.fail(f"an entry of key group {stored} inside key group {key_group}")
+                k.pos, k.end = key_start + prefix, value_at
+                v.pos, v.end = value_start, pos
+                decode_pair(k, v, key_group)
+            sizes = state_sizes[state_id]
+            sizes[key_group] = sizes.get(key_group, 0) + pos - run_start
+            r.pos = pos
+            next_id = r.i16()
+            pos = r.pos
+            if next_id == END_OF_KEY_GROUP:
+                break
+            state_id = next_id
         decoded.key_group_bytes[key_group] = end - offset
     for state in states:  # map entries arrive one pair per user key: merge them per key
         if state.kind == "map":
             decoded.entries[state.name] = _merge_maps(decoded.entries[state.name])
 
 
-def _canonical_entry(k: DataReader, v: DataReader, state: StateInfo, key_codec: Codec,
-                     key_group: int, where: str, decoded: DecodedKeyed) -> None:
-    """One pair: ``k`` holds the key after its key-group prefix, ``v`` the value."""
-    out = decoded.entries[state.name]
+PairDecoder = Callable[[DataReader, DataReader, int], None]
+
+
+def _pair_decoder(state: StateInfo, key_codec: Codec, where: str,
+                  out: list[tuple[int, Any, Any, Any]]) -> PairDecoder:
+    """The decoder of one state's canonical pairs, specialised once per stream.
+
+    It is called with ``k`` holding the key after its key-group prefix and ``v`` the value,
+    and appends ``(key_group, key, namespace, value)`` to ``out``.
+    """
+    append = out.append
     if state.kind == "timers":
         if state.value is None:
-            raise _undecodable(where, f"timers {state.name!r}",
-                               state.serializers.get("VALUE_SERIALIZER"))
-        timestamp, key, namespace = state.value.read(k)
-        out.append((key_group, key, namespace, timestamp))
-        _at_end(k, "timer")
-        return
+            return _undecodable_pair(where, f"timers {state.name!r}",
+                                     state.serializers.get("VALUE_SERIALIZER"))
+        read_timer = state.value.read
+
+        def timer(k: DataReader, v: DataReader, key_group: int) -> None:
+            timestamp, key, namespace = read_timer(k)
+            append((key_group, key, namespace, timestamp))
+            _at_end(k, "timer")
+        return timer
     if state.namespace is None:
-        raise _undecodable(where, f"the namespace of state {state.name!r}",
-                           state.serializers.get("NAMESPACE_SERIALIZER"))
+        return _undecodable_pair(where, f"the namespace of state {state.name!r}",
+                                 state.serializers.get("NAMESPACE_SERIALIZER"))
+    if state.kind == "map" and state.user_key is None:
+        return _undecodable_pair(where, f"the map keys of state {state.name!r}",
+                                 state.serializers.get("VALUE_SERIALIZER"))
+    read_key, read_ns = key_codec.read, state.namespace.read
+    void = read_ns is _VOID_READ
     ambiguous = key_codec.length < 0 and state.namespace.length < 0
-    start = k.pos
-    key = key_codec.read(k)
-    if ambiguous:
-        _skip_length(k, k.pos - start)
-    start = k.pos
-    namespace = state.namespace.read(k)
-    if ambiguous:
-        _skip_length(k, k.pos - start)
+
+    def generic_key_and_namespace(k: DataReader) -> tuple[Any, Any]:
+        start = k.pos
+        key = read_key(k)
+        if void:  # the common case: one 0 byte, read inline (never ambiguous: length 0)
+            pos = k.pos
+            if pos >= k.end or k.data[pos]:
+                raise k.fail("bad void namespace byte")
+            k.pos = pos + 1
+            return key, VOID_NAMESPACE
+        if ambiguous:
+            _skip_length(k, k.pos - start)
+        start = k.pos
+        namespace = read_ns(k)
+        if ambiguous:
+            _skip_length(k, k.pos - start)
+        return key, namespace
+
+    key_and_namespace = generic_key_and_namespace
+    if void and read_key is _STRING_READ:
+        def key_and_namespace(k: DataReader) -> tuple[Any, Any]:
+            # the commonest key: a short ASCII String (one length byte) and the void namespace
+            data, pos = k.data, k.pos
+            if pos < k.end:
+                n = data[pos] - 1
+                after = pos + 1 + n
+                if 0 <= n < 127 and after < k.end and not data[after]:
+                    chunk = data[pos + 1:after]
+                    if chunk.isascii():
+                        k.pos = after + 1
+                        return chunk.decode("ascii"), VOID_NAMESPACE
+            return generic_key_and_namespace(k)
+
+    element = state.element
+    read_element = element.read if element is not None else _rest
     if state.kind == "map":
-        if state.user_key is None:
-            raise _undecodable(where, f"the map keys of state {state.name!r}",
-                               state.serializers.get("VALUE_SERIALIZER"))
-        user_key = state.user_key.read(k)
-        _at_end(k, "map key")
-        value = None if v.boolean() else _read_or_raw(state.element, v)
-        out.append((key_group, key, namespace, {user_key: value}))
-        return
-    _at_end(k, "key")
+        assert state.user_key is not None
+        read_user_key = state.user_key.read
+
+        def map_pair(k: DataReader, v: DataReader, key_group: int) -> None:
+            key, namespace = key_and_namespace(k)
+            user_key = read_user_key(k)
+            if k.pos < k.end:
+                _at_end(k, "map key")
+            value = None if v.boolean() else read_element(v)
+            if out:  # a key's user keys come one pair each, adjacent: extend its map
+                last = out[-1]
+                if last[0] == key_group and last[1] == key and last[2] == namespace:
+                    last[3][user_key] = value
+                    return
+            append((key_group, key, namespace, {user_key: value}))
+        return map_pair
     if state.kind == "list":
-        fast = _fixed_list(state.element, v)
-        if fast is not None:
-            out.append((key_group, key, namespace, fast))
-            return
-        elements = []
-        while not v.at_end():
-            elements.append(_read_or_raw(state.element, v))
-            if not v.at_end() and v.u8() != 0x2C:
-                raise v.fail("list elements not separated by ','")
-        out.append((key_group, key, namespace, elements))
-        return
-    out.append((key_group, key, namespace, _read_or_raw(state.element, v)))
-    if state.element is not None:
-        _at_end(v, "value")
+        def list_pair(k: DataReader, v: DataReader, key_group: int) -> None:
+            key, namespace = key_and_namespace(k)
+            _at_end(k, "key")
+            fast = _fixed_list(element, v)
+            if fast is not None:
+                append((key_group, key, namespace, fast))
+                return
+            elements = []
+            while v.pos < v.end:
+                elements.append(read_element(v))
+                if v.pos < v.end and v.u8() != 0x2C:
+                    raise v.fail("list elements not separated by ','")
+            append((key_group, key, namespace, elements))
+        return list_pair
+
+    def value_pair(k: DataReader, v: DataReader, key_group: int) -> None:
+        key, namespace = key_and_namespace(k)
+        if k.pos < k.end:
+            _at_end(k, "key")
+        append((key_group, key, namespace, read_element(v)))
+        if v.pos < v.end:
+            _at_end(v, "value")
+    return value_pair
+
+
+def _rest(r: DataReader) -> bytes:
+    """An unknown serializer's value: its bytes (canonical values are delimited)."""
+    return r.raw(r.remaining)
+
+
+def _undecodable_pair(where: str, what: str, snapshot: SerializerSnapshot | None
+                      ) -> PairDecoder:
+    def fail(k: DataReader, v: DataReader, key_group: int) -> None:
+        raise _undecodable(where, what, snapshot)
+    return fail
 
 
 _SEPARATED: dict[tuple[str, int], Any] = {}
@@ -450,12 +572,6 @@ def _fixed_list(codec: Codec | None, v: DataReader) -> list[Any] | None:
             _SEPARATED[(codec.struct_code, n)] = parser
     v.pos = v.end
     return list(parser.unpack_from(data, pos))
-
-
-def _read_or_raw(codec: Codec | None, r: DataReader) -> Any:
-    if codec is None:  # unknown serializer: the value's bytes (canonical values are delimited)
-        return r.raw(r.remaining)
-    return codec.read(r)
 
 
 def _at_end(r: DataReader, what: str) -> None:

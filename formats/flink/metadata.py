@@ -299,7 +299,7 @@ def keyed_handle(r: DataReader) -> FlinkKeyedHandle | None:
         n = r.count("key groups", 8)
         if start < 0:
             raise r.fail(f"negative first key group {start}")
-        offsets = tuple(r.i64() for _ in range(n))
+        offsets = tuple(r.fixed_array("q", 8, n))
         if any(o < 0 for o in offsets):
             raise r.fail("negative key-group offset")
         stream = stream_handle(r)

@@ -198,8 +198,8 @@ def _char(r: DataReader) -> str:
     return chr(r.u16())
 
 
-def _string(r: DataReader) -> str | None:
-    return r.string_value()
+_string = DataReader.string_value
+STRING_READ = _string
 
 
 def _time_window(r: DataReader) -> tuple[int, int]:
