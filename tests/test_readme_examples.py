@@ -2,11 +2,11 @@
 
 Every ```console block's ``$ `` lines (with ``\\`` continuations) run in order with bash, in a
 scratch directory laid out like a fresh clone (``docs/``, ``sample_checkpoints/`` and the
-virtualenv as ``.venv``), and every ```sh block runs as one script. Each command must exit 0,
-or the code its line declares with a trailing ``# exit N``. The lines shown under a command
-are an excerpt of its output: each must appear in it, compared with digits and runs of spaces
-collapsed (sizes, times and ids vary between runs); lines with ``…`` and table borders are
-not compared.
+virtualenv as ``.venv``, with ``../shared`` beside it), and every ```sh block runs as one
+script. Each command must exit 0, or the code its line declares with a trailing ``# exit N``.
+The lines shown under a command are an excerpt of its output: each must appear in it, compared
+with digits and runs of spaces collapsed (sizes, times and ids vary between runs); lines with
+``…`` and table borders are not compared.
 """
 
 from __future__ import annotations
@@ -86,6 +86,10 @@ def test_excerpts_are_checked_loosely_but_not_vacuously() -> None:
 
 
 def test_every_readme_example_runs_as_written(tmp_path: Path) -> None:
+    # ``../shared`` beside the checkout, as in CI: the Flink examples read its fixtures
+    (tmp_path / "shared").symlink_to(REPO_ROOT.parent / "shared")
+    tmp_path = tmp_path / "statectl"
+    tmp_path.mkdir()
     for name in ("docs", "sample_checkpoints"):
         (tmp_path / name).symlink_to(REPO_ROOT / name)
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
