@@ -61,18 +61,26 @@ class _Stream:
         self.handles.append(value)
         return len(self.handles) - 1
 
+    def type_code(self, depth: int) -> int:
+        """The next type code, at nesting ``depth`` (bounded: the stream is untrusted)."""
+        if depth > MAX_DEPTH:
+            raise self.r.fail("Java object stream nested too deeply")
+        return self.r.u8()
+
+    def reference(self) -> Any:
+        """The object a ``TC_REFERENCE`` points back to (its handle follows)."""
+        index = self.r.i32() - BASE_HANDLE
+        if not 0 <= index < len(self.handles):
+            raise self.r.fail(f"Java object stream: bad back reference {index}")
+        return self.handles[index]
+
     def content(self, depth: int) -> Any:
         r = self.r
-        if depth > MAX_DEPTH:
-            raise r.fail("Java object stream nested too deeply")
-        tc = r.u8()
+        tc = self.type_code(depth)
         if tc == TC_NULL:
             return None
         if tc == TC_REFERENCE:
-            index = r.i32() - BASE_HANDLE
-            if not 0 <= index < len(self.handles):
-                raise r.fail(f"Java object stream: bad back reference {index}")
-            return self.handles[index]
+            return self.reference()
         if tc in (TC_CLASSDESC, TC_PROXYCLASSDESC):
             r.pos -= 1
             return self.class_desc(depth)
@@ -135,17 +143,13 @@ class _Stream:
 
     def class_desc(self, depth: int) -> ClassDesc | None:
         r = self.r
-        if depth > MAX_DEPTH:
-            raise r.fail("Java object stream nested too deeply")
-        tc = r.u8()
+        tc = self.type_code(depth)
         if tc == TC_NULL:
             return None
         if tc == TC_REFERENCE:
-            index = r.i32() - BASE_HANDLE
-            if not 0 <= index < len(self.handles) or not isinstance(self.handles[index],
-                                                                     ClassDesc):
+            desc = self.reference()
+            if not isinstance(desc, ClassDesc):
                 raise r.fail("Java object stream: bad class descriptor reference")
-            desc: ClassDesc = self.handles[index]
             return desc
         if tc == TC_PROXYCLASSDESC:
             desc = ClassDesc("<proxy>", SC_SERIALIZABLE, [], None)
