@@ -209,3 +209,52 @@ def test_truncated_and_bit_flipped_fixtures(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_truncated_and_bit_flipped_fixtures_more(tmp_path: Path) -> None:
     sweep(tmp_path, TRUNCATIONS * 10, FLIPS * 10, seed=88)
+
+
+def _allfiles_copy(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A copy (hard links) of a snapshot whose state lives in files beside ``_metadata``."""
+    source = next((s / p["path"] for s, p in snapshots()
+                   if len(list((s / p["path"]).iterdir())) > 2), None)
+    assert source is not None, "no fixture snapshot keeps its state in files"
+    root = tmp_path / source.name
+    root.mkdir()
+    for p in source.iterdir():
+        os.link(p, root / p.name)
+    return root, sorted(p.name for p in source.iterdir() if p.name != "_metadata")
+
+
+def test_symlinks_out_of_the_snapshot_are_refused(tmp_path: Path) -> None:
+    root, state_files = _allfiles_copy(tmp_path)
+    open_checkpoint(str(root))  # the copy itself opens
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    # a state file that is a symlink to a file (with the same bytes) outside the snapshot
+    victim = root / state_files[0]
+    (outside / victim.name).write_bytes(victim.read_bytes())
+    victim.unlink()
+    victim.symlink_to(outside / victim.name)
+    with pytest.raises(StatectlError, match="leads out of the checkpoint directory"):
+        open_checkpoint(str(root))
+    code, _, err = run("inspect", str(root))
+    assert code == 3 and "leads out" in err
+    # a symlink inside the snapshot to a file inside it is fine
+    victim.unlink()
+    os.link(outside / victim.name, root / "copy")
+    victim.symlink_to(root / "copy")
+    open_checkpoint(str(root))
+    # _metadata itself a symlink out
+    metadata = root / "_metadata"
+    (outside / "_metadata").write_bytes(metadata.read_bytes())
+    metadata.unlink()
+    metadata.symlink_to(outside / "_metadata")
+    with pytest.raises(StatectlError, match="leads out of the checkpoint directory"):
+        open_checkpoint(str(root))
+
+
+def test_a_fifo_in_place_of_a_state_file_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    root, state_files = _allfiles_copy(tmp_path)
+    victim = root / state_files[0]
+    victim.unlink()
+    os.mkfifo(victim)
+    with time_limit(), pytest.raises(StatectlError):
+        open_checkpoint(str(root))

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -262,16 +261,9 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
                            builder.key_codecs)
 
 
-def _local_root(fs: pafs.FileSystem, root: str) -> str | None:
-    return os.path.realpath(root) if isinstance(fs, pafs.LocalFileSystem) else None
-
-
-def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int,
-               real_root: str | None = None) -> bytes:
-    """A whole file inside the snapshot directory (``real_root``: its resolved path, if known)."""
-    if real_root is None:
-        real_root = _local_root(fs, root)
-    if real_root is not None and not os.path.realpath(path).startswith(real_root + os.sep):
+def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int) -> bytes:
+    """A whole file inside the snapshot directory ``root``; a path leaving it is refused."""
+    if isinstance(fs, pafs.LocalFileSystem) and not _inside(root, path):
         raise UnsafePathError(f"{shown} leads out of the checkpoint directory")
     try:
         info = fs.get_file_info(path)
@@ -280,10 +272,26 @@ def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int
         if info.size is not None and info.size > limit:
             raise CorruptCheckpointError(f"{shown} is {info.size} bytes, more than the "
                                          f"{limit} statectl reads")
-        with fs.open_input_stream(path) as stream:
-            return bytes(stream.read(limit + 1))
+        with fs.open_input_stream(path) as stream:  # a file that grew meanwhile: cut
+            data = bytes(stream.read(min(info.size if info.size is not None else limit,
+                                         limit) + 1))
+        if len(data) > limit:
+            raise CorruptCheckpointError(f"{shown} has more than the {limit} bytes statectl "
+                                         f"reads")
+        return data
     except OSError as exc:
         raise CheckpointError(f"cannot read {shown}: {exc}") from exc
+
+
+def _inside(root: str, path: str) -> bool:
+    """Whether local ``path`` resolves inside the directory ``root``.
+
+    A file directly in ``root`` that is no symlink is inside (one ``lstat``); anything else
+    is resolved in full and compared with ``root`` resolved.
+    """
+    if os.path.dirname(path) == root and not os.path.islink(path):
+        return True
+    return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
 
 
 class _Builder:
@@ -295,7 +303,6 @@ class _Builder:
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
         self.headers: HeaderCache = {}
-        self.real_root: str | None = None
 
     # -- streams --------------------------------------------------------------------------
 
@@ -321,10 +328,8 @@ class _Builder:
             relative = name.rstrip("/").rsplit("/", 1)[-1]
             if relative in ("", ".", ".."):
                 raise UnsafePathError(f"state file {name!r} has no usable file name")
-        if self.real_root is None:
-            self.real_root = _local_root(self.fs, self.root)
         data = _read_file(self.fs, self.root, f"{self.root}/{relative}", relative,
-                          MAX_STATE_FILE_BYTES, self.real_root)
+                          MAX_STATE_FILE_BYTES)
         if stream.kind == "segment":
             if stream.start + stream.size > len(data):
                 raise CorruptCheckpointError(f"{relative}: segment beyond the file's end")
@@ -441,14 +446,18 @@ class _Builder:
         if key_groups != sorted(key_groups):  # the decoders emit key groups in order
             rows = sorted(rows, key=lambda r: r[0])
             key_groups = [r[0] for r in rows]
-        counts = Counter(key_groups)
-        groups: list[KeyGroupRows] = []
-        first = 0
-        for key_group in sorted(counts):
-            groups.append(KeyGroupRows(key_group, first, counts[key_group]))
-            first += counts[key_group]
+        groups: list[KeyGroupRows] = []  # one per run of equal key groups
+        row_groups: list[tuple[int, int]] = []
+        first, n = 0, len(key_groups)
+        while first < n:
+            key_group = key_groups[first]
+            end = first + 1
+            while end < n and key_groups[end] == key_group:
+                end += 1
+            groups.append(KeyGroupRows(key_group, first, end - first))
+            row_groups.append((end - first, kg_bytes.get(key_group, 0)))
+            first = end
         name = f"flink/op-{op_index}/keyed/{_safe(state.name)}/{subtask}.parquet"
-        row_groups = [(g.row_count, kg_bytes.get(g.key_group, 0)) for g in groups]
         self.tables[name] = _Table(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
@@ -470,7 +479,9 @@ def _keyed_schema(state: StateMetadata, key_type: str) -> pa.Schema:
     return keyed_schema(state, key_type)
 
 
+@functools.lru_cache(maxsize=4096)
 def _safe(name: str) -> str:
+    """A state name as a path component of the virtual files (names may hold any character)."""
     return hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 

@@ -265,15 +265,36 @@ def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
     return None
 
 
+_COUNT = struct.Struct(">i")
+_ARRAYS: dict[tuple[str, int], struct.Struct] = {}
+
+
 def _list_codec(element: Codec) -> Codec:
+    """``ListSerializer``: an int count, then the elements.
+
+    Fixed-size primitive elements are read with one ``struct`` call for all.
+    """
     read_element = element.read
     code, size = element.struct_code, element.length
+    least = max(size, 1)  # every element takes a byte at least
 
     def read(r: DataReader) -> list[Any]:
-        n = r.count("list elements", max(element.length, 1))  # every element takes a byte
-        if code is not None:
-            return r.fixed_array(code, size, n)
-        return [read_element(r) for _ in range(n)]
+        pos, end = r.pos, r.end
+        if pos + 4 > end:
+            raise r.fail(f"truncated: 4 more bytes expected, {end - pos} left")
+        n = _COUNT.unpack_from(r.data, pos)[0]
+        r.pos = pos = pos + 4
+        if n < 0 or n * least > end - pos:
+            raise r.fail(f"impossible list elements {n} ({end - pos} bytes left)")
+        if code is None:
+            return [read_element(r) for _ in range(n)]
+        parser = _ARRAYS.get((code, n))
+        if parser is None:
+            parser = struct.Struct(f">{n}{code}")
+            if len(_ARRAYS) < 4096:
+                _ARRAYS[(code, n)] = parser
+        r.pos = pos + n * size
+        return list(parser.unpack_from(r.data, pos))
 
     return Codec(read, f"list<{element.spec}>", -1, f"List<{element.name}>")
 
@@ -282,10 +303,22 @@ def _map_codec(key: Codec, value: Codec) -> Codec:
     read_key, read_value = key.read, value.read
 
     def read(r: DataReader) -> dict[Any, Any]:
+        pos, end = r.pos, r.end
+        if pos + 4 > end:
+            raise r.fail(f"truncated: 4 more bytes expected, {end - pos} left")
+        n = _COUNT.unpack_from(r.data, pos)[0]
+        r.pos = pos = pos + 4
+        if n < 0 or n > end - pos:  # every entry takes a byte at least
+            raise r.fail(f"impossible map entries {n} ({end - pos} bytes left)")
         out = {}
-        for _ in range(r.count("map entries", 1)):
+        data = r.data
+        for _ in range(n):
             k = read_key(r)
-            out[k] = None if r.boolean() else read_value(r)
+            pos = r.pos  # a null flag, then the value unless null
+            if pos >= end:
+                raise r.fail("truncated: 1 more bytes expected, 0 left")
+            r.pos = pos + 1
+            out[k] = None if data[pos] else read_value(r)
         return out
 
     return Codec(read, f"map<{key.spec},{value.spec}>", -1, f"Map<{key.name},{value.name}>")
@@ -421,18 +454,16 @@ def _row_data_codec(types: tuple[Any, ...]) -> Codec | None:
     header = ((arity + 63 + 8) // 64) * 8
     fixed = header + 8 * arity
 
+    # per field: its null bit (after the RowKind byte), its slot's offset, its slot reader
+    layout = [(i + 8, header + 8 * i, slot) for i, (_spec, slot) in enumerate(fields)]
+
     def read(r: DataReader) -> tuple[Any, ...]:
         row = r.sized_bytes()
         if len(row) < fixed:
             raise r.fail(f"a BinaryRowData of {len(row)} bytes, at least {fixed} expected")
         bits = int.from_bytes(row[:header], "little")
-        values: list[Any] = []
         try:
-            for i, (_spec, slot) in enumerate(fields):
-                if (bits >> (i + 8)) & 1:
-                    values.append(None)
-                else:
-                    values.append(slot(row, header + 8 * i))
+            values = [None if bits >> bit & 1 else slot(row, at) for bit, at, slot in layout]
         except (ValueError, struct.error) as exc:
             raise r.fail(f"malformed BinaryRowData: {exc}") from exc
         return RowDataTuple(values, row)
