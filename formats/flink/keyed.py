@@ -48,8 +48,9 @@ __all__ = ["KeyedHeader", "StateInfo", "decode_keyed_stream", "read_keyed_header
 
 KEYED_PROXY_VERSION = 6
 STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
-_BLOCK_HEAD = struct.Struct(">hi")
-_I32 = struct.Struct(">i")  # a heap state block: short state id, int entry count
+_BLOCK_HEAD = struct.Struct(">hi")  # a heap state block: short state id, int entry count
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 END_OF_KEY_GROUP = -1  # 0xFFFF read as a signed short
 FIRST_BIT = 0x80
 MAX_CHUNK = 1 << 16  # the framing format's largest uncompressed chunk
@@ -265,83 +266,117 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
     ends = _group_ends(offsets, len(data))
     whole = DataReader(data, where)
     n_states = len(states)
-    entries = [decoded.entries[s.name] for s in states]
-    sizes = [decoded.state_key_group_bytes[s.name] for s in states]
+    # per state id: how its entries are read (decided once, not per block)
+    plans = [_heap_plan(s, read_key, decoded) for s in states]
+    group_bytes = decoded.key_group_bytes
+    size = len(data)
+    # a key group without entries: a block header (state id, count 0) per state
+    empty_size, empty_blocks = 6 * n_states, struct.Struct(">" + "hi" * n_states)
+    state_ids = list(range(n_states))
+    empty_pattern = [b"-"]  # the block headers of an empty key group, once seen
     for i, offset in enumerate(offsets):
         key_group = handle.first_key_group + i
-        if offset < header.size or offset > len(data):
+        if offset < header.size or offset + 4 > size:
             raise CorruptCheckpointError(f"{where}: key group {key_group} starts at byte "
                                          f"{offset}, outside the state data")
         end = ends[i]
         r = whole
-        r.pos = offset
-        stored = r.i32()
+        stored = _I32.unpack_from(data, offset)[0]
+        r.pos = offset + 4
         if stored != key_group:
+            r.pos = offset
             raise r.fail(f"key group {stored} found where the offsets say {key_group}")
         if header.compressed:
             r = DataReader(unframe_snappy(data[r.pos:end], where), f"{where} (key group "
                                                                     f"{key_group})")
+        elif end - r.pos == empty_size:  # only the states' block headers: all empty?
+            # every key group lists the states in one order: once checked, compare bytes
+            headers = data[r.pos:end]
+            if headers == empty_pattern[0]:
+                group_bytes[key_group] = end - offset
+                continue
+            blocks = empty_blocks.unpack_from(headers)
+            if not any(blocks[1::2]) and sorted(blocks[0::2]) == state_ids:
+                empty_pattern[0] = headers
+                group_bytes[key_group] = end - offset
+                continue  # else the block-by-block reading below says what is wrong
         data_k, limit = r.data, r.end
         seen = 0
+        pos = r.pos
         for _ in range(n_states):
-            block_start = pos = r.pos
+            block_start = pos
             if pos + 6 > limit:
                 raise r.fail("truncated state block header")
             state_id, n = _BLOCK_HEAD.unpack_from(data_k, pos)
-            r.pos = pos + 6
+            pos += 6
             if not 0 <= state_id < n_states or seen >> state_id & 1:
                 raise r.fail(f"state id {state_id} unknown or repeated in key group "
                              f"{key_group}")
             seen |= 1 << state_id
             if not n:
                 continue
-            if n < 0 or n > limit - r.pos:
+            if n < 0 or n > limit - pos:
+                r.pos = pos
                 raise r.fail(f"impossible entry count {n}")
-            state = states[state_id]
-            out = entries[state_id]
-            if state.kind == "timers":
-                read_timer = state.value.read
+            plan, read_value, read_ns, out, sizes = plans[state_id]
+            append = out.append
+            r.pos = pos
+            if plan == 1:
+                # the commonest entry: void namespace (one 0 byte), a short ASCII String key
+                # (a one-byte length), read inline; anything else: the codecs
                 for _ in range(n):
-                    timestamp, key, namespace = read_timer(r)
-                    out.append((key_group, key, namespace, timestamp))
-            else:
-                read_ns = state.namespace.read
-                read_value = state.value.read
-                append = out.append
-                if read_ns is _VOID_READ and read_key is _STRING_READ:
-                    # the commonest entry: void namespace (one 0 byte), a short ASCII String
-                    # key (a one-byte length), read inline; anything else: the codecs
-                    for _ in range(n):
-                        pos = r.pos
-                        if pos >= limit or data_k[pos]:
-                            raise r.fail("bad void namespace byte")
-                        pos += 1
-                        after = pos + data_k[pos] if pos < limit else limit + 1
-                        if pos < after < pos + 0x80 and after <= limit:
-                            chunk = data_k[pos + 1:after]
-                            if chunk.isascii():
-                                r.pos = after
-                                append((key_group, chunk.decode("ascii"), VOID_NAMESPACE,
-                                        read_value(r)))
-                                continue
-                        r.pos = pos
-                        key = read_key(r)
-                        append((key_group, key, VOID_NAMESPACE, read_value(r)))
-                elif read_ns is _VOID_READ:
-                    for _ in range(n):
-                        pos = r.pos
-                        if pos >= limit or data_k[pos]:
-                            raise r.fail("bad void namespace byte")
-                        r.pos = pos + 1
-                        key = read_key(r)
-                        out.append((key_group, key, VOID_NAMESPACE, read_value(r)))
-                else:
-                    for _ in range(n):
-                        namespace = read_ns(r)
-                        key = read_key(r)
-                        out.append((key_group, key, namespace, read_value(r)))
-            sizes[state_id][key_group] = r.pos - block_start
-        decoded.key_group_bytes[key_group] = end - offset
+                    pos = r.pos
+                    if pos >= limit or data_k[pos]:
+                        raise r.fail("bad void namespace byte")
+                    pos += 1
+                    after = pos + data_k[pos] if pos < limit else limit + 1
+                    if pos < after < pos + 0x80 and after <= limit:
+                        chunk = data_k[pos + 1:after]
+                        if chunk.isascii():
+                            r.pos = after
+                            append((key_group, chunk.decode("ascii"), VOID_NAMESPACE,
+                                    read_value(r)))
+                            continue
+                    r.pos = pos
+                    key = read_key(r)
+                    append((key_group, key, VOID_NAMESPACE, read_value(r)))
+            elif plan == 2:
+                for _ in range(n):
+                    pos = r.pos
+                    if pos >= limit or data_k[pos]:
+                        raise r.fail("bad void namespace byte")
+                    r.pos = pos + 1
+                    key = read_key(r)
+                    append((key_group, key, VOID_NAMESPACE, read_value(r)))
+            elif plan == 3:
+                assert read_ns is not None
+                for _ in range(n):
+                    namespace = read_ns(r)
+                    key = read_key(r)
+                    append((key_group, key, namespace, read_value(r)))
+            else:  # timers: (timestamp, key, namespace) each
+                for _ in range(n):
+                    timestamp, key, namespace = read_value(r)
+                    append((key_group, key, namespace, timestamp))
+            pos = r.pos
+            sizes[key_group] = pos - block_start
+        group_bytes[key_group] = end - offset
+
+
+def _heap_plan(state: StateInfo, read_key: Reader, decoded: DecodedKeyed
+               ) -> tuple[int, Reader, Reader | None, list[Any], dict[int, int]]:
+    """How :func:`_decode_heap` reads a state's entries, decided once per stream.
+
+    The plan: 0 timers, 1 void namespace and String keys (read inline), 2 void namespace,
+    3 any namespace; then the value and namespace readers, and where entries and block
+    sizes go.
+    """
+    assert state.value is not None
+    read_ns = None if state.namespace is None else state.namespace.read
+    plan = (0 if state.kind == "timers" else 3 if read_ns is not _VOID_READ
+            else 1 if read_key is _STRING_READ else 2)
+    return (plan, state.value.read, read_ns, decoded.entries[state.name],
+            decoded.state_key_group_bytes[state.name])
 
 
 def _skip_length(r: DataReader, length: int) -> None:
@@ -366,6 +401,7 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
     # keys and values are read in place: views over the stream, no copies
     k = DataReader(data, where)
     v = DataReader(data, where)
+    whole = DataReader(data, where)
     for i, offset in enumerate(offsets):
         if offset == 0:
             continue
@@ -374,13 +410,19 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
             raise CorruptCheckpointError(f"{where}: key group {key_group} starts at byte "
                                          f"{offset}, outside the state data")
         end = ends[i]
-        r = (DataReader(unframe_snappy(data[offset:end], where), f"{where} (key group "
-                                                                  f"{key_group})")
-             if header.compressed else DataReader(data, where, offset, len(data)))
-        state_id = r.i16()
+        if header.compressed:
+            r = DataReader(unframe_snappy(data[offset:end], where), f"{where} (key group "
+                                                                     f"{key_group})")
+        else:
+            r = whole
+            r.pos = offset
         buf, limit = r.data, r.end
-        k.data = v.data = buf
         pos = r.pos
+        if pos + 2 > limit:
+            raise r.fail("truncated state id")
+        state_id = _I16.unpack_from(buf, pos)[0]
+        pos += 2
+        k.data = v.data = buf
         while True:  # one run of pairs of one state
             if not 0 <= state_id < n_states:
                 r.pos = pos
@@ -417,9 +459,11 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
                 decode_pair(k, v, key_group)
             sizes = state_sizes[state_id]
             sizes[key_group] = sizes.get(key_group, 0) + pos - run_start
-            r.pos = pos
-            next_id = r.i16()
-            pos = r.pos
+            if pos + 2 > limit:
+                r.pos = pos
+                raise r.fail("truncated state id")
+            next_id = _I16.unpack_from(buf, pos)[0]
+            pos += 2
             if next_id == END_OF_KEY_GROUP:
                 break
             state_id = next_id
@@ -499,12 +543,29 @@ def _pair_decoder(state: StateInfo, key_codec: Codec, where: str,
         assert state.user_key is not None
         read_user_key = state.user_key.read
 
+        # the key and namespace of the previous pair: their bytes, then them decoded
+        previous: list[Any] = [b"", None, None]
+
         def map_pair(k: DataReader, v: DataReader, key_group: int) -> None:
-            key, namespace = key_and_namespace(k)
+            # a key's user keys come one pair each, adjacent: when this pair starts with the
+            # previous key's bytes it has that key (Flink's key and namespace encodings are
+            # self-delimiting), so it is not decoded again
+            start, seen = k.pos, previous[0]
+            n = len(seen)
+            if n and start + n <= k.end and k.data[start:start + n] == seen:
+                k.pos = start + n
+                key, namespace = previous[1], previous[2]
+            else:
+                key, namespace = key_and_namespace(k)
+                previous[:] = k.data[start:k.pos], key, namespace
             user_key = read_user_key(k)
             if k.pos < k.end:
                 _at_end(k, "map key")
-            value = None if v.boolean() else read_element(v)
+            at = v.pos  # a null flag, then the value unless null
+            if at >= v.end:
+                raise v.fail("truncated: 1 more bytes expected, 0 left")
+            v.pos = at + 1
+            value = None if v.data[at] else read_element(v)
             if out:  # a key's user keys come one pair each, adjacent: extend its map
                 last = out[-1]
                 if last[0] == key_group and last[1] == key and last[2] == namespace:

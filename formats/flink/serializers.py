@@ -300,7 +300,11 @@ def _list_codec(element: Codec) -> Codec:
 
 
 def _map_codec(key: Codec, value: Codec) -> Codec:
+    """``MapSerializer``: an int count, then per entry the key, a null flag, the value."""
     read_key, read_value = key.read, value.read
+    # a fixed-size primitive value is unpacked in place
+    fixed = struct.Struct(">" + value.struct_code) if value.struct_code else None
+    size = value.length
 
     def read(r: DataReader) -> dict[Any, Any]:
         pos, end = r.pos, r.end
@@ -310,15 +314,23 @@ def _map_codec(key: Codec, value: Codec) -> Codec:
         r.pos = pos = pos + 4
         if n < 0 or n > end - pos:  # every entry takes a byte at least
             raise r.fail(f"impossible map entries {n} ({end - pos} bytes left)")
-        out = {}
+        out: dict[Any, Any] = {}
         data = r.data
         for _ in range(n):
             k = read_key(r)
             pos = r.pos  # a null flag, then the value unless null
             if pos >= end:
                 raise r.fail("truncated: 1 more bytes expected, 0 left")
-            r.pos = pos + 1
-            out[k] = None if data[pos] else read_value(r)
+            r.pos = pos = pos + 1
+            if data[pos - 1]:
+                out[k] = None
+            elif fixed is not None:
+                if pos + size > end:
+                    raise r.fail(f"truncated: {size} more bytes expected, {end - pos} left")
+                out[k] = fixed.unpack_from(data, pos)[0]
+                r.pos = pos + size
+            else:
+                out[k] = read_value(r)
         return out
 
     return Codec(read, f"map<{key.spec},{value.spec}>", -1, f"Map<{key.name},{value.name}>")
@@ -328,7 +340,7 @@ def _tuple_codec(parts: list[Codec], name: str) -> Codec:
     readers = [p.read for p in parts]
 
     def read(r: DataReader) -> tuple[Any, ...]:
-        return tuple(f(r) for f in readers)
+        return tuple([f(r) for f in readers])
 
     length = -1 if any(p.length < 0 for p in parts) else sum(p.length for p in parts)
     hashes = [p.java_hash for p in parts]
@@ -457,8 +469,13 @@ def _row_data_codec(types: tuple[Any, ...]) -> Codec | None:
     # per field: its null bit (after the RowKind byte), its slot's offset, its slot reader
     layout = [(i + 8, header + 8 * i, slot) for i, (_spec, slot) in enumerate(fields)]
 
+    seen: dict[bytes, RowDataTuple] = {}  # rows repeat (a key in every state and map pair)
+
     def read(r: DataReader) -> tuple[Any, ...]:
         row = r.sized_bytes()
+        known = seen.get(row)
+        if known is not None:
+            return known
         if len(row) < fixed:
             raise r.fail(f"a BinaryRowData of {len(row)} bytes, at least {fixed} expected")
         bits = int.from_bytes(row[:header], "little")
@@ -466,7 +483,11 @@ def _row_data_codec(types: tuple[Any, ...]) -> Codec | None:
             values = [None if bits >> bit & 1 else slot(row, at) for bit, at, slot in layout]
         except (ValueError, struct.error) as exc:
             raise r.fail(f"malformed BinaryRowData: {exc}") from exc
-        return RowDataTuple(values, row)
+        decoded = RowDataTuple(values, row)
+        if len(seen) >= 4096:
+            seen.clear()
+        seen[row] = decoded
+        return decoded
 
     return Codec(read, "tuple<" + ",".join(spec for spec, _ in fields) + ">", -1,
                  "RowData<" + ",".join(roots) + ">", _binary_row_hash)
