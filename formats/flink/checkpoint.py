@@ -467,7 +467,7 @@ class _Builder:
     def operator_file(self, op_index: int, state: StateMetadata, subtask: int,
                       ds: DecodedOperatorState) -> OperatorStateHandle:
         name = f"flink/op-{op_index}/operator/{_safe(state.name)}/{subtask}.parquet"
-        self.tables[name] = _Table(ds.elements, operator_schema(state), False, ds.bytes,
+        self.tables[name] = _Table(ds.elements, _operator_schema(state), False, ds.bytes,
                                    [(len(ds.elements), ds.bytes)],
                                    where=f"operator state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}")
@@ -477,6 +477,11 @@ class _Builder:
 @functools.lru_cache(maxsize=1024)
 def _keyed_schema(state: StateMetadata, key_type: str) -> pa.Schema:
     return keyed_schema(state, key_type)
+
+
+@functools.lru_cache(maxsize=1024)
+def _operator_schema(state: StateMetadata) -> pa.Schema:
+    return operator_schema(state)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -266,6 +266,7 @@ def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
 
 
 _COUNT = struct.Struct(">i")
+_SIZED = DataReader.sized_bytes
 _ARRAYS: dict[tuple[str, int], struct.Struct] = {}
 
 
@@ -287,7 +288,22 @@ def _list_codec(element: Codec) -> Codec:
         if n < 0 or n * least > end - pos:
             raise r.fail(f"impossible list elements {n} ({end - pos} bytes left)")
         if code is None:
-            return [read_element(r) for _ in range(n)]
+            if read_element is not _SIZED:
+                return [read_element(r) for _ in range(n)]
+            data, out = r.data, []  # byte arrays (PyFlink's Python state): in one loop
+            for _ in range(n):
+                if pos + 4 > end:
+                    r.pos = pos
+                    raise r.fail(f"truncated: 4 more bytes expected, {end - pos} left")
+                length = _COUNT.unpack_from(data, pos)[0]
+                start = pos + 4
+                pos = start + length
+                if length < 0 or pos > end:
+                    r.pos = start
+                    raise r.fail(f"byte array of {length} bytes with {end - start} left")
+                out.append(data[start:pos])
+            r.pos = pos
+            return out
         parser = _ARRAYS.get((code, n))
         if parser is None:
             parser = struct.Struct(f">{n}{code}")
@@ -374,14 +390,17 @@ def _row_codec(parts: list[Codec], legacy: bool) -> Codec:
     offset = 0 if legacy else 2
     mask_bytes = (len(parts) + offset + 7) // 8
 
+    total = mask_bytes * 8
+    # per field: its null bit's shift in the mask, its reader
+    layout = [(total - 1 - offset - i, f) for i, f in enumerate(readers)]
+
     def read(r: DataReader) -> tuple[Any, ...]:
-        mask = int.from_bytes(r.raw(mask_bytes), "big")
-        total = mask_bytes * 8
-        values = []
-        for i, f in enumerate(readers):
-            null = (mask >> (total - 1 - offset - i)) & 1
-            values.append(None if null else f(r))
-        return tuple(values)
+        pos = r.pos
+        if pos + mask_bytes > r.end:
+            raise r.fail(f"truncated: {mask_bytes} more bytes expected, {r.end - pos} left")
+        r.pos = pos + mask_bytes
+        mask = int.from_bytes(r.data[pos:pos + mask_bytes], "big")
+        return tuple([None if mask >> shift & 1 else f(r) for shift, f in layout])
 
     hashes = [p.java_hash for p in parts]
 
