@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -40,8 +41,8 @@ CELL_WIDTH = 48
 def _cell(value: Any) -> str:
     if value is VOID_NAMESPACE:
         return "-"
-    text = format_value(value)
-    return text if len(text) <= CELL_WIDTH else text[:CELL_WIDTH - 1] + "…"
+    text = format_value(value)  # data: escaped, so "[b'..']" is not taken for rich markup
+    return escape(text if len(text) <= CELL_WIDTH else text[:CELL_WIDTH - 1] + "…")
 
 
 # -- text -----------------------------------------------------------------------------------
@@ -54,18 +55,18 @@ def _title(summary: CheckpointSummary) -> str:
 
 
 def _summary(console: Console, summary: CheckpointSummary) -> None:
-    tree = Tree(f"{_title(summary)}  {summary.location}")
+    tree = Tree(f"{_title(summary)}  {escape(summary.location)}")
     for op in summary.operators:
         branch = tree.add(
-            f"[bold]{op.uid}[/] ({op.name})  parallelism {op.parallelism}, max "
+            f"[bold]{escape(op.uid)}[/] ({escape(op.name)})  parallelism {op.parallelism}, max "
             f"parallelism {op.max_parallelism}" + (f", key {op.key_type}" if op.key_type
                                                    else ""))
         for state in op.states:
-            branch.add(f"{state.name}  [dim]{state.scope} {state.kind}[/]  "
+            branch.add(f"{escape(state.name)}  [dim]{state.scope} {state.kind}[/]  "
                        f"{state.entries:,} entries, {format_size(state.bytes)}")
     console.print(tree, soft_wrap=False)  # a long label wraps instead of being cut
     for op in summary.operators:
-        table = Table(title=f"{op.uid}: subtasks", title_justify="left")
+        table = Table(title=f"{escape(op.uid)}: subtasks", title_justify="left")
         for column in ("subtask", "key groups", "entries", "bytes"):
             table.add_column(column, justify="left" if column == "key groups" else "right")
         for st in op.subtasks:
@@ -121,7 +122,7 @@ def _key_groups(console: Console, histogram: KeyGroupHistogram, measure: str) ->
     console.print(" " * width + " └" + "".join(marks).rstrip() + "  (^N: subtask N starts)")
     console.print(f"min {show(low)}, mean {show(round(mean))}, max {show(high)}, skew "
                   f"{skew:.2f} (max/mean)")
-    table = Table(title=f"{histogram.uid}: subtasks' share", title_justify="left")
+    table = Table(title=f"{escape(histogram.uid)}: subtasks' share", title_justify="left")
     for column in ("subtask", "key groups", "entries", "bytes", "share"):
         table.add_column(column, justify="left" if column == "key groups" else "right")
     for sub in histogram.subtasks:
@@ -169,19 +170,19 @@ def _expired(console: Console, now: int, shares: Sequence[ExpiredShare]) -> None
 def _lookup(console: Console, found: KeyLookup) -> None:
     for uid, key, key_group, subtask in found.locations:
         if key_group is None:
-            console.print(f"{uid}: key {_cell(key)} is in no key group of this snapshot",
+            console.print(f"{escape(uid)}: key {_cell(key)} is in no key group of this snapshot",
                           style="bold")
             continue
-        console.print(f"{uid}: key {_cell(key)} is in key group {key_group}, subtask "
+        console.print(f"{escape(uid)}: key {_cell(key)} is in key group {key_group}, subtask "
                       f"{subtask}", style="bold")
     for state in found.states:
         if not state.entries:
-            console.print(f"  {state.state}: no entry")
+            console.print(f"  {escape(state.state)}: no entry")
             continue
         for e in state.entries[:LOOKUP_NAMESPACES]:
             where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
             ttl = "" if e.ttl_timestamp is None else f"  (ttl timestamp {_cell(e.ttl_timestamp)})"
-            console.print(f"  {state.state}{where}: {_cell(e.value)}{ttl}")
+            console.print(f"  {escape(state.state)}{where}: {_cell(e.value)}{ttl}")
         if len(state.entries) > LOOKUP_NAMESPACES:
             console.print(f"  {state.state}: {len(state.entries) - LOOKUP_NAMESPACES:,} more "
                           "namespaces (--namespace NS shows one; --output json lists all)",
@@ -194,20 +195,21 @@ def draw_inspect(console: Console, report: InspectReport) -> None:
     if not report.views:
         _summary(console, summary)
         return
-    console.print(f"{_title(summary)}  {summary.location}")
+    console.print(f"{_title(summary)}  {escape(summary.location)}")
     for histogram in report.key_groups or ():
         _key_groups(console, histogram, report.measure)
     for state in report.top or ():
-        console.print(_entries_table(f"{state.uid}/{state.state}: largest entries", state,
-                                     rank=True))
+        console.print(_entries_table(f"{escape(state.uid)}/{escape(state.state)}: largest "
+                                     "entries", state, rank=True))
     if report.expired is not None:
         assert report.now is not None
         _expired(console, report.now, report.expired)
     if report.lookup is not None:
         _lookup(console, report.lookup)
     for state in report.entries or ():
-        console.print(_entries_table(f"{state.uid}/{state.state} ({state.scope} {state.kind})"
-                                     f": first {len(state.entries)} entries", state))
+        console.print(_entries_table(f"{escape(state.uid)}/{escape(state.state)} ({state.scope} "
+                                     f"{state.kind}): first {len(state.entries)} entries",
+                                     state))
 
 
 # -- JSON -----------------------------------------------------------------------------------

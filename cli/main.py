@@ -16,6 +16,7 @@ import click
 
 from cli.commands import COMMANDS
 from cli.output import JsonOutput, Output, TextOutput
+from cli.params import ALLOW_PICKLE
 from statecore.errors import StatectlError
 
 __all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
@@ -45,9 +46,15 @@ class StatectlGroup(click.Group):
 @click.option("--quiet", "-q", is_flag=True,
               help="Print nothing but errors (no progress, no text results): the exit code "
                    "says how it went. JSON mode still prints its document.")
+@click.option("--allow-pickle", is_flag=True,
+              help="UNSAFE: unpickle the pickled Python values of PyFlink state "
+                   "(Types.PICKLED_BYTE_ARRAY) in Flink snapshots and show each as its "
+                   "repr(). Unpickling runs code the snapshot carries: only for snapshots "
+                   "you trust. Without it they are bytes.")
 @click.version_option(package_name="statectl", prog_name="statectl")
 @click.pass_context
-def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool) -> None:
+def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool,
+             allow_pickle: bool) -> None:
     """See the state of stream processors, built on Flink's heap state backend.
 
     Exit codes: 0 ok, 1 findings (verify problems, diff differences), 2 usage error,
@@ -55,6 +62,7 @@ def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool)
     """
     output: Output = JsonOutput() if output_format == "json" else TextOutput(quiet=quiet)
     ctx.obj = output
+    ctx.meta[ALLOW_PICKLE] = allow_pickle
 
 
 for _command in COMMANDS:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -212,7 +213,7 @@ class TextOutput(Output):
         for column in ("kind", "where", "problem"):
             table.add_column(column)
         for problem in report.problems:
-            table.add_row(problem.kind, problem.where, problem.message)
+            table.add_row(problem.kind, escape(problem.where), escape(problem.message))
         self.console.print(table)
 
     def diff(self, report: DiffReport) -> None:
@@ -221,15 +222,16 @@ class TextOutput(Output):
                                f"({report.compared:,} entries and elements compared)",
                                style="bold green")
             return
-        table = Table(title=f"{report.left} -> {report.right}: " + ", ".join(
+        table = Table(title=f"{escape(report.left)} -> {escape(report.right)}: " + ", ".join(
             f"{n:,} {change}" for change, n in sorted(report.counts.items())),
             title_justify="left")
         for column in ("change", "operator", "state", "key", "A", "B"):
             table.add_column(column)
         for d in report.differences:
-            table.add_row(d.change, d.operator, d.state or "", _difference_key(d),
-                          "" if d.left is None else format_value(to_json_value(d.left)),
-                          "" if d.right is None else format_value(to_json_value(d.right)))
+            table.add_row(d.change, escape(d.operator), escape(d.state or ""),
+                          escape(_difference_key(d)),
+                          "" if d.left is None else escape(format_value(to_json_value(d.left))),
+                          "" if d.right is None else escape(format_value(to_json_value(d.right))))
         self.console.print(table)
         shown = len(report.differences)
         if shown < report.found:
@@ -237,13 +239,14 @@ class TextOutput(Output):
                                style=STYLE_NOTE)
 
     def export(self, result: ExportResult) -> None:
-        table = Table(title=f"exported to {result.location} ({result.format}): "
+        table = Table(title=f"exported to {escape(result.location)} ({result.format}): "
                             f"{result.rows:,} rows in {result.seconds:.2f} s",
                       title_justify="left")
         for column in ("operator", "state", "kind", "rows", "file"):
             table.add_column(column, justify="right" if column == "rows" else "left")
         for t in result.tables:
-            table.add_row(t.operator, t.state, f"{t.scope} {t.kind}", f"{t.rows:,}", t.path)
+            table.add_row(escape(t.operator), escape(t.state), f"{t.scope} {t.kind}", f"{t.rows:,}",
+                          escape(t.path))
         self.console.print(table)
 
     def trace(self, result: TraceResult) -> None:

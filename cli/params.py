@@ -65,3 +65,12 @@ def engine_options(command: F) -> F:
     ]):
         command = option(command)
     return command
+
+
+#: ``ctx.meta`` key of the global ``--allow-pickle`` flag.
+ALLOW_PICKLE = "statectl.allow_pickle"
+
+
+def allow_pickle() -> bool:
+    """Whether the user passed the global ``--allow-pickle`` (unsafe: it runs snapshot code)."""
+    return bool(click.get_current_context().meta.get(ALLOW_PICKLE, False))

@@ -796,14 +796,16 @@ def _not_a_checkpoint(fs: pafs.FileSystem, root: str, location: str) -> str:
 
 
 def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
-                    strict: bool = True) -> Checkpoint:
+                    strict: bool = True, allow_pickle: bool = False) -> Checkpoint:
     """Open and validate a checkpoint, statectl's or Flink's (detected here).
 
     statectl's is a directory with ``_metadata.json``; a real Flink checkpoint or savepoint
     is a directory with ``_metadata``.
 
     ``strict=False`` (for ``verify``) opens a Flink snapshot even when some of its states
-    cannot be decoded, recording why in its ``problems``.
+    cannot be decoded, recording why in its ``problems``. ``allow_pickle=True`` shows a Flink
+    snapshot's PyFlink-pickled values unpickled (unsafe: it runs code the snapshot carries);
+    statectl's own format never holds pickles.
     """
     fs, root = _filesystem(location, filesystem)
     root = root.rstrip("/") or root
@@ -813,7 +815,8 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
     path = f"{root}/{METADATA_FILE}"
     from formats.flink.checkpoint import is_flink_checkpoint, open_flink_checkpoint
     if not _exists(fs, path) and is_flink_checkpoint(fs, root):
-        return open_flink_checkpoint(fs, root, location, strict=strict)
+        return open_flink_checkpoint(fs, root, location, strict=strict,
+                                     allow_pickle=allow_pickle)
     if isinstance(fs, pafs.LocalFileSystem) and os.path.islink(path) and not os.path.realpath(
             path).startswith(os.path.realpath(root) + os.sep):
         raise UnsafePathError(f"{METADATA_FILE} leads out of the checkpoint directory")

@@ -87,8 +87,8 @@ class VerifyReport:
             self.problems.append(Problem(kind, where, message))
 
 
-def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None = None
-                      ) -> VerifyReport:
+def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None = None,
+                      allow_pickle: bool = False) -> VerifyReport:
     """Verify the checkpoint at ``location``; a directory that is no checkpoint raises.
 
     Raises :class:`CheckpointError` only when ``location`` holds no ``_metadata.json`` at all;
@@ -96,7 +96,7 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
     """
     report = VerifyReport(location)
     try:
-        checkpoint = open_checkpoint(location, strict=False)
+        checkpoint = open_checkpoint(location, strict=False, allow_pickle=allow_pickle)
     except (CorruptCheckpointError, UnsupportedFormatError, UnsafePathError) as exc:
         report.add("metadata", "_metadata.json", str(exc))
         return report

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
+from cli.params import allow_pickle
 from formats.checkpoint_v1 import open_checkpoint
 from formats.diff import diff_checkpoints
 
@@ -26,7 +27,8 @@ def diff_command(ctx: click.Context, a: str, b: str, limit: int) -> None:
     checkpoint and its rescaled copy are equal.
     """
     output: Output = ctx.obj
-    report = diff_checkpoints(open_checkpoint(a), open_checkpoint(b), left=a, right=b,
+    report = diff_checkpoints(open_checkpoint(a, allow_pickle=allow_pickle()),
+                              open_checkpoint(b, allow_pickle=allow_pickle()), left=a, right=b,
                               limit=limit)
     output.diff(report)
     if not report.equal:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import engine_options
+from cli.params import allow_pickle, engine_options
 from formats.checkpoint_v1 import open_checkpoint
 from formats.engines import open_engine
 from formats.export import FORMATS, export_checkpoint
@@ -35,7 +35,7 @@ def export_command(output: Output, path: str, out: str, fmt: str, states: tuple[
     piece, written by Spark tasks.
     """
     runner = open_engine(engine, spark_master, spark_conf)
-    checkpoint = open_checkpoint(path)
+    checkpoint = open_checkpoint(path, allow_pickle=allow_pickle())
     runner.check_source(checkpoint)
     with output.progress("exporting") as progress:
         result = export_checkpoint(checkpoint, out, fmt, states or None, progress,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
+from cli.params import allow_pickle
 from formats.verify import verify_checkpoint
 
 __all__ = ["EXIT_PROBLEMS", "verify_command"]
@@ -27,7 +28,7 @@ def verify_command(ctx: click.Context, path: str) -> None:
     """
     output: Output = ctx.obj
     with output.progress("verifying") as progress:
-        report = verify_checkpoint(path, progress)
+        report = verify_checkpoint(path, progress, allow_pickle=allow_pickle())
     output.verify(report)
     if not report.clean:
         ctx.exit(EXIT_PROBLEMS)

@@ -53,6 +53,7 @@ from formats.flink.metadata import (
     parse_metadata,
 )
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
+from formats.flink.pickled import unpickle_keyed, unpickle_operator
 from formats.flink.serializers import Codec
 from formats.v1_columns import keyed_schema, operator_schema
 from statecore.checkpoint import (
@@ -235,11 +236,12 @@ class FlinkCheckpoint(Checkpoint):
 
 
 def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
-                          strict: bool = True) -> FlinkCheckpoint:
+                          strict: bool = True, allow_pickle: bool = False) -> FlinkCheckpoint:
     """Open the Flink snapshot in directory ``root``.
 
     ``strict=False`` collects problems (for ``verify``) where a state cannot be decoded,
-    instead of raising the first.
+    instead of raising the first. ``allow_pickle=True`` unpickles PyFlink's pickled values
+    (:mod:`formats.flink.pickled`): unsafe, it runs code the snapshot carries.
     """
     path = f"{root}/{FLINK_METADATA_FILE}"
     data = _read_file(fs, root, path, FLINK_METADATA_FILE, MAX_METADATA_BYTES)
@@ -248,7 +250,7 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
         created = int(fs.get_file_info(path).mtime_ns or 0) // 1_000_000
     except (OSError, TypeError):
         created = 0
-    builder = _Builder(fs, root, strict)
+    builder = _Builder(fs, root, strict, allow_pickle)
     operators = tuple(builder.operator(i, op, flink.operators) for i, op in
                       enumerate(flink.operators))
     kind = (CheckpointKind.SAVEPOINT if flink.is_savepoint
@@ -297,8 +299,9 @@ def _inside(root: str, path: str) -> bool:
 class _Builder:
     """Decodes the streams and assembles the model, the virtual files and the problems."""
 
-    def __init__(self, fs: pafs.FileSystem, root: str, strict: bool) -> None:
-        self.fs, self.root, self.strict = fs, root, strict
+    def __init__(self, fs: pafs.FileSystem, root: str, strict: bool,
+                 allow_pickle: bool = False) -> None:
+        self.fs, self.root, self.strict, self.allow_pickle = fs, root, strict, allow_pickle
         self.tables: dict[str, _Table] = {}
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
@@ -394,6 +397,8 @@ class _Builder:
                         ds.name, "operator", kind, value_spec,
                         None if kind != "broadcast" else (ds.key.spec if ds.key else "bytes")))
                 op_states.setdefault(st.index, []).extend(decoded_states)
+        if self.allow_pickle:
+            self.unpickle(states, keyed, op_states, where)
         subtasks = []
         for i in range(op.parallelism):
             rng: KeyGroupRange | None = key_ranges.get(i)
@@ -412,6 +417,20 @@ class _Builder:
         return OperatorMetadata(uid, op.name or "", op.parallelism, op.max_parallelism,
                                 key_type, tuple(states.values()), tuple(subtasks),
                                 operator_id=op.operator_id, has_uid=op.uid is not None)
+
+    @staticmethod
+    def unpickle(states: dict[str, StateMetadata], keyed: dict[int, list[tuple[Any, ...]]],
+                 op_states: dict[int, list[DecodedOperatorState]], where: str) -> None:
+        """``allow_pickle``: PyFlink's pickled values as their ``repr()`` (:mod:`.pickled`)."""
+        for name, state in list(states.items()):
+            if state.scope == "keyed":
+                states[name] = unpickle_keyed(state, [
+                    rows for entries in keyed.values() for n, rows, *_rest in entries
+                    if n == name], where)
+            else:
+                states[name] = unpickle_operator(state, [
+                    ds.elements for decoded in op_states.values() for ds in decoded
+                    if ds.name == name], where)
 
     def keyed_states(self, header: KeyedHeader, decoded: DecodedKeyed
                      ) -> Iterator[tuple[StateMetadata, list[tuple[int, Any, Any, Any]]]]:
