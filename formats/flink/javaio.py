@@ -133,6 +133,35 @@ class DataReader:
         self.pos = start + n
         return self.data[start:start + n]
 
+    def byte_arrays(self, count: int | None = None, separator: int | None = None
+                    ) -> list[bytes]:
+        """Sized byte arrays back to back: ``count`` of them, or up to the end.
+
+        With ``separator``, that byte stands between two (a canonical list's ``','``).
+        """
+        data, pos, end = self.data, self.pos, self.end
+        out: list[bytes] = []
+        while (pos < end) if count is None else (len(out) < count):
+            if out and separator is not None:
+                if pos >= end or data[pos] != separator:
+                    self.pos = pos
+                    raise self.fail(f"list elements not separated by {chr(separator)!r}")
+                pos += 1
+                if pos >= end and count is None:
+                    break  # a trailing separator
+            if pos + 4 > end:
+                self.pos = pos
+                raise self.fail(f"truncated: 4 more bytes expected, {end - pos} left")
+            n = _I32.unpack_from(data, pos)[0]
+            start = pos + 4
+            pos = start + n
+            if n < 0 or pos > end:
+                self.pos = start
+                raise self.fail(f"byte array of {n} bytes with {end - start} left")
+            out.append(data[start:pos])
+        self.pos = pos
+        return out
+
     def fixed_array(self, code: str, size: int, n: int) -> list[Any]:
         """``n`` big-endian values of struct ``code`` (``size`` bytes each), back to back."""
         if n < 0 or n * size > self.end - self.pos:

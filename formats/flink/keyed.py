@@ -581,8 +581,8 @@ def _pair_decoder(state: StateInfo, key_codec: Codec, where: str,
             if fast is not None:
                 append((key_group, key, namespace, fast))
                 return
-            if read_element is _SIZED_BYTES:
-                append((key_group, key, namespace, _separated_byte_arrays(v)))
+            if read_element is DataReader.sized_bytes:
+                append((key_group, key, namespace, v.byte_arrays(separator=0x2C)))
                 return
             elements = []
             while v.pos < v.end:
@@ -600,36 +600,6 @@ def _pair_decoder(state: StateInfo, key_codec: Codec, where: str,
         if v.pos < v.end:
             _at_end(v, "value")
     return value_pair
-
-
-_SIZED_BYTES = DataReader.sized_bytes
-
-
-def _separated_byte_arrays(v: DataReader) -> list[bytes]:
-    """A canonical list of ``byte[]`` (PyFlink's Python list state), read in one loop.
-
-    Elements are ``int n`` then ``n`` bytes, separated by ``','``.
-    """
-    data, pos, end = v.data, v.pos, v.end
-    elements = []
-    while pos < end:
-        if pos + 4 > end:
-            v.pos = pos
-            raise v.fail(f"truncated: 4 more bytes expected, {end - pos} left")
-        n = _I32.unpack_from(data, pos)[0]
-        start = pos + 4
-        pos = start + n
-        if n < 0 or pos > end:
-            v.pos = start
-            raise v.fail(f"byte array of {n} bytes with {end - start} left")
-        elements.append(data[start:pos])
-        if pos < end:
-            if data[pos] != 0x2C:
-                v.pos = pos
-                raise v.fail("list elements not separated by ','")
-            pos += 1
-    v.pos = pos
-    return elements
 
 
 def _rest(r: DataReader) -> bytes:

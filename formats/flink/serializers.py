@@ -266,7 +266,6 @@ def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
 
 
 _COUNT = struct.Struct(">i")
-_SIZED = DataReader.sized_bytes
 _ARRAYS: dict[tuple[str, int], struct.Struct] = {}
 
 
@@ -288,22 +287,9 @@ def _list_codec(element: Codec) -> Codec:
         if n < 0 or n * least > end - pos:
             raise r.fail(f"impossible list elements {n} ({end - pos} bytes left)")
         if code is None:
-            if read_element is not _SIZED:
+            if read_element is not DataReader.sized_bytes:
                 return [read_element(r) for _ in range(n)]
-            data, out = r.data, []  # byte arrays (PyFlink's Python state): in one loop
-            for _ in range(n):
-                if pos + 4 > end:
-                    r.pos = pos
-                    raise r.fail(f"truncated: 4 more bytes expected, {end - pos} left")
-                length = _COUNT.unpack_from(data, pos)[0]
-                start = pos + 4
-                pos = start + length
-                if length < 0 or pos > end:
-                    r.pos = start
-                    raise r.fail(f"byte array of {length} bytes with {end - start} left")
-                out.append(data[start:pos])
-            r.pos = pos
-            return out
+            return r.byte_arrays(n)  # byte arrays (PyFlink's Python state): in one loop
         parser = _ARRAYS.get((code, n))
         if parser is None:
             parser = struct.Struct(f">{n}{code}")
