@@ -30,11 +30,12 @@ from bench_state_maps import Bar, Config, Row, Section, progress
 
 # The checkpoint is assembled from the format's own building blocks (private to formats):
 # a backend of 5M entries would dominate the benchmark's time.
-from formats.checkpoint_v1 import _FileWriter, _publish, _staged, open_checkpoint
+from formats.checkpoint_v1 import _FileWriter, open_checkpoint
 from formats.diff import diff_checkpoints
 from formats.key_hash import key_groups
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.v1_columns import keyed_schema
+from formats.v1_publish import publish, staged
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -61,7 +62,7 @@ def make_checkpoint(location: str, entries: int) -> None:
     fs_location = str(Path(location).resolve())
     import pyarrow.fs as pafs
     fs = pafs.LocalFileSystem()
-    with _staged(fs, fs_location, location, "writing") as staging:
+    with staged(fs, fs_location, location, "writing") as staging:
         files, subtasks = [], []
         for i in range(P):
             kg = compute_key_group_range_for_operator_index(M, P, i)
@@ -76,7 +77,7 @@ def make_checkpoint(location: str, entries: int) -> None:
             files.append(writer.close())
             subtasks.append(SubtaskMetadata(i, kg, (KeyedStateHandle(
                 "amount", f"op-0/keyed/0/{i}.parquet", kg, tuple(rows)),), ()))
-        _publish(fs, staging, fs_location, CheckpointMetadata(
+        publish(fs, staging, fs_location, CheckpointMetadata(
             1, CheckpointKind.CHECKPOINT, 0, (OperatorMetadata(
                 "bench", "bench", P, M, "string", (STATE,), tuple(subtasks)),), tuple(files)))
 

@@ -17,9 +17,9 @@ name and kind.
 
 Writing publishes atomically: files go into a sibling ``<dir>.inprogress-<random>`` directory
 (fsynced where the filesystem is local), ``_metadata.json`` last (temp name, then rename), then
-the directory is renamed into place. A crash leaves either no checkpoint or a complete one, and
-an existing checkpoint is never overwritten. All IO goes through ``pyarrow.fs``: a local path or
-any URI pyarrow supports.
+the directory is renamed into place (:mod:`formats.v1_publish`). A crash leaves either no
+checkpoint or a complete one, and an existing checkpoint is never overwritten. All IO goes
+through ``pyarrow.fs``: a local path or any URI pyarrow supports.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ import hashlib
 import json
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -49,6 +47,8 @@ from formats.v1_columns import (
     ttl_spec,
     value_spec,
 )
+from formats.v1_publish import METADATA_FILE, fsync, publish, staged
+from formats.v1_publish import filesystem as _filesystem
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -63,7 +63,6 @@ from statecore.checkpoint import (
     SubtaskSnapshot,
     check_relative_path,
     metadata_from_json,
-    metadata_to_json,
 )
 from statecore.errors import (
     CheckpointCancelledError,
@@ -95,7 +94,6 @@ __all__ = [
     "write_checkpoint",
 ]
 
-METADATA_FILE = "_metadata.json"
 #: Most rows, and Arrow bytes, in one row group. Key groups share row groups up to these
 #: limits and are never split across a shared one; a larger key group gets row groups of its
 #: own. One key group is read from its row groups, never the whole file.
@@ -105,31 +103,6 @@ ROW_GROUP_BYTES = 128 << 10
 MAX_METADATA_BYTES = 64 << 20
 _MODE_KIND = {OperatorStateMode.SPLIT_DISTRIBUTE: "split", OperatorStateMode.UNION: "union",
               OperatorStateMode.BROADCAST: "broadcast"}
-
-
-# -- filesystem -----------------------------------------------------------------------------
-
-
-def _filesystem(location: str, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, str]:
-    if filesystem is not None:
-        return filesystem, location
-    if "://" in location:
-        try:
-            fs, path = pafs.FileSystem.from_uri(location)
-            return fs, str(path)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise CheckpointError(f"cannot open {location}: {exc}") from exc
-    return pafs.LocalFileSystem(), os.path.abspath(location)
-
-
-def _fsync(fs: pafs.FileSystem, path: str) -> None:
-    """Flush a file (or directory) to stable storage when it is on the local disk."""
-    if isinstance(fs, pafs.LocalFileSystem):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -194,7 +167,7 @@ class _FileWriter:
         self._flush()
         self._writer.close()
         self._stream.close()
-        _fsync(self.fs, self.path)
+        fsync(self.fs, self.path)
         digest, size = hashlib.sha256(), 0
         with self.fs.open_input_stream(self.path) as stream:
             while chunk := stream.read(1 << 20):
@@ -222,7 +195,7 @@ def write_checkpoint(
     """
     fs, final = _filesystem(location, filesystem)
     try:
-        with _staged(fs, final, location, "writing checkpoint") as staging:
+        with staged(fs, final, location, "writing checkpoint") as staging:
             files: list[FileInfo] = []
             described = [_write_operator(fs, staging, i, op, files, cancelled)
                          for i, op in enumerate(operators)]
@@ -231,52 +204,11 @@ def write_checkpoint(
                 checkpoint_id=checkpoint_id, kind=kind,
                 created_ms=int(time.time() * 1000) if created_ms is None else created_ms,
                 operators=tuple(described), files=tuple(files))
-            _publish(fs, staging, final, metadata)
+            publish(fs, staging, final, metadata)
             return metadata
     except BaseException:
         _close_all(operators)  # release every map snapshot, whatever went wrong
         raise
-
-
-@contextmanager
-def _staged(fs: pafs.FileSystem, final: str, shown: str, action: str) -> Iterator[str]:
-    """A fresh ``<final>.inprogress-<random>`` directory to build a checkpoint in.
-
-    Refuses a ``final`` that exists (a checkpoint is never overwritten); on any failure the
-    staging directory is removed and an ``OSError`` becomes a :class:`CheckpointError`.
-    """
-    if fs.get_file_info(final).type != pafs.FileType.NotFound:
-        raise CheckpointError(f"{shown} already exists; a checkpoint is never overwritten")
-    staging = f"{final}.inprogress-{uuid.uuid4().hex[:12]}"
-    try:
-        fs.create_dir(staging, recursive=True)
-        yield staging
-    except BaseException as exc:
-        try:
-            fs.delete_dir(staging)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise CheckpointError(f"{action} {shown} failed: {exc}") from exc
-        raise
-
-
-def _publish(fs: pafs.FileSystem, staging: str, final: str, metadata: CheckpointMetadata) -> None:
-    """Make a staged checkpoint complete: its metadata, then the directory into place.
-
-    ``_metadata.json`` is written under a temporary name, fsynced and renamed; then the staged
-    directory is renamed to ``final``.
-    """
-    # compact: the per-key-group row triples would otherwise take most of the file
-    document = json.dumps(metadata_to_json(metadata), separators=(",", ":"),
-                          sort_keys=True).encode()
-    temporary = f"{staging}/{METADATA_FILE}.tmp"
-    with fs.open_output_stream(temporary) as out:
-        out.write(document)
-    _fsync(fs, temporary)
-    fs.move(temporary, f"{staging}/{METADATA_FILE}")
-    fs.move(staging, final)
-    _fsync(fs, final.rsplit("/", 1)[0] if "/" in final else ".")
 
 
 def copy_checkpoint(source: Checkpoint, location: str, checkpoint_id: int,
@@ -288,7 +220,7 @@ def copy_checkpoint(source: Checkpoint, location: str, checkpoint_id: int,
     metadata is new. ``source`` is verified (sizes and checksums) first and never modified.
     """
     fs = source.fs
-    with _staged(fs, location, location, "copying checkpoint to") as staging:
+    with staged(fs, location, location, "copying checkpoint to") as staging:
         for info in source.metadata.files:  # verify before linking: never copy damage
             source.verify_checksum(info.path)
         for info in source.metadata.files:
@@ -296,7 +228,7 @@ def copy_checkpoint(source: Checkpoint, location: str, checkpoint_id: int,
         metadata = replace(source.metadata, checkpoint_id=checkpoint_id, kind=kind,
                            created_ms=int(time.time() * 1000) if created_ms is None
                            else created_ms)
-        _publish(fs, staging, location, metadata)
+        publish(fs, staging, location, metadata)
         return metadata
 
 

@@ -47,9 +47,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from formats.arrow_types import arrow_type, from_arrow
-from formats.checkpoint_v1 import Checkpoint, _filesystem, _staged
+from formats.checkpoint_v1 import Checkpoint
 from formats.state_scan import check_states
 from formats.v1_columns import operator_schema, ttl_spec, value_spec
+from formats.v1_publish import filesystem, staged
 from statecore.checkpoint import OperatorMetadata, StateMetadata, operator_state_segments
 from statecore.errors import CheckpointError, InvalidArgumentError
 
@@ -306,7 +307,7 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
                                    f"{', '.join(FORMATS)})")
     check_states(checkpoint, states)
     started = time.perf_counter()
-    fs, final = _filesystem(out, None)
+    fs, final = filesystem(out, None)
     if fs.get_file_info(final).type != pafs.FileType.NotFound:
         raise CheckpointError(f"{out} already exists; export writes a new directory: "
                               "choose another --out")
@@ -324,7 +325,7 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     taken: set[str] = set()
     exported = []
     write = state_writer or write_state_locally
-    with _staged(fs, final, out, "exporting to") as staging:
+    with staged(fs, final, out, "exporting to") as staging:
         for op, state, pieces in work:
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
             path, rows = write(StateExport(op, state, fmt, fs, staging, name, pieces), step)

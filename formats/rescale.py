@@ -33,14 +33,12 @@ import pyarrow.fs as pafs
 
 from formats.checkpoint_v1 import (
     Checkpoint,
-    _filesystem,
     _FileWriter,
-    _publish,
-    _staged,
     link_file,
 )
 from formats.key_hash import key_groups
 from formats.v1_columns import keyed_schema, operator_schema
+from formats.v1_publish import filesystem, publish, staged
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -96,7 +94,7 @@ def check_source(checkpoint: Checkpoint) -> None:
 
 def check_target(location: str) -> None:
     """Refuse an output location that exists (checked again when the output is published)."""
-    fs, path = _filesystem(location, None)
+    fs, path = filesystem(location, None)
     if fs.get_file_info(path).type != pafs.FileType.NotFound:
         raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
 
@@ -188,10 +186,10 @@ def rescale_checkpoint(
     rewrite = compact or drop_expired or plan.rehash
     mode = "rehash" if plan.rehash else "compact" if rewrite else "metadata"
     now_ms = int(time.time() * 1000) if now is None else now
-    fs, final = _filesystem(location, None)
+    fs, final = filesystem(location, None)
     stats = _Stats()
     report = progress or (lambda done, total: None)
-    with _staged(fs, final, location, "writing rescaled checkpoint") as staging:
+    with staged(fs, final, location, "writing rescaled checkpoint") as staging:
         created = int(time.time() * 1000)
         new_id = source.checkpoint_id if checkpoint_id is None else checkpoint_id
         new_kind = source.kind if kind is None else kind
@@ -213,7 +211,7 @@ def rescale_checkpoint(
                 operators.append(writer.run(lambda: report(stats.steps, steps)))
             metadata = CheckpointMetadata(new_id, new_kind, created, tuple(operators),
                                           tuple(files))
-        _publish(fs, staging, final, metadata)
+        publish(fs, staging, final, metadata)
     return RescaleResult(location, mode, metadata, stats.linked,
                          stats.written, stats.entries, stats.dropped,
                          time.perf_counter() - started)

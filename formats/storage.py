@@ -16,12 +16,12 @@ import pyarrow.fs as pafs
 
 from formats.async_checkpoint import PendingCheckpoint, write_checkpoint_async
 from formats.checkpoint_v1 import (
-    METADATA_FILE,
     Checkpoint,
-    _filesystem,
     copy_checkpoint,
     open_checkpoint,
 )
+from formats.v1_publish import METADATA_FILE
+from formats.v1_publish import filesystem as resolve_filesystem
 from statecore.checkpoint import CheckpointKind, OperatorSnapshot
 from statecore.errors import CheckpointError
 from statecore.job import CompletedCheckpoint
@@ -47,7 +47,7 @@ class DirectoryCheckpointStorage:
     """Checkpoints and savepoints of one job under ``root`` (a local path or a URI)."""
 
     def __init__(self, root: str, filesystem: pafs.FileSystem | None = None) -> None:
-        self.fs, self.root = _filesystem(root, filesystem)
+        self.fs, self.root = resolve_filesystem(root, filesystem)
         self.fs.create_dir(self.root, recursive=True)
 
     def location(self, checkpoint_id: int, kind: CheckpointKind) -> str:

@@ -32,12 +32,13 @@ import numpy as np
 import pyarrow as pa
 
 from formats.build import BuildSummary
-from formats.checkpoint_v1 import _filesystem, _publish, _staged, subtask_states, write_subtask
+from formats.checkpoint_v1 import subtask_states, write_subtask
 from formats.inputs import InputError, column_spec, read_input
 from formats.key_hash import key_groups
 from formats.spark import require_pyspark
 from formats.spark.jobs import _spark_schema, engine_errors
 from formats.storage import DirectoryCheckpointStorage
+from formats.v1_publish import filesystem, publish, staged
 from statecore.aggregations import AggregatingFunction, parse_aggregation
 from statecore.checkpoint import (
     CheckpointKind,
@@ -130,7 +131,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     storage = DirectoryCheckpointStorage(checkpoint_dir)
     checkpoint_id = 1 + max((c.checkpoint_id for c in storage.completed()), default=0)
     location = storage.location(checkpoint_id, CheckpointKind.CHECKPOINT)
-    fs, final = _filesystem(location, None)
+    fs, final = filesystem(location, None)
     columns = list(first.names)
     tagged = first
     for column, kind in (("_subtask", pa.int32()), ("_owner", pa.int32()),
@@ -139,7 +140,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     result_schema = pa.schema([("subtask", pa.int32()), ("metadata", pa.string()),
                                ("files", pa.string())])
 
-    with _staged(fs, final, location, "writing checkpoint") as staging:
+    with staged(fs, final, location, "writing checkpoint") as staging:
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 for j in batch.column(0).to_pylist():
@@ -195,7 +196,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                               tuple(states[n] for n in sorted(states)),
                               tuple(subtasks[i] for i in range(p))),),
             tuple(sorted(files, key=lambda f: f.path)))
-        _publish(fs, staging, final, metadata)
+        publish(fs, staging, final, metadata)
     total = sum(rows for _, rows in described)
     return BuildSummary(records=total, total_records=total, restored_from=None, checkpoints=(),
                         failed_checkpoints={}, final_checkpoint=checkpoint_id,
