@@ -4,17 +4,19 @@ One benchmark, ``checkpoint`` (``bench/run.py`` runs it with the others and prin
 on one copy-on-write backend of string keys with one int64 value state at max parallelism 128:
 
 * write throughput: rows/s of ``formats.checkpoint_v1.write_checkpoint`` (the writer the
-  asynchronous path runs on its thread, called synchronously to measure it) against
-  ``pyarrow.parquet.write_table`` of a table with the same columns and rows; also against
-  building that table from Python lists plus ``write_table`` (information).
+  asynchronous path runs in its child process or thread, called synchronously to measure it)
+  against ``pyarrow.parquet.write_table`` of a table with the same columns and rows; also
+  against building that table from Python lists plus ``write_table`` (information).
 * processing under a checkpoint: records/s of ``set_current_key(k); state.update(v)`` over a
   fixed window of pre-generated records, while an asynchronous checkpoint (snapshot taken at
-  the window start) is in flight, against the same window with no checkpoint; for the GIL's
-  share also with the snapshot held and no writer, and with a smaller switch interval.
+  the window start) is in flight with the default writer (a forked process: the checkpoint
+  goes to the local disk), against the same window with no checkpoint; for information also
+  with the snapshot held and no writer, and with the thread writer (with the default and a
+  smaller switch interval): the GIL's share.
 * stall: the longest gap between two processed records from a checkpoint's trigger until it
-  completes, asynchronous (snapshot + ``write_checkpoint_async``) against synchronous
-  (snapshot + ``write_checkpoint`` inline), with the collector on (after collect and freeze)
-  and off.
+  completes, asynchronous (snapshot + ``write_checkpoint_async``, default writer) against
+  synchronous (snapshot + ``write_checkpoint`` inline), with the collector on (after collect
+  and freeze) and off; the thread writer's for information.
 * inspect: bytes ``open_checkpoint`` + ``summarize`` (what ``statectl inspect`` runs) read,
   counted by a ``pyarrow.fs.PyFileSystem`` over the local filesystem, against the total size
   of the checkpoint's files.
@@ -271,7 +273,7 @@ def bench_write(bench: Bench, section: Section) -> str:
         f"write: {n:,} random 16-hex-digit string keys, one int64 value state, max parallelism "
         f"{MAX_PARALLELISM} (one subtask, {MAX_PARALLELISM} key groups); statecore = "
         f"write_checkpoint(location, id, [snapshot]) called synchronously (the writer the "
-        f"async path runs on its thread): rows/s ('ops' = rows); baseline = "
+        f"async path runs in its child process or thread): rows/s ('ops' = rows); baseline = "
         f"pyarrow.parquet.write_table of a ready pa.Table with the same columns (key_group "
         f"int32, key string, value int64) and rows, key group order, default options; second "
         f"row's baseline also builds that table from Python lists (pa.array per column)",
@@ -313,11 +315,14 @@ def window_snapshot_held(bench: Bench) -> tuple[int, bool]:
     return took, False
 
 
-def window_async(bench: Bench) -> tuple[int, bool]:
-    """The window starts with the snapshot and the writer's start; then cancel the writer."""
+def window_async(bench: Bench, writer: str | None = None) -> tuple[int, bool]:
+    """The window starts with the snapshot and the writer's start; then cancel the writer.
+
+    ``writer``: None for the default (a forked process on the local disk), or "thread".
+    """
     location, checkpoint_id = bench.new_checkpoint()
     start = time.perf_counter_ns()
-    pending = write_checkpoint_async(location, checkpoint_id, bench.operators())
+    pending = write_checkpoint_async(location, checkpoint_id, bench.operators(), writer=writer)
     process(bench)
     took = time.perf_counter_ns() - start
     in_flight = not pending.done()
@@ -330,16 +335,21 @@ def window_async(bench: Bench) -> tuple[int, bool]:
     return took, in_flight
 
 
-def window_async_small_interval(bench: Bench) -> tuple[int, bool]:
+def window_thread(bench: Bench) -> tuple[int, bool]:
+    return window_async(bench, "thread")
+
+
+def window_thread_small_interval(bench: Bench) -> tuple[int, bool]:
     with switch_interval(SMALL_SWITCH_INTERVAL):
-        return window_async(bench)
+        return window_async(bench, "thread")
 
 
 WINDOWS: dict[str, Callable[[Bench], tuple[int, bool]]] = {
     "no checkpoint": window_no_checkpoint,
     "snapshot held": window_snapshot_held,
     "async checkpoint": window_async,
-    "async, small switch interval": window_async_small_interval,
+    "async, thread writer": window_thread,
+    "async, thread writer, small switch interval": window_thread_small_interval,
 }
 
 
@@ -357,17 +367,20 @@ def bench_processing(bench: Bench, section: Section) -> None:
     none = median(rates["no checkpoint"])
     held = median(rates["snapshot held"])
     asynchronous = median(rates["async checkpoint"])
-    small = median(rates["async, small switch interval"])
+    thread = median(rates["async, thread writer"])
+    small = median(rates["async, thread writer, small switch interval"])
     label = ratio_label(w)
     section.rows += [
         Row(f"records/s, async checkpoint ({label} rec)", asynchronous, none, "ops/s",
             Bar(">=", 0.5, ">= 0.5")),
         Row("records/s, snapshot held, no writer", held, none, "ops/s"),
-        Row(f"records/s, async, switch {SMALL_SWITCH_INTERVAL * 1e3:g} ms", small, none,
+        Row("records/s, async, thread writer", thread, none, "ops/s"),
+        Row(f"records/s, thread writer, switch {SMALL_SWITCH_INTERVAL * 1e3:g} ms", small, none,
             "ops/s"),
     ]
-    still_flying = sum(in_flight["async checkpoint"] + in_flight["async, small switch interval"])
-    runs = 2 * bench.sizes.window_reps
+    asyncs = [name for name in WINDOWS if name.startswith("async")]
+    still_flying = sum(sum(in_flight[name]) for name in asyncs)
+    runs = len(asyncs) * bench.sizes.window_reps
     bench.raw["processing"] = {"window_records": w, "records_per_s": rates,
                                "checkpoint_in_flight_at_window_end": in_flight,
                                "default_switch_interval_s": sys.getswitchinterval(),
@@ -376,24 +389,26 @@ def bench_processing(bench: Bench, section: Section) -> None:
         f"processing: a window of {w:,} pre-generated (key, random int) records, keys drawn "
         f"from all {bench.sizes.keys:,} (present), backend.set_current_key(k); "
         f"state.update(v); statecore = records/s ('ops' = records) with an async checkpoint "
-        f"in flight: the window starts with backend.snapshot() + write_checkpoint_async(); "
-        f"baseline = the same window with no checkpoint; median of "
-        f"{bench.sizes.window_reps} interleaved reps (none, snapshot held, async, async with "
-        f"a {SMALL_SWITCH_INTERVAL * 1e3:g} ms switch interval)",
+        f"in flight: the window starts with backend.snapshot() + write_checkpoint_async() "
+        f"(default writer: a forked process, as on the local disk); baseline = the same "
+        f"window with no checkpoint; median of {bench.sizes.window_reps} interleaved reps "
+        f"(none, snapshot held, async, async with the thread writer, the same with a "
+        f"{SMALL_SWITCH_INTERVAL * 1e3:g} ms switch interval)",
         f"processing: the checkpoint was still in flight at the end of {still_flying} of {runs} "
         f"async windows (then cancelled: only the window is measured); GC on with default "
         f"thresholds after gc.collect(); gc.freeze() before each window",
-        f"GIL: a snapshot held with no writer costs the copy-on-write copies on first write "
-        f"(and collecting them): {held / none:.2f} of the no-checkpoint rate; the writer "
-        f"thread brings it to {asynchronous / none:.2f} ({asynchronous / held:.2f} of the "
-        f"held rate): it builds every row in Python and pa.array()s 65,536-row batches with "
-        f"the GIL held (only Parquet encoding, SHA-256 and fsync release it), and its "
-        f"allocations trigger collections that pause both threads",
+        f"GIL: the process writer never holds the parent's GIL and the parent releases its map "
+        f"snapshots right after the fork (the kernel copies a page only when the parent "
+        f"writes to it): {asynchronous / none:.2f} of the no-checkpoint rate. A snapshot held "
+        f"with no writer costs the copy-on-write copies on first write: {held / none:.2f}. "
+        f"The thread writer (other filesystems) brings it to {thread / none:.2f}: it builds "
+        f"every row in Python and pa.array()s batches with the GIL held (only Parquet "
+        f"encoding, SHA-256 and fsync release it), and its allocations trigger collections "
+        f"that pause both threads",
         f"GIL: sys.setswitchinterval({SMALL_SWITCH_INTERVAL:g}) instead of the default "
-        f"{sys.getswitchinterval():g} s: {small / none:.2f} of the no-checkpoint rate (the "
-        f"interval decides how often the threads alternate, not how much work the writer "
-        f"does with the GIL held); "
-        f"no library code was changed for this benchmark",
+        f"{sys.getswitchinterval():g} s, thread writer: {small / none:.2f} of the "
+        f"no-checkpoint rate (the interval decides how often the threads alternate, not how "
+        f"much work the writer does with the GIL held)",
     ]
 
 
@@ -418,10 +433,14 @@ class StallRun:
     records: int
     checkpoint_ns: int
     collections: dict[str, Any]
+    start_call_ns: int  # snapshot + write_checkpoint_async() (the fork, for the process writer)
 
 
-def stall_run(bench: Bench, asynchronous: bool) -> StallRun:
-    """Lead-in records, the checkpoint's trigger, then records until it is complete."""
+def stall_run(bench: Bench, asynchronous: bool, writer: str | None = None) -> StallRun:
+    """Lead-in records, the checkpoint's trigger, then records until it is complete.
+
+    ``writer`` (asynchronous only): None for the default writer, or "thread".
+    """
     lead = bench.records[:bench.sizes.lead_records]
     passes = bench.records[:bench.sizes.pass_records]
     location, checkpoint_id = bench.new_checkpoint()
@@ -431,7 +450,10 @@ def stall_run(bench: Bench, asynchronous: bool) -> StallRun:
         trigger = len(stamps)
         stamps.append(time.perf_counter_ns())  # the trigger: a gap like any record's
         if asynchronous:
-            pending = write_checkpoint_async(location, checkpoint_id, bench.operators())
+            called = time.perf_counter_ns()
+            pending = write_checkpoint_async(location, checkpoint_id, bench.operators(),
+                                             writer=writer)
+            start_call_ns = time.perf_counter_ns() - called
             while True:
                 stamped(bench, passes, stamps)
                 if pending.done():
@@ -439,6 +461,7 @@ def stall_run(bench: Bench, asynchronous: bool) -> StallRun:
             completed = time.perf_counter_ns()
             metadata = pending.result()
         else:
+            start_call_ns = 0
             metadata = write_checkpoint(location, checkpoint_id, bench.operators())
             completed = time.perf_counter_ns()
             stamped(bench, passes, stamps)
@@ -448,25 +471,31 @@ def stall_run(bench: Bench, asynchronous: bool) -> StallRun:
     gaps = sorted(b - a for a, b in zip(stamps[trigger:], stamps[trigger + 1:], strict=False))
     return StallRun(longest_ns=gaps[-1], p999_ns=gaps[max(0, -(-999 * len(gaps) // 1000) - 1)],
                     over_1ms=sum(g > 1_000_000 for g in gaps), records=len(stamps) - trigger - 2,
-                    checkpoint_ns=completed - stamps[trigger], collections=log.summary())
+                    checkpoint_ns=completed - stamps[trigger], collections=log.summary(),
+                    start_call_ns=start_call_ns)
 
 
 def bench_stall(bench: Bench, section: Section) -> None:
     runs: dict[str, dict[str, StallRun]] = {}
     for mode, enabled in (("GC on", True), ("GC off", False)):
         runs[mode] = {}
-        for variant in ("sync", "async"):  # sync first: a fresh snapshot either way
+        for variant in ("sync", "async", "thread"):  # sync first: a fresh snapshot each
             progress(f"checkpoint stall, {mode}: {variant}")
             with gc_mode(enabled):
-                runs[mode][variant] = stall_run(bench, variant == "async")
+                runs[mode][variant] = stall_run(bench, variant != "sync",
+                                                "thread" if variant == "thread" else None)
     label = ratio_label(bench.sizes.keys)
     for mode, by_variant in runs.items():
         bar = Bar("<=", 0.05, "<= 1/20") if mode == "GC on" else None
         section.rows.append(Row(f"longest stall async/sync ({label}), {mode}",
                                 by_variant["async"].longest_ns, by_variant["sync"].longest_ns,
                                 "ns", bar))
+        section.rows.append(Row(f"longest stall thread writer/sync, {mode}",
+                                by_variant["thread"].longest_ns, by_variant["sync"].longest_ns,
+                                "ns"))
     bench.raw["stall"] = {mode: {v: vars(r) for v, r in by.items()} for mode, by in runs.items()}
-    on, off = runs["GC on"]["async"], runs["GC off"]["async"]
+    on, off = runs["GC on"]["thread"], runs["GC off"]["thread"]
+    forked = runs["GC on"]["async"]
     full_collections = (": a full collection traverses every entry and bucket page (a list "
                         "of 1024 slots) copied since the snapshot, all young objects, and "
                         "both threads wait for it"
@@ -480,13 +509,20 @@ def bench_stall(bench: Bench, section: Section) -> None:
         f"write_checkpoint() inline (the loop waits for it); one run each",
         "stall GC: gc.collect(); gc.freeze() before each run (the backend's objects are "
         "frozen); 'GC on': then default thresholds (the bar row), 'GC off': gc.disable() too",
-        f"stall, async, GC on: {on.records:,} records during a {on.checkpoint_ns / 1e9:.2f} s "
+        f"stall, async (process writer), GC on: {forked.records:,} records during a "
+        f"{forked.checkpoint_ns / 1e9:.2f} s checkpoint, p99.9 gap {forked.p999_ns / 1e3:.0f} "
+        f"µs, {forked.over_1ms} gaps over 1 ms; the longest gap is the trigger: snapshot + "
+        f"fork took {forked.start_call_ns / 1e6:.1f} ms (the kernel copies the page tables); "
+        f"collections by generation {forked.collections['collections_by_generation']}",
+        f"stall, thread writer, GC on: {on.records:,} records during a "
+        f"{on.checkpoint_ns / 1e9:.2f} s "
         f"checkpoint, p99.9 gap {on.p999_ns / 1e3:.0f} µs, {on.over_1ms} gaps over 1 ms; "
         f"longest collection {on.collections['longest_ns'] / 1e6:.1f} ms (generation "
         f"{on.collections['longest_generation']}; collections by generation "
         f"{on.collections['collections_by_generation']}){full_collections}",
-        f"stall, async, GC off: {off.records:,} records during {off.checkpoint_ns / 1e9:.2f} "
-        f"s, p99.9 gap {off.p999_ns / 1e3:.0f} µs, {off.over_1ms} gaps over 1 ms: what "
+        f"stall, thread writer, GC off: {off.records:,} records during "
+        f"{off.checkpoint_ns / 1e9:.2f} s, p99.9 gap {off.p999_ns / 1e3:.0f} µs, "
+        f"{off.over_1ms} gaps over 1 ms: what "
         f"remains is the writer holding the GIL (switch interval "
         f"{sys.getswitchinterval() * 1e3:g} ms, or longer inside one pa.array() call)",
     ]

@@ -1,34 +1,67 @@
-"""The asynchronous half of a checkpoint: write on a worker thread while processing goes on.
+"""The asynchronous half of a checkpoint: write in the background while processing goes on.
 
 The synchronous half is the backends' ``snapshot()`` (O(buckets / 1024) per map, seeds 000 and
-004); :func:`write_checkpoint_async` hands those snapshots to a thread of its own, which writes
-key group by key group and releases each group's map snapshots as soon as it is written
-(``formats.checkpoint_v1``). Several checkpoints may be in flight at once, each on its own
-thread. On failure or :meth:`PendingCheckpoint.cancel`, every snapshot is released and the
-partial directory removed: nothing that looks like a checkpoint is left.
+004); :func:`write_checkpoint_async` hands those snapshots to a writer of its own, which writes
+key group by key group (``formats.checkpoint_v1``). Several checkpoints may be in flight at
+once, each with its own writer. On failure or :meth:`PendingCheckpoint.cancel`, every snapshot
+is released and the partial directory removed: nothing that looks like a checkpoint is left.
 
-The worker shares the GIL with the processing thread: while it gathers a row group's values
-and converts them with ``pa.array`` (up to 8192 rows at a time) it holds the GIL, so processing
-slows down for the checkpoint's duration; Parquet encoding, hashing and fsync release it. The
-benchmarks (``make bench``, section "checkpoint") measure both effects.
+Two writers (``writer=``):
+
+- ``"process"`` (the default where ``os.fork`` exists and the checkpoint goes to the local
+  disk): a forked child writes. The fork is the snapshot's copy for the writer: the child sees
+  the memory as it was at the fork (the kernel copies a page only when the parent writes to
+  it), so the parent releases its map snapshots at once and goes on at full speed on its own
+  core, and the writer never holds the parent's GIL. The child reports its metadata (or its
+  error) through a pipe and exits with ``os._exit``; on Linux it dies with the thread that
+  forked it (``PR_SET_PDEATHSIG``), so a killed job leaves no writer behind, only a staging
+  directory that never looks like a checkpoint. The forking thread must be the one that owns
+  the backends (the usual case: the processing thread triggers the checkpoint).
+- ``"thread"`` (other filesystems, where a forked child could not safely reuse the client, or
+  on request): a worker thread writes and releases each key group's map snapshots as soon as
+  it is written. It shares the GIL with the processing thread: gathering a row group's values
+  and ``pa.array`` conversion hold it, so processing slows for the checkpoint's duration.
+
+The benchmarks (``make bench``, section "checkpoint") measure both.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
+import json
+import os
+import select
+import signal
+import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future
+from typing import Any
 
 import pyarrow.fs as pafs
 
-from formats.checkpoint_v1 import OperatorSnapshot, write_checkpoint
-from statecore.checkpoint import CheckpointKind, CheckpointMetadata
+import statecore.errors as errors
+from formats.checkpoint_v1 import OperatorSnapshot, close_snapshots, write_checkpoint
+from formats.v1_publish import filesystem as resolve_filesystem
+from formats.v1_publish import new_token, remove_staging
+from statecore.checkpoint import (
+    CheckpointKind,
+    CheckpointMetadata,
+    metadata_from_json,
+    metadata_to_json,
+)
+from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError
 
-__all__ = ["PendingCheckpoint", "write_checkpoint_async"]
+__all__ = ["WRITERS", "PendingCheckpoint", "default_writer", "write_checkpoint_async"]
+
+WRITERS = ("process", "thread")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class PendingCheckpoint:
-    """A checkpoint being written on a worker thread.
+    """A checkpoint being written in the background (a child process or a worker thread).
 
     ``result()`` waits for the metadata (it is complete only then: its ``_metadata.json`` is
     durably written) or raises what the write raised; ``cancel()`` asks the writer to stop at
@@ -36,21 +69,29 @@ class PendingCheckpoint:
     :class:`~statecore.errors.CheckpointCancelledError`.
     """
 
-    def __init__(self, checkpoint_id: int, location: str) -> None:
+    def __init__(self, checkpoint_id: int, location: str, writer: str = "thread") -> None:
         self.checkpoint_id = checkpoint_id
         self.location = location
+        self.writer = writer
         self._cancel = threading.Event()
+        self._cancel_fd: int | None = None  # the process writer's cancel pipe
         self._future: Future[CheckpointMetadata] = Future()
         self._thread: threading.Thread | None = None
+
+    def _write(self, operators: Sequence[OperatorSnapshot], kind: CheckpointKind,
+               created_ms: int | None, filesystem: pafs.FileSystem | None,
+               cancelled: Any, token: str | None = None) -> CheckpointMetadata:
+        return write_checkpoint(self.location, self.checkpoint_id, operators, kind=kind,
+                                created_ms=created_ms, filesystem=filesystem,
+                                cancelled=cancelled, staging_token=token)
 
     def _start(self, operators: Sequence[OperatorSnapshot], kind: CheckpointKind,
                created_ms: int | None, filesystem: pafs.FileSystem | None) -> None:
         def run() -> None:
             self._future.set_running_or_notify_cancel()
             try:
-                metadata = write_checkpoint(
-                    self.location, self.checkpoint_id, operators, kind=kind,
-                    created_ms=created_ms, filesystem=filesystem, cancelled=self._cancel.is_set)
+                metadata = self._write(operators, kind, created_ms, filesystem,
+                                       self._cancel.is_set)
             except BaseException as exc:  # handed to whoever waits on result()
                 self._future.set_exception(exc)
             else:
@@ -59,6 +100,64 @@ class PendingCheckpoint:
         self._thread = threading.Thread(
             target=run, name=f"statectl-checkpoint-{self.checkpoint_id}", daemon=True)
         self._thread.start()
+
+    def _start_process(self, operators: Sequence[OperatorSnapshot], kind: CheckpointKind,
+                       created_ms: int | None, filesystem: pafs.FileSystem | None) -> None:
+        token = new_token()
+        result_read, result_write = os.pipe()
+        cancel_read, cancel_write = os.pipe()
+        forking_thread_is_main = threading.current_thread() is threading.main_thread()
+        parent = os.getpid()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about forking a multi-threaded process: the child only runs
+            # the writer (pyarrow resets its thread pools in a forked child) and never takes a
+            # lock another thread of the parent could hold; it never returns from _child
+            warnings.filterwarnings("ignore", category=DeprecationWarning,
+                                    message=".*fork.*")
+            pid = os.fork()
+        if pid == 0:  # the child: write, report, exit (never returns)
+            os.close(result_read)
+            os.close(cancel_write)
+            _child(self, operators, kind, created_ms, filesystem, token, result_write,
+                   cancel_read, parent, forking_thread_is_main)
+        os.close(result_write)
+        os.close(cancel_read)
+        self._cancel_fd = cancel_write
+        # the child has its own copy of the state as it was: the parent's map snapshots are
+        # not needed any more (releasing them ends copy-on-write in the maps)
+        close_snapshots(operators)
+        self._future.set_running_or_notify_cancel()
+
+        def wait() -> None:
+            chunks = []
+            try:
+                while chunk := os.read(result_read, 1 << 16):
+                    chunks.append(chunk)
+            finally:
+                os.close(result_read)
+            try:
+                _, status = os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): the report counts
+                status = 0
+            self._close_cancel_fd()
+            try:
+                self._future.set_result(_reported(b"".join(chunks), status, self.location))
+            except BaseException as exc:  # handed to whoever waits on result()
+                fs, final = resolve_filesystem(self.location, filesystem)
+                remove_staging(fs, final, token)  # a writer that died could not clean up
+                self._future.set_exception(exc)
+
+        self._thread = threading.Thread(
+            target=wait, name=f"statectl-checkpoint-{self.checkpoint_id}", daemon=True)
+        self._thread.start()
+
+    def _close_cancel_fd(self) -> None:
+        fd, self._cancel_fd = self._cancel_fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def result(self, timeout: float | None = None) -> CheckpointMetadata:
         return self._future.result(timeout)
@@ -69,10 +168,84 @@ class PendingCheckpoint:
     def cancel(self) -> None:
         """Ask the writer to stop; it cleans up and its result becomes a cancellation."""
         self._cancel.set()
+        fd = self._cancel_fd
+        if fd is not None:
+            try:
+                os.write(fd, b"c")
+            except OSError:
+                pass  # the writer has finished already
 
     def __repr__(self) -> str:
         state = "done" if self.done() else "in flight"
-        return f"PendingCheckpoint({self.checkpoint_id}, {self.location!r}, {state})"
+        return (f"PendingCheckpoint({self.checkpoint_id}, {self.location!r}, {self.writer}, "
+                f"{state})")
+
+
+def _child(pending: PendingCheckpoint, operators: Sequence[OperatorSnapshot],
+           kind: CheckpointKind, created_ms: int | None, filesystem: pafs.FileSystem | None,
+           token: str, result_fd: int, cancel_fd: int, parent: int,
+           die_with_parent: bool) -> None:
+    """The process writer, in the forked child: write the checkpoint, report, ``_exit``."""
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (it cancels)
+        gc.freeze()  # a collection would touch (and so copy) every page the parent had
+        if die_with_parent and sys.platform.startswith("linux"):
+            try:
+                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            except (OSError, AttributeError):
+                pass
+            if os.getppid() != parent:  # the parent died before prctl
+                os._exit(1)
+
+        def cancelled() -> bool:
+            return bool(select.select([cancel_fd], [], [], 0)[0])
+
+        try:
+            metadata = pending._write(operators, kind, created_ms, filesystem, cancelled, token)
+            report: dict[str, Any] = {"metadata": metadata_to_json(metadata)}
+        except BaseException as exc:
+            report = {"error": type(exc).__name__, "message": str(exc),
+                      "statectl": isinstance(exc, StatectlError)}
+        data = json.dumps(report, separators=(",", ":")).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(result_fd, view):]
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _reported(data: bytes, status: int, location: str) -> CheckpointMetadata:
+    """The child's report: the metadata it wrote, or its error raised here."""
+    try:
+        report = json.loads(data) if data else None
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+               else f"exited with code {os.WEXITSTATUS(status)}")
+        raise CheckpointError(f"the writer of checkpoint {location} {how} before it finished; "
+                              f"nothing was published")
+    if "metadata" in report:
+        return metadata_from_json(report["metadata"])
+    name, message = str(report.get("error")), str(report.get("message"))
+    error = getattr(errors, name, None)
+    if report.get("statectl") and isinstance(error, type) and issubclass(error, StatectlError):
+        raise error(message)
+    raise CheckpointError(f"writing checkpoint {location} failed: {name}: {message}")
+
+
+def default_writer(location: str, filesystem: pafs.FileSystem | None = None) -> str:
+    """``"process"`` where ``os.fork`` exists and the checkpoint goes to the local disk."""
+    if not hasattr(os, "fork"):
+        return "thread"
+    try:
+        fs, _ = resolve_filesystem(location, filesystem)
+    except StatectlError:
+        return "thread"
+    return "process" if isinstance(fs, pafs.LocalFileSystem) else "thread"
 
 
 def write_checkpoint_async(
@@ -83,8 +256,20 @@ def write_checkpoint_async(
     kind: CheckpointKind = CheckpointKind.CHECKPOINT,
     created_ms: int | None = None,
     filesystem: pafs.FileSystem | None = None,
+    writer: str | None = None,
 ) -> PendingCheckpoint:
-    """Start writing ``operators``' snapshots as a checkpoint and return at once."""
-    pending = PendingCheckpoint(checkpoint_id, location)
-    pending._start(operators, kind, created_ms, filesystem)
+    """Start writing ``operators``' snapshots as a checkpoint and return at once.
+
+    ``writer``: ``"process"`` or ``"thread"`` (see the module); ``None`` picks
+    :func:`default_writer`.
+    """
+    chosen = default_writer(location, filesystem) if writer is None else writer
+    if chosen not in WRITERS:
+        raise InvalidArgumentError(f"unknown checkpoint writer {writer!r}; use one of "
+                                   f"{', '.join(WRITERS)}")
+    pending = PendingCheckpoint(checkpoint_id, location, chosen)
+    if chosen == "process":
+        pending._start_process(operators, kind, created_ms, filesystem)
+    else:
+        pending._start(operators, kind, created_ms, filesystem)
     return pending

@@ -185,17 +185,19 @@ def write_checkpoint(
     created_ms: int | None = None,
     filesystem: pafs.FileSystem | None = None,
     cancelled: Callable[[], bool] = lambda: False,
+    staging_token: str | None = None,
 ) -> CheckpointMetadata:
     """Write a complete checkpoint at ``location`` and return its metadata.
 
     Consumes the given snapshots (each keyed snapshot's key groups are released as they are
     written) and closes them, also on failure or cancellation (``cancelled()`` is asked
     between key groups and files), when the partial directory is removed. Refuses a
-    ``location`` that exists. Values must be of their declared types.
+    ``location`` that exists. Values must be of their declared types. The partial directory
+    is ``<location>.inprogress-<staging_token>`` (random by default).
     """
     fs, final = _filesystem(location, filesystem)
     try:
-        with staged(fs, final, location, "writing checkpoint") as staging:
+        with staged(fs, final, location, "writing checkpoint", staging_token) as staging:
             files: list[FileInfo] = []
             described = [_write_operator(fs, staging, i, op, files, cancelled)
                          for i, op in enumerate(operators)]
@@ -207,7 +209,7 @@ def write_checkpoint(
             publish(fs, staging, final, metadata)
             return metadata
     except BaseException:
-        _close_all(operators)  # release every map snapshot, whatever went wrong
+        close_snapshots(operators)  # release every map snapshot, whatever went wrong
         raise
 
 
@@ -256,7 +258,7 @@ def _check_cancelled(cancelled: Callable[[], bool], checkpoint_id: int) -> None:
         raise CheckpointCancelledError(f"checkpoint {checkpoint_id} was cancelled")
 
 
-def _close_all(operators: Sequence[OperatorSnapshot]) -> None:
+def close_snapshots(operators: Sequence[OperatorSnapshot]) -> None:
     for op in operators:
         for subtask in op.subtasks:
             if subtask.keyed is not None:

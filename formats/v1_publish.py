@@ -51,15 +51,17 @@ def fsync(fs: pafs.FileSystem, path: str) -> None:
 
 
 @contextmanager
-def staged(fs: pafs.FileSystem, final: str, shown: str, action: str) -> Iterator[str]:
-    """A fresh ``<final>.inprogress-<random>`` directory to build a checkpoint in.
+def staged(fs: pafs.FileSystem, final: str, shown: str, action: str,
+           token: str | None = None) -> Iterator[str]:
+    """A fresh ``<final>.inprogress-<token>`` directory to build a checkpoint in.
 
-    Refuses a ``final`` that exists (a checkpoint is never overwritten); on any failure the
-    staging directory is removed and an ``OSError`` becomes a :class:`CheckpointError`.
+    ``token`` defaults to a random one. Refuses a ``final`` that exists (a checkpoint is never
+    overwritten); on any failure the staging directory is removed and an ``OSError`` becomes a
+    :class:`CheckpointError`.
     """
     if fs.get_file_info(final).type != pafs.FileType.NotFound:
         raise CheckpointError(f"{shown} already exists; a checkpoint is never overwritten")
-    staging = f"{final}.inprogress-{uuid.uuid4().hex[:12]}"
+    staging = staging_path(final, token or new_token())
     try:
         fs.create_dir(staging, recursive=True)
         yield staging
@@ -71,6 +73,23 @@ def staged(fs: pafs.FileSystem, final: str, shown: str, action: str) -> Iterator
         if isinstance(exc, OSError):
             raise CheckpointError(f"{action} {shown} failed: {exc}") from exc
         raise
+
+
+def new_token() -> str:
+    """A random name for a staging directory (see :func:`staged`)."""
+    return uuid.uuid4().hex[:12]
+
+
+def staging_path(final: str, token: str) -> str:
+    return f"{final}.inprogress-{token}"
+
+
+def remove_staging(fs: pafs.FileSystem, final: str, token: str) -> None:
+    """Remove what a writer that died (it could not clean up) left staged for ``final``."""
+    try:
+        fs.delete_dir(staging_path(final, token))
+    except (OSError, FileNotFoundError):
+        pass
 
 
 def publish(fs: pafs.FileSystem, staging: str, final: str, metadata: CheckpointMetadata) -> None:

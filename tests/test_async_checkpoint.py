@@ -1,23 +1,33 @@
-"""Asynchronous checkpoints: processing goes on while a worker writes; cancel and failure
-leave nothing that looks like a checkpoint, and every map snapshot is released."""
+"""Asynchronous checkpoints: processing goes on while a writer (a forked process or a thread)
+writes; cancel, failure and a killed writer leave nothing that looks like a checkpoint, and
+every map snapshot is released."""
 
 from __future__ import annotations
 
 import copy
-import threading
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
 import pytest
 
-from formats.async_checkpoint import write_checkpoint_async
+from formats.async_checkpoint import default_writer, write_checkpoint_async
 from formats.checkpoint_v1 import OperatorSnapshot, SubtaskSnapshot, open_checkpoint
-from statecore.errors import CheckpointCancelledError, UnsupportedFormatError
+from statecore.errors import (
+    CheckpointCancelledError,
+    CheckpointError,
+    InvalidArgumentError,
+    UnsupportedFormatError,
+)
 from statecore.keyed_backend import HeapKeyedStateBackend, KeyedStateSnapshot
 from statecore.keyed_state import list_state, value_state
 
 KEYS = [f"key-{i}" for i in range(3000)]
+WRITERS = pytest.mark.parametrize("writer", ["process", "thread"])
 
 
 def make_backend() -> HeapKeyedStateBackend[str]:
@@ -46,12 +56,17 @@ def operator(snapshot: Any) -> list[OperatorSnapshot]:
     return [OperatorSnapshot("op", "op", 1, 128, [SubtaskSnapshot(0, snapshot)])]
 
 
-def test_processing_continues_and_the_checkpoint_holds_the_trigger_point(tmp_path: Path) -> None:
+@WRITERS
+def test_processing_continues_and_the_checkpoint_holds_the_trigger_point(
+        tmp_path: Path, writer: str) -> None:
     backend = make_backend()
     # a deep copy: once the writer has released a key group, the owner's appends mutate the
     # live lists in place (nothing shares them any more)
     expected = copy.deepcopy(stored(backend))
-    pending = write_checkpoint_async(str(tmp_path / "chk-1"), 1, operator(backend.snapshot()))
+    pending = write_checkpoint_async(str(tmp_path / "chk-1"), 1, operator(backend.snapshot()),
+                                     writer=writer)
+    if writer == "process":  # the child has its copy: the parent's snapshots are released
+        assert pinned_versions(backend) == set()
     value = backend.get_value_state(value_state("count", "int64"))
     items = backend.get_list_state(list_state("items", "int64"))
     rounds = 0
@@ -73,54 +88,92 @@ def test_processing_continues_and_the_checkpoint_holds_the_trigger_point(tmp_pat
 
 
 class GatedSnapshot(KeyedStateSnapshot):
-    """Stops after the first key group until the test opens the gate."""
+    """Stops after two key groups until the test opens the gate.
 
-    def __init__(self, inner: KeyedStateSnapshot) -> None:
+    The signals are files, so that they cross from a forked writer to the test.
+    """
+
+    def __init__(self, inner: KeyedStateSnapshot, signals: Path) -> None:
         self.__dict__.update(inner.__dict__)
-        self.first_written = threading.Event()
-        self.gate = threading.Event()
+        self.first_written = signals / "first-written"
+        self.gate = signals / "gate"
 
     def __iter__(self) -> Iterator[Any]:
         for i, block in enumerate(super().__iter__()):
             if i == 2:
-                self.first_written.set()
-                assert self.gate.wait(30)
+                self.first_written.write_text(str(os.getpid()))
+                assert wait_for(self.gate.exists)
             yield block
 
 
-def test_cancel_mid_write_removes_everything_and_releases_snapshots(tmp_path: Path) -> None:
+def wait_for(condition: Any, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+@WRITERS
+def test_cancel_mid_write_removes_everything_and_releases_snapshots(
+        tmp_path: Path, writer: str) -> None:
     backend = make_backend()
-    snapshot = GatedSnapshot(backend.snapshot())
-    pending = write_checkpoint_async(str(tmp_path / "chk-2"), 2, operator(snapshot))
-    assert snapshot.first_written.wait(30)
+    (tmp_path / "signals").mkdir()
+    (tmp_path / "out").mkdir()
+    snapshot = GatedSnapshot(backend.snapshot(), tmp_path / "signals")
+    pending = write_checkpoint_async(str(tmp_path / "out" / "chk-2"), 2, operator(snapshot),
+                                     writer=writer)
+    assert wait_for(snapshot.first_written.exists)
+    assert len(list((tmp_path / "out").iterdir())) == 1  # the staging directory
     pending.cancel()
-    snapshot.gate.set()
+    snapshot.gate.write_text("open")
     with pytest.raises(CheckpointCancelledError):
         pending.result(timeout=60)
-    assert list(tmp_path.iterdir()) == []  # no checkpoint, no staging directory
+    assert list((tmp_path / "out").iterdir()) == []  # no checkpoint, no staging directory
     assert pinned_versions(backend) == set()
 
 
-def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
+def test_a_killed_writer_process_publishes_nothing_and_leaves_nothing(tmp_path: Path) -> None:
+    backend = make_backend()
+    (tmp_path / "signals").mkdir()
+    (tmp_path / "out").mkdir()
+    snapshot = GatedSnapshot(backend.snapshot(), tmp_path / "signals")
+    pending = write_checkpoint_async(str(tmp_path / "out" / "chk-4"), 4, operator(snapshot),
+                                     writer="process")
+    assert wait_for(snapshot.first_written.exists)
+    child = int(snapshot.first_written.read_text())
+    assert child != os.getpid()
+    os.kill(child, signal.SIGKILL)  # it cannot clean up: the parent does
+    with pytest.raises(CheckpointError, match="killed by signal 9"):
+        pending.result(timeout=60)
+    assert list((tmp_path / "out").iterdir()) == []
+    assert pinned_versions(backend) == set()
+
+
+@WRITERS
+def test_a_failed_write_leaves_nothing(tmp_path: Path, writer: str) -> None:
     backend = make_backend()
     anything = backend.get_value_state(value_state("anything"))
     backend.set_current_key(KEYS[0])
     anything.update(object())
-    pending = write_checkpoint_async(str(tmp_path / "chk-3"), 3, operator(backend.snapshot()))
-    with pytest.raises(UnsupportedFormatError):
+    pending = write_checkpoint_async(str(tmp_path / "chk-3"), 3, operator(backend.snapshot()),
+                                     writer=writer)
+    with pytest.raises(UnsupportedFormatError, match="cannot be stored"):  # its own error
         pending.result(timeout=60)
     assert list(tmp_path.iterdir()) == []
     assert pinned_versions(backend) == set()
 
 
-def test_several_checkpoints_in_flight(tmp_path: Path) -> None:
+@WRITERS
+def test_several_checkpoints_in_flight(tmp_path: Path, writer: str) -> None:
     backend = make_backend()
     value = backend.get_value_state(value_state("count", "int64"))
     pendings, expectations = [], []
     for n in range(3):
         expectations.append(copy.deepcopy(stored(backend)))
         pendings.append(write_checkpoint_async(str(tmp_path / f"chk-{n}"), n,
-                                               operator(backend.snapshot())))
+                                               operator(backend.snapshot()), writer=writer))
         backend.set_current_key(KEYS[n])
         value.update(1000 + n)
     for n, pending in enumerate(pendings):
@@ -131,3 +184,19 @@ def test_several_checkpoints_in_flight(tmp_path: Path) -> None:
         open_checkpoint(str(tmp_path / f"chk-{n}")).restore_keyed("op", restored)
         assert stored(restored) == expectations[n]
     assert pinned_versions(backend) == set()
+
+
+def test_the_writer_is_a_process_on_the_local_disk_else_a_thread(tmp_path: Path) -> None:
+    assert default_writer(str(tmp_path / "chk-1")) == ("process" if hasattr(os, "fork")
+                                                       else "thread")
+    # another filesystem (here the local one wrapped): a forked child must not reuse its client
+    wrapped = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    assert default_writer("chk-1", wrapped) == "thread"
+    backend = make_backend()
+    pending = write_checkpoint_async("chk-1", 1, operator(backend.snapshot()),
+                                     filesystem=wrapped)
+    assert pending.writer == "thread"
+    assert pending.result(timeout=60).checkpoint_id == 1
+    assert open_checkpoint(str(tmp_path / "chk-1")).metadata.checkpoint_id == 1
+    with pytest.raises(InvalidArgumentError, match="unknown checkpoint writer"):
+        write_checkpoint_async(str(tmp_path / "chk-2"), 2, [], writer="fibre")
