@@ -37,6 +37,7 @@ from formats.key_group_stats import key_group_histograms, keyed_files
 from formats.key_hash import key_groups
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.spark.jobs import (
+    _partition_tags,
     spark_footers,
     spark_keyed_writer,
     spark_rehash_counter,
@@ -378,3 +379,30 @@ def test_build_on_spark_through_the_cli(spark: Any, tmp_path: Path) -> None:
                        "--checkpoint-dir", str(tmp_path / "y"), "--engine", "spark")
     assert code == 3 and "is not a column" in err
     assert not (tmp_path / "x").exists() or not list((tmp_path / "x").iterdir())
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 4, 8])
+def test_partition_tags_land_in_their_partitions(spark: Any, partitions: int) -> None:
+    # the rewrite decides each row's partition in its read task; Spark's own hash
+    # partitioning must send each partition's tag there
+    from pyspark.sql import functions as F
+    tags = _partition_tags(spark, partitions)
+    assert len(set(tags)) == partitions
+    rows = (spark.createDataFrame([(t,) for t in tags], "tag long")
+            .repartition(partitions, "tag")
+            .select("tag", F.spark_partition_id().alias("partition")).collect())
+    assert {r.tag: r.partition for r in rows} == {t: j for j, t in enumerate(tags)}
+
+
+def test_rewrite_spreads_key_groups_over_every_partition(spark: Any, generated: str,
+                                                         tmp_path: Path) -> None:
+    _local, on_spark = _both(spark, generated, tmp_path, 2, 256)
+    # local[2]: 4 partitions, each a quarter of the new key groups, so each writes files
+    files = [h.file for op in on_spark.metadata.operators for st in op.subtasks
+             for h in st.keyed]
+    assert {f.rsplit("-p", 1)[1].split(".")[0] for f in files} == {"0", "1", "2", "3"}
+    for op in on_spark.metadata.operators:
+        for st in op.subtasks:
+            for h in st.keyed:
+                partition = int(h.file.rsplit("-p", 1)[1].split(".")[0])
+                assert all(r.key_group * 4 // 256 == partition for r in h.rows)

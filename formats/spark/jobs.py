@@ -5,9 +5,12 @@ publishes) and replaces only the part that touches data:
 
 * :func:`spark_keyed_writer` (for :func:`formats.rescale.rescale_checkpoint`): one task per
   old keyed handle reads it with the checkpoint reader, drops expired entries and computes
-  the new key group (vectorised Java hashing) and target subtask; Spark range-partitions the
-  rows by key group (at least two partitions per core, so every core writes; a partition's
-  key groups belong to a few consecutive subtasks) and sorts them; each partition writes its
+  the new key group (vectorised Java hashing), target subtask and partition: equal ranges of
+  new key groups, at least two per core, so every core writes and a partition's key groups
+  belong to a few consecutive subtasks (keys hash evenly over key groups). Spark's hash
+  partitioning delivers them (each row carries a value Spark hashes to its partition), with
+  no sampling pass over the data as range partitioning would make; rows are sorted by key
+  group within a partition, and each partition writes its
   subtasks' rows with the format's writer (``op-N/keyed/S/<subtask>-p<partition>.parquet``)
   and returns only ``(file, size, checksum, key group, first row, rows)``. A subtask may get
   several files (one per partition holding its rows): handles of one state in several files
@@ -55,6 +58,7 @@ __all__ = ["engine_errors", "spark_footers", "spark_keyed_writer", "spark_rehash
            "spark_state_writer"]
 
 SUBTASK = "_subtask"
+PARTITION = "_partition"
 _STATS = pa.schema([("subtask", pa.int32()), ("path", pa.string()), ("size", pa.int64()),
                     ("checksum", pa.string()), ("key_group", pa.int32()),
                     ("first_row", pa.int64()), ("row_count", pa.int64())])
@@ -96,10 +100,17 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
             return KeyedOutput(tuple(() for _ in range(p)), (), 0, 0)
         schema = keyed_schema(job.state, job.op.key_type)
         rows_schema = schema.append(pa.field(SUBTASK, pa.int32()))
+        tagged_schema = rows_schema.append(pa.field(PARTITION, pa.int64()))
         dropped = spark.sparkContext.accumulator(0)
         # ranges of key groups (so of subtasks: subtask = kg * p // M grows with kg), at least
         # two per core: every core writes, and a partition spans at most a few subtasks
         partitions = max(p, 2 * spark.sparkContext.defaultParallelism)
+        # a row's partition is decided in the read task, from its key group (keys hash
+        # evenly over key groups): partition = kg * partitions // M, carried as a value that
+        # Spark's hash partitioning sends to that partition. Range partitioning would first
+        # run the whole read stage once more to sample the key groups.
+        tags = _partition_tags(spark, partitions)
+        tag_of = np.asarray([tags[kg * partitions // m] for kg in range(m)], dtype=np.int64)
 
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
@@ -108,7 +119,8 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
                         job.checkpoint.keyed_table(job.op.uid, handles[index]), job)
                     dropped.add(gone)
                     subtasks = pa.array((groups.astype(np.int64) * p // m).astype(np.int32))
-                    out = table.cast(schema).append_column(SUBTASK, subtasks)
+                    out = (table.cast(schema).append_column(SUBTASK, subtasks)
+                           .append_column(PARTITION, pa.array(tag_of[groups])))
                     yield from out.to_batches()
 
         def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -118,7 +130,7 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
             parts = list(batches)
             if not parts:
                 return
-            table = pa.Table.from_batches(parts).cast(rows_schema)
+            table = pa.Table.from_batches(parts).drop_columns([PARTITION]).cast(rows_schema)
             subtasks = np.asarray(table.column(SUBTASK).to_numpy(), dtype=np.int32)
             stats: dict[str, list[Any]] = {f.name: [] for f in _STATS}
             for subtask in np.unique(subtasks):
@@ -137,8 +149,8 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
 
         with engine_errors(f"rewriting state {job.state.name!r}"):
             rows = (spark.range(len(handles), numPartitions=len(handles))
-                    .mapInArrow(read, _spark_schema(rows_schema))
-                    .repartitionByRange(partitions, "key_group")
+                    .mapInArrow(read, _spark_schema(tagged_schema))
+                    .repartition(partitions, PARTITION)
                     .sortWithinPartitions("key_group")
                     .mapInArrow(write_partition, _spark_schema(_STATS))
                     .collect())
@@ -161,6 +173,29 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
                            entries, int(dropped.value))
 
     return write
+
+
+def _partition_tags(spark: Any, partitions: int) -> list[int]:
+    """Per partition ``j`` a value that ``repartition(partitions, column)`` sends to ``j``.
+
+    Spark's hash partitioning puts a row in ``pmod(hash(column), partitions)`` (Murmur3,
+    seed 42, the SQL ``hash`` function); Spark itself computes it here for a few small
+    values, so no hash function is re-implemented. Had Spark another rule, rows would only
+    be spread differently: a partition writes whatever rows it gets.
+    """
+    from pyspark.sql import functions as F
+    found: dict[int, int] = {}
+    start, step = 0, 16 * partitions
+    while len(found) < partitions:
+        if start >= 1 << 24:
+            raise EngineError(f"no values found that Spark hashes to each of {partitions} "
+                              f"partitions")
+        for row in (spark.range(start, start + step)
+                    .select("id", F.expr(f"pmod(hash(id), {partitions})").alias("to"))
+                    .collect()):
+            found.setdefault(row.to, row.id)
+        start += step
+    return [found[j] for j in range(partitions)]
 
 
 def spark_state_writer(spark: Any) -> StateWriter:
