@@ -8,9 +8,11 @@ The job is the local engine's, cut along its subtasks (:func:`statecore.job.open
    hashing vectorised over the key column), the subtask that owns it, and its position in the
    local job's reading order (subtask owning the file, file, row: split ``j`` is read by
    subtask ``j % parallelism``);
-3. Spark repartitions the records by subtask and sorts each partition into that order; a task
-   per partition runs each of its subtasks exactly as the local job does (the same backend,
-   aggregations and state) and writes its snapshot with the format's writer;
+3. Spark repartitions the records by subtask, one partition each (every record carries a value
+   Spark hashes to its subtask's partition: the subtask number itself could collide), and
+   sorts each partition into that order; a task per partition runs its subtask exactly as
+   the local job does (the same backend, aggregations and state) and writes its snapshot
+   with the format's writer;
 4. the driver runs subtasks that received no record itself (empty keyed state, but their
    source positions and configuration), writes ``_metadata.json`` and publishes the
    checkpoint atomically in the state directory.
@@ -36,7 +38,7 @@ from formats.checkpoint_v1 import subtask_states, write_subtask
 from formats.inputs import InputError, column_spec, read_input
 from formats.key_hash import key_groups
 from formats.spark import require_pyspark
-from formats.spark.jobs import _spark_schema, engine_errors
+from formats.spark.jobs import _spark_schema, engine_errors, partition_tags
 from formats.storage import DirectoryCheckpointStorage
 from formats.v1_publish import filesystem, publish, staged
 from statecore.aggregations import AggregatingFunction, parse_aggregation
@@ -140,6 +142,9 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     result_schema = pa.schema([("subtask", pa.int32()), ("metadata", pa.string()),
                                ("files", pa.string())])
 
+    # one partition per subtask: hash partitioning on the subtask number itself could put
+    # several subtasks in one partition (pmod(hash(0), 2) == pmod(hash(1), 2))
+    tag_of = np.asarray(partition_tags(spark, p), dtype=np.int64)
     with staged(fs, final, location, "writing checkpoint") as staging:
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
@@ -153,13 +158,15 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                         "_owner", pa.array(np.full(n, j % p, dtype=np.int32))).append_column(
                         "_split", pa.array(np.full(n, j, dtype=np.int32))).append_column(
                         "_row", pa.array(np.arange(n, dtype=np.int64)))
-                    yield from table.cast(tagged).to_batches()
+                    yield from table.cast(tagged).append_column(
+                        "_partition", pa.array(tag_of[groups.astype(np.int64) * p // m])
+                    ).to_batches()
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             parts = list(batches)
             if not parts:
                 return
-            table = pa.Table.from_batches(parts).cast(tagged)
+            table = pa.Table.from_batches(parts).drop_columns(["_partition"]).cast(tagged)
             owners = np.asarray(table.column("_subtask").to_numpy(), dtype=np.int32)
             out: dict[str, list[Any]] = {"subtask": [], "metadata": [], "files": []}
             for index in np.unique(owners):
@@ -175,8 +182,9 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
 
         with engine_errors("building state"):
             rows = (spark.range(len(inputs), numPartitions=len(inputs))
-                    .mapInArrow(read, _spark_schema(tagged))
-                    .repartition(p, "_subtask")
+                    .mapInArrow(read, _spark_schema(
+                        tagged.append(pa.field("_partition", pa.int64()))))
+                    .repartition(p, "_partition")
                     .sortWithinPartitions(*_ORDER)
                     .mapInArrow(run, _spark_schema(result_schema))
                     .collect())

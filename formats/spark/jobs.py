@@ -109,7 +109,7 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
         # evenly over key groups): partition = kg * partitions // M, carried as a value that
         # Spark's hash partitioning sends to that partition. Range partitioning would first
         # run the whole read stage once more to sample the key groups.
-        tags = _partition_tags(spark, partitions)
+        tags = partition_tags(spark, partitions)
         tag_of = np.asarray([tags[kg * partitions // m] for kg in range(m)], dtype=np.int64)
 
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -175,7 +175,7 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
     return write
 
 
-def _partition_tags(spark: Any, partitions: int) -> list[int]:
+def partition_tags(spark: Any, partitions: int) -> list[int]:
     """Per partition ``j`` a value that ``repartition(partitions, column)`` sends to ``j``.
 
     Spark's hash partitioning puts a row in ``pmod(hash(column), partitions)`` (Murmur3,
