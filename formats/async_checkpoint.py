@@ -8,19 +8,19 @@ is released and the partial directory removed: nothing that looks like a checkpo
 
 Two writers (``writer=``):
 
-- ``"process"`` (the default where ``os.fork`` exists and the checkpoint goes to the local
-  disk): a forked child writes. The fork is the snapshot's copy for the writer: the child sees
-  the memory as it was at the fork (the kernel copies a page only when the parent writes to
-  it), so the parent releases its map snapshots at once and goes on at full speed on its own
-  core, and the writer never holds the parent's GIL. The child reports its metadata (or its
-  error) through a pipe and exits with ``os._exit``; on Linux it dies with the thread that
-  forked it (``PR_SET_PDEATHSIG``), so a killed job leaves no writer behind, only a staging
-  directory that never looks like a checkpoint. The forking thread must be the one that owns
-  the backends (the usual case: the processing thread triggers the checkpoint).
-- ``"thread"`` (other filesystems, where a forked child could not safely reuse the client, or
-  on request): a worker thread writes and releases each key group's map snapshots as soon as
-  it is written. It shares the GIL with the processing thread: gathering a row group's values
-  and ``pa.array`` conversion hold it, so processing slows for the checkpoint's duration.
+- ``"process"`` (the default on Linux when the checkpoint goes to the local disk): a forked
+  child writes. The fork is the writer's copy of the state: the child sees the memory as it
+  was at the fork (the kernel copies a page only when the parent writes to it), so the parent
+  releases its map snapshots at once, goes on at full speed on its own core, and never shares
+  its GIL with the writer. The child reports its metadata (or its error) through a pipe and
+  exits with ``os._exit``. Forked from the main thread (the usual case: the processing thread
+  triggers checkpoints), it dies with its parent (``PR_SET_PDEATHSIG``), so a killed job
+  leaves no writer behind, only a staging directory that never looks like a checkpoint.
+- ``"thread"`` (other filesystems, whose client a forked child could not safely reuse; other
+  systems than Linux; or on request): a worker thread writes and releases each key group's
+  map snapshots as soon as it is written. It shares the GIL with the processing thread:
+  gathering a row group's values and ``pa.array`` conversion hold it, so processing slows
+  for the checkpoint's duration.
 
 The benchmarks (``make bench``, section "checkpoint") measure both.
 """
@@ -238,8 +238,12 @@ def _reported(data: bytes, status: int, location: str) -> CheckpointMetadata:
 
 
 def default_writer(location: str, filesystem: pafs.FileSystem | None = None) -> str:
-    """``"process"`` where ``os.fork`` exists and the checkpoint goes to the local disk."""
-    if not hasattr(os, "fork"):
+    """``"process"`` on Linux when the checkpoint goes to the local disk, else ``"thread"``.
+
+    Not on macOS, where forking a process that has started system frameworks' threads is
+    unsafe (Python's own ``multiprocessing`` stopped forking there), nor on Windows (no fork).
+    """
+    if not (hasattr(os, "fork") and sys.platform.startswith("linux")):
         return "thread"
     try:
         fs, _ = resolve_filesystem(location, filesystem)
