@@ -16,6 +16,7 @@ Two writers (``writer=``):
   exits with ``os._exit``. Forked from the main thread (the usual case: the processing thread
   triggers checkpoints), it dies with its parent (``PR_SET_PDEATHSIG``), so a killed job
   leaves no writer behind, only a staging directory that never looks like a checkpoint.
+  When the fork fails (no memory or processes left), the thread writer takes over.
 - ``"thread"`` (other filesystems, whose client a forked child could not safely reuse; other
   systems than Linux; or on request): a worker thread writes and releases each key group's
   map snapshots as soon as it is written. It shares the GIL with the processing thread:
@@ -114,7 +115,14 @@ class PendingCheckpoint:
             # lock another thread of the parent could hold; it never returns from _child
             warnings.filterwarnings("ignore", category=DeprecationWarning,
                                     message=".*fork.*")
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:  # no memory or processes left for a child: write on a thread
+                for fd in (result_read, result_write, cancel_read, cancel_write):
+                    os.close(fd)
+                self.writer = "thread"
+                self._start(operators, kind, created_ms, filesystem)
+                return
         if pid == 0:  # the child: write, report, exit (never returns)
             os.close(result_read)
             os.close(cancel_write)

@@ -88,7 +88,7 @@ def remove_staging(fs: pafs.FileSystem, final: str, token: str) -> None:
     """Remove what a writer that died (it could not clean up) left staged for ``final``."""
     try:
         fs.delete_dir(staging_path(final, token))
-    except (OSError, FileNotFoundError):
+    except OSError:  # nothing staged, or already removed
         pass
 
 

@@ -201,3 +201,22 @@ def test_the_writer_is_a_process_on_the_local_disk_else_a_thread(tmp_path: Path)
     assert open_checkpoint(str(tmp_path / "chk-1")).metadata.checkpoint_id == 1
     with pytest.raises(InvalidArgumentError, match="unknown checkpoint writer"):
         write_checkpoint_async(str(tmp_path / "chk-2"), 2, [], writer="fibre")
+
+
+def test_a_failed_fork_falls_back_to_the_thread_writer(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise BlockingIOError("Resource temporarily unavailable")
+    monkeypatch.setattr(os, "fork", no_fork)
+    backend = make_backend()
+    expected = copy.deepcopy(stored(backend))
+    pending = write_checkpoint_async(str(tmp_path / "chk-5"), 5, operator(backend.snapshot()),
+                                     writer="process")
+    assert pending.writer == "thread"
+    assert pending.result(timeout=60).checkpoint_id == 5
+    restored: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
+    restored.get_value_state(value_state("count", "int64"))
+    restored.get_list_state(list_state("items", "int64"))
+    open_checkpoint(str(tmp_path / "chk-5")).restore_keyed("op", restored)
+    assert stored(restored) == expected
+    assert pinned_versions(backend) == set()
