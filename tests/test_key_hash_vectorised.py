@@ -83,6 +83,25 @@ def test_key_groups_equal_the_per_key_function(typed: tuple[str, list[object]],
     assert list(key_groups(chunked, spec, max_parallelism)) == expected
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(st.characters(max_codepoint=0x7F), max_size=30) | st.just(""),
+                max_size=60),
+       st.integers(1, 40), st.integers(0, 3))
+def test_string_hashes_in_chunks_equal_the_per_key_function(
+        values: list[str], chunk: int, cut: int) -> None:
+    # strings are hashed a chunk of bytes at a time: chunks end inside and between strings,
+    # strings longer than a chunk, empty strings (also at chunk ends) and a sliced column
+    import formats.key_hash as key_hash
+    column = pa.array(values, pa.string()).slice(min(cut, len(values)))
+    expected = [assign_to_key_group(v, 128, "string") for v in values[min(cut, len(values)):]]
+    saved = key_hash._STRING_CHUNK
+    key_hash._STRING_CHUNK = chunk
+    try:
+        assert list(key_groups(column, "string", 128)) == expected
+    finally:
+        key_hash._STRING_CHUNK = saved
+
+
 def test_null_keys_and_bad_max_parallelism_are_refused() -> None:
     with pytest.raises(StatectlError, match="null"):
         key_groups(pa.array(["a", None]), "string", 128)
