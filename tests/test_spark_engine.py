@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_support import KEYED, OPERATOR, run, run_json
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 from oracle import REPO_ROOT
 from test_export_content import logical
 from test_key_groups_oracle import _load
@@ -37,7 +39,11 @@ from formats.key_group_stats import key_group_histograms, keyed_files
 from formats.key_hash import key_groups
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.spark.jobs import (
+    BLOCKS,
+    PARTITION,
+    arrow_blocks,
     partition_tags,
+    read_blocks,
     spark_footers,
     spark_keyed_writer,
     spark_rehash_counter,
@@ -393,6 +399,37 @@ def testpartition_tags_land_in_their_partitions(spark: Any, partitions: int) -> 
             .repartition(partitions, "tag")
             .select("tag", F.spark_partition_id().alias("partition")).collect())
     assert {r.tag: r.partition for r in rows} == {t: j for j, t in enumerate(tags)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.tuples(hs.integers(0, 5), hs.text(max_size=12),
+                          hs.none() | hs.integers(-(1 << 63), (1 << 63) - 1)), max_size=60),
+       hs.integers(1, 400))
+def test_arrow_blocks_carry_each_row_to_its_partition_in_order(
+        rows: list[tuple[int, str, int | None]], block_bytes: int) -> None:
+    # what the rewrite and the build shuffle: blocks of rows, each tagged for one partition
+    table = pa.table({"key": pa.array([r[1] for r in rows], pa.string()),
+                      "value": pa.array([r[2] for r in rows], pa.int64())})
+    partitions = np.asarray([r[0] for r in rows], dtype=np.int64)
+    tags = [100 + 7 * j for j in range(6)]
+    batches = list(arrow_blocks(table, partitions, tags, block_bytes))
+    assert all(b.schema.equals(BLOCKS) for b in batches)
+    by_tag: dict[int, list[pa.RecordBatch]] = {}
+    for batch in batches:
+        assert len(set(batch.column(PARTITION).to_pylist())) == 1  # one partition per batch
+        by_tag.setdefault(batch.column(PARTITION)[0].as_py(), []).append(batch)
+    assert set(by_tag) == {tags[j] for j in set(partitions.tolist())}
+    for j, tag in enumerate(tags):
+        got = read_blocks(iter(by_tag.get(tag, [])), table.schema)
+        assert got.schema.equals(table.schema)
+        expected = [(r[1], r[2]) for r in rows if r[0] == j]
+        assert list(zip(got.column("key").to_pylist(), got.column("value").to_pylist(),
+                        strict=True)) == expected
+    blocks = sum(b.num_rows for b in batches)
+    if block_bytes < 12:  # a row takes at least 12 bytes (value, string offset): one per block
+        assert blocks == len(rows)
+    elif block_bytes >= table.nbytes:  # everything fits: one block per partition
+        assert blocks == len(by_tag)
 
 
 def test_rewrite_spreads_key_groups_over_every_partition(spark: Any, generated: str,

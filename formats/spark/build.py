@@ -8,9 +8,10 @@ The job is the local engine's, cut along its subtasks (:func:`statecore.job.open
    hashing vectorised over the key column), the subtask that owns it, and its position in the
    local job's reading order (subtask owning the file, file, row: split ``j`` is read by
    subtask ``j % parallelism``);
-3. Spark repartitions the records by subtask, one partition each (every record carries a value
-   Spark hashes to its subtask's partition: the subtask number itself could collide), and
-   sorts each partition into that order; a task per partition runs its subtask exactly as
+3. Spark repartitions the records by subtask, one partition each (blocks of records, as Arrow
+   IPC streams, carry a value Spark hashes to their subtask's partition: the subtask number
+   itself could collide); each partition is sorted into that order (by Arrow, in the task),
+   and a task per partition runs its subtask exactly as
    the local job does (the same backend, aggregations and state) and writes its snapshot
    with the format's writer;
 4. the driver runs subtasks that received no record itself (empty keyed state, but their
@@ -38,7 +39,15 @@ from formats.checkpoint_v1 import subtask_states, write_subtask
 from formats.inputs import InputError, column_spec, read_input
 from formats.key_hash import key_groups
 from formats.spark import require_pyspark
-from formats.spark.jobs import _spark_schema, engine_errors, partition_tags
+from formats.spark.jobs import (
+    BLOCKS,
+    PARTITION,
+    _spark_schema,
+    arrow_blocks,
+    engine_errors,
+    partition_tags,
+    read_blocks,
+)
 from formats.storage import DirectoryCheckpointStorage
 from formats.v1_publish import filesystem, publish, staged
 from statecore.aggregations import AggregatingFunction, parse_aggregation
@@ -158,15 +167,14 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                         "_owner", pa.array(np.full(n, j % p, dtype=np.int32))).append_column(
                         "_split", pa.array(np.full(n, j, dtype=np.int32))).append_column(
                         "_row", pa.array(np.arange(n, dtype=np.int64)))
-                    yield from table.cast(tagged).append_column(
-                        "_partition", pa.array(tag_of[groups.astype(np.int64) * p // m])
-                    ).to_batches()
+                    yield from arrow_blocks(table.cast(tagged),
+                                            groups.astype(np.int64) * p // m, tag_of)
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            parts = list(batches)
-            if not parts:
+            table = read_blocks(batches, tagged)
+            if table.num_rows == 0:
                 return
-            table = pa.Table.from_batches(parts).drop_columns(["_partition"]).cast(tagged)
+            table = table.sort_by([(column, "ascending") for column in _ORDER])
             owners = np.asarray(table.column("_subtask").to_numpy(), dtype=np.int32)
             out: dict[str, list[Any]] = {"subtask": [], "metadata": [], "files": []}
             for index in np.unique(owners):
@@ -182,10 +190,8 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
 
         with engine_errors("building state"):
             rows = (spark.range(len(inputs), numPartitions=len(inputs))
-                    .mapInArrow(read, _spark_schema(
-                        tagged.append(pa.field("_partition", pa.int64()))))
-                    .repartition(p, "_partition")
-                    .sortWithinPartitions(*_ORDER)
+                    .mapInArrow(read, _spark_schema(BLOCKS))
+                    .repartition(p, PARTITION)
                     .mapInArrow(run, _spark_schema(result_schema))
                     .collect())
         subtasks: dict[int, SubtaskMetadata] = {}

@@ -7,14 +7,16 @@ publishes) and replaces only the part that touches data:
   old keyed handle reads it with the checkpoint reader, drops expired entries and computes
   the new key group (vectorised Java hashing), target subtask and partition: equal ranges of
   new key groups, at least two per core, so every core writes and a partition's key groups
-  belong to a few consecutive subtasks (keys hash evenly over key groups). Spark's hash
-  partitioning delivers them (each row carries a value Spark hashes to its partition), with
-  no sampling pass over the data as range partitioning would make; rows are sorted by key
-  group within a partition, and each partition writes its
-  subtasks' rows with the format's writer (``op-N/keyed/S/<subtask>-p<partition>.parquet``)
-  and returns only ``(file, size, checksum, key group, first row, rows)``. A subtask may get
-  several files (one per partition holding its rows): handles of one state in several files
-  are part of the format.
+  belong to a few consecutive subtasks (keys hash evenly over key groups). Rows cross the
+  shuffle in blocks (:func:`arrow_blocks`: Arrow IPC streams of many rows of one partition),
+  which Spark's hash partitioning delivers (each block carries a value Spark hashes to its
+  partition), with no sampling pass over the data as range partitioning would make and no
+  conversion of every row to the JVM's format and back; each partition sorts its rows by key
+  group (Arrow, in the task) and writes its subtasks' rows with the format's writer
+  (``op-N/keyed/S/<subtask>-p<partition>.parquet``) and returns only ``(file, size,
+  checksum, key group, first row, rows)``. A subtask may get several files (one per
+  partition holding its rows): handles of one state in several files are part of the
+  format.
 * :func:`spark_state_writer` (for :func:`formats.export.export_checkpoint`): one task per
   stored piece writes a part file; a state's table is the directory ``<state>.<ext>/`` of
   ``part-NNNNN.<ext>`` files (what ``pyarrow.dataset`` and ``spark.read`` read as one table).
@@ -54,11 +56,19 @@ from formats.v1_columns import keyed_schema
 from statecore.checkpoint import FileInfo, KeyedStateHandle, KeyGroupRows
 from statecore.errors import EngineError, StatectlError
 
-__all__ = ["engine_errors", "spark_footers", "spark_keyed_writer", "spark_rehash_counter",
+__all__ = ["BLOCKS", "PARTITION", "arrow_blocks", "engine_errors", "partition_tags",
+           "read_blocks", "spark_footers", "spark_keyed_writer", "spark_rehash_counter",
            "spark_state_writer"]
 
-SUBTASK = "_subtask"
 PARTITION = "_partition"
+#: Rows cross Spark's shuffle as Arrow IPC streams of many rows each ("blocks"), tagged with
+#: their partition: the JVM moves a few large binary values instead of converting every row
+#: to its own format and back (which took most of a rewrite's time).
+BLOCKS = pa.schema([(PARTITION, pa.int64()), ("block", pa.binary())])
+#: A block's target size: well under Spark's Arrow batch limit
+#: (``spark.sql.execution.arrow.maxBytesPerBatch``, 64 MiB by default) and Arrow's 2 GiB
+#: binary column limit, large enough that a block's fixed costs do not matter.
+BLOCK_BYTES = 8 << 20
 _STATS = pa.schema([("subtask", pa.int32()), ("path", pa.string()), ("size", pa.int64()),
                     ("checksum", pa.string()), ("key_group", pa.int32()),
                     ("first_row", pa.int64()), ("row_count", pa.int64())])
@@ -99,8 +109,6 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
         if not handles:
             return KeyedOutput(tuple(() for _ in range(p)), (), 0, 0)
         schema = keyed_schema(job.state, job.op.key_type)
-        rows_schema = schema.append(pa.field(SUBTASK, pa.int32()))
-        tagged_schema = rows_schema.append(pa.field(PARTITION, pa.int64()))
         dropped = spark.sparkContext.accumulator(0)
         # ranges of key groups (so of subtasks: subtask = kg * p // M grows with kg), at least
         # two per core: every core writes, and a partition spans at most a few subtasks
@@ -110,7 +118,7 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
         # Spark's hash partitioning sends to that partition. Range partitioning would first
         # run the whole read stage once more to sample the key groups.
         tags = partition_tags(spark, partitions)
-        tag_of = np.asarray([tags[kg * partitions // m] for kg in range(m)], dtype=np.int64)
+        partition_of = np.arange(m, dtype=np.int64) * partitions // m
 
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
@@ -118,27 +126,25 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
                     table, groups, gone = prepare_rows(
                         job.checkpoint.keyed_table(job.op.uid, handles[index]), job)
                     dropped.add(gone)
-                    subtasks = pa.array((groups.astype(np.int64) * p // m).astype(np.int32))
-                    out = (table.cast(schema).append_column(SUBTASK, subtasks)
-                           .append_column(PARTITION, pa.array(tag_of[groups])))
-                    yield from out.to_batches()
+                    yield from arrow_blocks(table.cast(schema), partition_of[groups], tags)
 
         def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             from pyspark import TaskContext
             context = TaskContext.get()
             partition = 0 if context is None else context.partitionId()
-            parts = list(batches)
-            if not parts:
+            table = read_blocks(batches, schema)
+            if table.num_rows == 0:
                 return
-            table = pa.Table.from_batches(parts).drop_columns([PARTITION]).cast(rows_schema)
-            subtasks = np.asarray(table.column(SUBTASK).to_numpy(), dtype=np.int32)
+            groups = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
+            order = np.argsort(groups, kind="stable")
+            table, groups = table.take(pa.array(order)), groups[order]
+            subtasks = groups.astype(np.int64) * p // m
             stats: dict[str, list[Any]] = {f.name: [] for f in _STATS}
             for subtask in np.unique(subtasks):
                 lo, hi = np.searchsorted(subtasks, [subtask, subtask + 1])
-                part = table.slice(lo, hi - lo).drop_columns([SUBTASK])
-                groups = np.asarray(part.column("key_group").to_numpy(), dtype=np.int32)
                 relative = job.file(int(subtask), f"-p{partition}")
-                info, rows = write_sorted(job, job.checkpoint.fs, relative, part, groups)
+                info, rows = write_sorted(job, job.checkpoint.fs, relative,
+                                          table.slice(lo, hi - lo), groups[lo:hi])
                 for r in rows:
                     for name, value in (("subtask", int(subtask)), ("path", info.path),
                                         ("size", info.size), ("checksum", info.checksum),
@@ -149,9 +155,8 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
 
         with engine_errors(f"rewriting state {job.state.name!r}"):
             rows = (spark.range(len(handles), numPartitions=len(handles))
-                    .mapInArrow(read, _spark_schema(tagged_schema))
+                    .mapInArrow(read, _spark_schema(BLOCKS))
                     .repartition(partitions, PARTITION)
-                    .sortWithinPartitions("key_group")
                     .mapInArrow(write_partition, _spark_schema(_STATS))
                     .collect())
         by_file: dict[tuple[int, str], list[KeyGroupRows]] = defaultdict(list)
@@ -173,6 +178,39 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
                            entries, int(dropped.value))
 
     return write
+
+
+def arrow_blocks(table: pa.Table, partitions: np.ndarray[Any, Any],
+                 tags: Sequence[int] | np.ndarray[Any, Any],
+                 block_bytes: int = BLOCK_BYTES) -> Iterator[pa.RecordBatch]:
+    """``table``'s rows as ``BLOCKS`` batches: row ``i`` goes to partition ``partitions[i]``.
+
+    Each block is an Arrow IPC stream of rows of one partition (in their order in
+    ``table``) of about ``block_bytes``, tagged with ``tags[partition]``.
+    """
+    if table.num_rows == 0:
+        return
+    order = np.argsort(partitions, kind="stable")
+    ordered, targets = table.take(pa.array(order)), partitions[order]
+    per_block = max(1, block_bytes * table.num_rows // max(1, table.nbytes))
+    for target in np.unique(targets):
+        lo, hi = np.searchsorted(targets, [target, target + 1])
+        tag, blocks = int(tags[int(target)]), []
+        for start in range(int(lo), int(hi), per_block):
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(ordered.slice(start, min(per_block, int(hi) - start)))
+            blocks.append(sink.getvalue().to_pybytes())
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([tag] * len(blocks), pa.int64()), pa.array(blocks, pa.binary())],
+            schema=BLOCKS)
+
+
+def read_blocks(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    """The rows of the ``BLOCKS`` batches ``batches`` (see :func:`arrow_blocks`)."""
+    tables = [pa.ipc.open_stream(block).read_all()
+              for batch in batches for block in batch.column("block").to_pylist()]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def partition_tags(spark: Any, partitions: int) -> list[int]:
