@@ -113,7 +113,8 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _both(spark: Any, source: str, out: Path, p: int, m: int | None, *, compact: bool = False,
-          drop_expired: bool = False) -> tuple[Checkpoint, Checkpoint]:
+          drop_expired: bool = False, block_bytes: int | None = None
+          ) -> tuple[Checkpoint, Checkpoint]:
     checkpoint = open_checkpoint(source)
     local_plan = plan_checkpoint(checkpoint, p, m)
     spark_plan = plan_checkpoint(checkpoint, p, m, spark_rehash_counter(spark))
@@ -121,7 +122,8 @@ def _both(spark: Any, source: str, out: Path, p: int, m: int | None, *, compact:
     kwargs = {"compact": compact, "drop_expired": drop_expired, "now": 1_060_000}
     rescale_checkpoint(checkpoint, str(out / "local"), local_plan, **kwargs)  # type: ignore
     result = rescale_checkpoint(checkpoint, str(out / "spark"), spark_plan,  # type: ignore
-                                keyed_writer=spark_keyed_writer(spark), **kwargs)
+                                keyed_writer=spark_keyed_writer(spark) if block_bytes is None
+                                else spark_keyed_writer(spark, block_bytes), **kwargs)
     local, on_spark = open_checkpoint(str(out / "local")), open_checkpoint(str(out / "spark"))
     assert result.entries_written == sum(r.row_count for op in on_spark.metadata.operators
                                          for st in op.subtasks for h in st.keyed
@@ -341,15 +343,21 @@ def _inputs(directory: Path) -> list[str]:
     return paths
 
 
-@pytest.mark.parametrize(("parallelism", "max_parallelism"), [(3, None), (1, 64), (4, 512)])
+@pytest.mark.parametrize(("parallelism", "max_parallelism", "block_bytes"), [
+    (3, None, None), (1, 64, None), (4, 512, None), (2, 128, 300)])
 def test_build_on_spark_equals_local(spark: Any, tmp_path: Path, parallelism: int,
-                                     max_parallelism: int | None) -> None:
+                                     max_parallelism: int | None, block_bytes: int | None
+                                     ) -> None:
+    # block_bytes: records cross the shuffle in blocks of a few records each, many per
+    # subtask, and are put back into reading order there
     from formats.build import build_state
     from formats.spark.build import spark_build
     inputs = _inputs(tmp_path)
     settings = {"key": "user", "aggregations": AGGREGATIONS, "parallelism": parallelism,
                 "max_parallelism": max_parallelism, "uid": "u"}
     local = build_state(inputs, checkpoint_dir=str(tmp_path / "local"), **settings)  # type: ignore
+    if block_bytes is not None:
+        settings["block_bytes"] = block_bytes
     on_spark = spark_build(spark, inputs, checkpoint_dir=str(tmp_path / "spark"),
                            **settings)  # type: ignore[arg-type]
     assert (on_spark.records, on_spark.final_checkpoint) == (local.records, 1)
@@ -430,6 +438,14 @@ def test_arrow_blocks_carry_each_row_to_its_partition_in_order(
         assert blocks == len(rows)
     elif block_bytes >= table.nbytes:  # everything fits: one block per partition
         assert blocks == len(by_tag)
+
+
+def test_rewrite_in_many_small_blocks_equals_local(spark: Any, generated: str,
+                                                  tmp_path: Path) -> None:
+    # blocks of a few rows: every partition receives many blocks from every read task
+    local, on_spark = _both(spark, generated, tmp_path, 3, 256, block_bytes=200)
+    assert diff_checkpoints(local, on_spark).equal
+    assert verify_checkpoint(str(tmp_path / "spark")).clean
 
 
 def test_rewrite_spreads_key_groups_over_every_partition(spark: Any, generated: str,

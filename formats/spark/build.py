@@ -40,6 +40,7 @@ from formats.inputs import InputError, column_spec, read_input
 from formats.key_hash import key_groups
 from formats.spark import require_pyspark
 from formats.spark.jobs import (
+    BLOCK_BYTES,
     BLOCKS,
     PARTITION,
     _spark_schema,
@@ -93,10 +94,12 @@ def _inputs_described(spark: Any, inputs: Sequence[str]) -> list[tuple[pa.Schema
 def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Sequence[str],
                 checkpoint_dir: str, key_type: str | None = None, parallelism: int = 1,
                 max_parallelism: int | None = None, uid: str = "build",
-                ttl: int | None = None) -> BuildSummary:
+                ttl: int | None = None, block_bytes: int = BLOCK_BYTES) -> BuildSummary:
     """Build keyed state from ``inputs`` on ``spark`` (see the module doc).
 
     As :func:`formats.build.build_state`, without checkpoints on the way or a resume.
+    ``block_bytes``: the size of the blocks records cross the shuffle in
+    (:func:`formats.spark.jobs.arrow_blocks`).
     """
     require_pyspark()
     if not inputs:
@@ -168,7 +171,8 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                         "_split", pa.array(np.full(n, j, dtype=np.int32))).append_column(
                         "_row", pa.array(np.arange(n, dtype=np.int64)))
                     yield from arrow_blocks(table.cast(tagged),
-                                            groups.astype(np.int64) * p // m, tag_of)
+                                            groups.astype(np.int64) * p // m, tag_of,
+                                            block_bytes)
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             table = read_blocks(batches, tagged)

@@ -97,8 +97,11 @@ def engine_errors(what: str) -> Iterator[None]:
         raise EngineError(f"{what} failed on Spark: {_cause(exc)}") from exc
 
 
-def spark_keyed_writer(spark: Any) -> KeyedWriter:
-    """A :data:`formats.rescale.KeyedWriter` running on ``spark`` (see the module doc)."""
+def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES) -> KeyedWriter:
+    """A :data:`formats.rescale.KeyedWriter` running on ``spark`` (see the module doc).
+
+    ``block_bytes``: the size of the blocks rows cross the shuffle in (:func:`arrow_blocks`).
+    """
     require_pyspark()
 
     def write(job: KeyedJob) -> KeyedOutput:
@@ -126,7 +129,8 @@ def spark_keyed_writer(spark: Any) -> KeyedWriter:
                     table, groups, gone = prepare_rows(
                         job.checkpoint.keyed_table(job.op.uid, handles[index]), job)
                     dropped.add(gone)
-                    yield from arrow_blocks(table.cast(schema), partition_of[groups], tags)
+                    yield from arrow_blocks(table.cast(schema), partition_of[groups], tags,
+                                            block_bytes)
 
         def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             from pyspark import TaskContext
