@@ -11,9 +11,8 @@ The job is the local engine's, cut along its subtasks (:func:`statecore.job.open
 3. Spark repartitions the records by subtask, one partition each (blocks of records, as Arrow
    IPC streams, carry a value Spark hashes to their subtask's partition: the subtask number
    itself could collide); each partition is sorted into that order (by Arrow, in the task),
-   and a task per partition runs its subtask exactly as
-   the local job does (the same backend, aggregations and state) and writes its snapshot
-   with the format's writer;
+   and a task per partition runs its subtask exactly as the local job does (the same
+   backend, aggregations and state) and writes its snapshot with the format's writer;
 4. the driver runs subtasks that received no record itself (empty keyed state, but their
    source positions and configuration), writes ``_metadata.json`` and publishes the
    checkpoint atomically in the state directory.

@@ -190,7 +190,8 @@ def arrow_blocks(table: pa.Table, partitions: np.ndarray[Any, Any],
     """``table``'s rows as ``BLOCKS`` batches: row ``i`` goes to partition ``partitions[i]``.
 
     Each block is an Arrow IPC stream of rows of one partition (in their order in
-    ``table``) of about ``block_bytes``, tagged with ``tags[partition]``.
+    ``table``) of about ``block_bytes``, tagged with ``tags[partition]``; one block per
+    batch, a partition's blocks in order.
     """
     if table.num_rows == 0:
         return
@@ -199,15 +200,14 @@ def arrow_blocks(table: pa.Table, partitions: np.ndarray[Any, Any],
     per_block = max(1, block_bytes * table.num_rows // max(1, table.nbytes))
     for target in np.unique(targets):
         lo, hi = np.searchsorted(targets, [target, target + 1])
-        tag, blocks = int(tags[int(target)]), []
+        tag = pa.array([int(tags[int(target)])], pa.int64())
         for start in range(int(lo), int(hi), per_block):
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, table.schema) as writer:
                 writer.write_table(ordered.slice(start, min(per_block, int(hi) - start)))
-            blocks.append(sink.getvalue().to_pybytes())
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([tag] * len(blocks), pa.int64()), pa.array(blocks, pa.binary())],
-            schema=BLOCKS)
+            # one block per batch: a batch's binary column stays far below Arrow's 2 GiB
+            yield pa.RecordBatch.from_arrays(
+                [tag, pa.array([sink.getvalue().to_pybytes()], pa.binary())], schema=BLOCKS)
 
 
 def read_blocks(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
