@@ -3,7 +3,7 @@
 One benchmark, ``checkpoint`` (``bench/run.py`` runs it with the others and prints the table),
 on one copy-on-write backend of string keys with one int64 value state at max parallelism 128:
 
-* write throughput: rows/s of ``formats.checkpoint_v1.write_checkpoint`` (the writer the
+* write throughput: rows/s of ``formats.statectl.writer.write_checkpoint`` (the writer the
   asynchronous path runs in its child process or thread, called synchronously to measure it)
   against ``pyarrow.parquet.write_table`` of a table with the same columns and rows; also
   against building that table from Python lists plus ``write_table`` (information).
@@ -47,10 +47,12 @@ import pyarrow.parquet as pq
 from bench_backend import fill, new_backend, random_string_keys
 from bench_state_maps import NANOS, SEED, Bar, Config, Row, Section, median, progress, ratio_label
 
-from formats.async_checkpoint import write_checkpoint_async
-from formats.checkpoint_v1 import METADATA_FILE, open_checkpoint, write_checkpoint
 from formats.inspect import summarize
 from formats.io_stats import CountingHandler
+from formats.open import open_checkpoint
+from formats.statectl.async_writer import write_checkpoint_async
+from formats.statectl.publish import METADATA_FILE
+from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import CheckpointMetadata, OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import CheckpointCancelledError
 from statecore.keyed_backend import HeapKeyedStateBackend

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from bench_state_maps import Bar, Config, Row, Section, progress
 
-from formats.checkpoint_v1 import open_checkpoint
 from formats.flink import keyed as flink_keyed
+from formats.open import open_checkpoint
 from statecore.checkpoint import CheckpointMetadata
 
 TARGET = 200_000

@@ -28,11 +28,13 @@ from typing import Any, cast
 import pyarrow.fs as pafs
 from bench_state_maps import SEED, Bar, Config, Row, Section, progress
 
-from formats.checkpoint_v1 import Checkpoint, open_checkpoint, write_checkpoint
 from formats.inspect import summarize
 from formats.io_stats import CountingHandler
 from formats.key_group_stats import key_group_histograms
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
 from formats.state_scan import largest_entries, lookup
+from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import (
     assign_to_key_group,

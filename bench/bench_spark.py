@@ -40,14 +40,17 @@ import numpy as np
 import pyarrow as pa
 from bench_state_maps import Bar, Config, Row, Section, progress
 
+from formats.columns import keyed_schema
+from formats.diff import diff_checkpoints
+from formats.filesystems import staged
+from formats.key_hash import key_groups
+
 # The checkpoint is assembled from the format's own building blocks (private to formats):
 # a backend of 5M entries would dominate the benchmark's time.
-from formats.checkpoint_v1 import _FileWriter, open_checkpoint
-from formats.diff import diff_checkpoints
-from formats.key_hash import key_groups
+from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
-from formats.v1_columns import keyed_schema
-from formats.v1_publish import publish, staged
+from formats.statectl.publish import publish
+from formats.statectl.writer import ParquetFileWriter
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -81,7 +84,7 @@ def make_checkpoint(location: str, entries: int) -> None:
         for i in range(P):
             kg = compute_key_group_range_for_operator_index(M, P, i)
             lo, hi = np.searchsorted(groups, [kg.start, kg.end + 1])
-            writer = _FileWriter(fs, staging, f"op-0/keyed/0/{i}.parquet", schema)
+            writer = ParquetFileWriter(fs, staging, f"op-0/keyed/0/{i}.parquet", schema)
             rows = []
             sub = groups[lo:hi]
             values, starts, counts = np.unique(sub, return_index=True, return_counts=True)

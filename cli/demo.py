@@ -26,7 +26,7 @@ from rich.rule import Rule
 
 from cli.main import statectl
 from cli.walkthroughs import walkthroughs
-from formats.storage import DirectoryCheckpointStorage
+from formats.statectl.storage import DirectoryCheckpointStorage
 
 __all__ = ["demo_invocations", "inspect_invocations", "main", "rescale_invocations",
            "write_events"]

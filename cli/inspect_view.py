@@ -20,7 +20,7 @@ from rich.tree import Tree
 
 from cli.values import format_size, format_value
 from formats.export import jsonable
-from formats.inspect import CheckpointSummary, InspectReport
+from formats.inspect import CheckpointSummary, InspectReport, OperatorSummary
 from formats.key_group_stats import KeyGroupHistogram
 from formats.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
 from statecore.serializers import VOID_NAMESPACE
@@ -36,6 +36,8 @@ _SUBTASK_STYLES = ("cyan", "magenta")
 LOOKUP_NAMESPACES = 10
 #: Longest value drawn in a table cell before it is cut with "…".
 CELL_WIDTH = 48
+#: Characters of names on the summary's line of operators without state (one line).
+STATELESS_WIDTH = 60
 
 
 def _cell(value: Any) -> str:
@@ -54,26 +56,85 @@ def _title(summary: CheckpointSummary) -> str:
     return f"{prefix}{summary.kind} {summary.checkpoint_id}"
 
 
-def _summary(console: Console, summary: CheckpointSummary) -> None:
-    tree = Tree(f"{_title(summary)}  {escape(summary.location)}")
+def _operator_label(op: OperatorSummary) -> str:
+    """The uid (bold), else the name with the start of the OperatorID."""
+    if op.identity.uid is not None:
+        name = f" ({escape(op.name)})" if op.name and op.name != op.identity.uid else ""
+        return f"[bold]{escape(op.identity.uid)}[/]{name}"
+    return f"[bold]{escape(op.name or op.identity.id)}[/] [dim]({op.identity.id[:8]})[/]"
+
+
+def _spread(op: OperatorSummary) -> str:
+    """The subtasks' entries and bytes as ranges, and the skew of bytes (max/mean)."""
+    entries = [st.entries for st in op.subtasks]
+    sizes = [st.bytes for st in op.subtasks]
+    mean = sum(sizes) / len(sizes) if sizes else 0
+    low, high = min(entries, default=0), max(entries, default=0)
+    counts = f"{low:,}" if low == high else f"{low:,}-{high:,}"
+    small, large = format_size(min(sizes, default=0)), format_size(max(sizes, default=0))
+    if small == large:
+        size = small
+    elif small.split()[1] == large.split()[1]:  # one unit: "2.6-3.1 KiB"
+        size = f"{small.split()[0]}-{large}"
+    else:
+        size = f"{small}-{large}"
+    skew = f", skew {max(sizes) / mean:.2f}" if mean else ""
+    return f"{counts} entries, {size} per subtask{skew}"
+
+
+def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> None:
+    """The tree of operators and states, fit for a screen unless ``everything``.
+
+    By default operators without state are summed up in one line, states without entries are
+    counted on their operator's line, a keyed operator's subtasks are summed up as ranges, and a
+    parallelism all operators share is said once; with ``everything`` the tree lists every
+    operator and state and one table every subtask.
+    """
+    shared = {(op.parallelism, op.max_parallelism) for op in summary.operators}
+    common = next(iter(shared)) if len(shared) == 1 and not everything else None
+    title = _title(summary)
+    if common is not None:
+        title += f" [dim](parallelism {common[0]}, max parallelism {common[1]})[/]"
+    tree = Tree(f"{title}  {escape(summary.location)}")
+    stateless = [op for op in summary.operators if not op.states]
     for op in summary.operators:
-        branch = tree.add(
-            f"[bold]{escape(op.uid)}[/] ({escape(op.name)})  parallelism {op.parallelism}, max "
-            f"parallelism {op.max_parallelism}" + (f", key {op.key_type}" if op.key_type
-                                                   else ""))
-        for state in op.states:
+        if not op.states and not everything:
+            continue
+        shown = [s for s in op.states if everything or s.entries]
+        empty = len(op.states) - len(shown)
+        parts = [f"key {op.key_type}"] if op.key_type else []
+        if common is None:
+            parts.append(f"parallelism {op.parallelism}, max parallelism {op.max_parallelism}")
+        if op.key_type and not everything:
+            parts.append(_spread(op))
+        head = "  ".join([_operator_label(op), *(["; ".join(parts)] if parts else [])])
+        if empty:
+            head += f" [dim](+{empty} empty)[/]"
+        branch = tree.add(head)
+        for state in shown:
             branch.add(f"{escape(state.name)}  [dim]{state.scope} {state.kind}[/]  "
                        f"{state.entries:,} entries, {format_size(state.bytes)}")
+    if stateless and not everything:
+        names = [op.identity.uid or op.name or op.identity.id for op in stateless]
+        listed = names[:1] + [n for i, n in enumerate(names[1:], 1)
+                              if len(", ".join(names[:i + 1])) <= STATELESS_WIDTH]
+        more = f", {len(names) - len(listed)} more" if len(listed) < len(names) else ""
+        tree.add(f"[dim]{len(names)} operator{'s' if len(names) > 1 else ''} without state: "
+                 f"{escape(', '.join(listed))}{more} (--all lists them)[/]")
     console.print(tree, soft_wrap=False)  # a long label wraps instead of being cut
+    if not everything:
+        return
+    table = Table(title="subtasks", title_justify="left")
+    for column in ("operator", "subtask", "key groups", "entries", "bytes"):
+        table.add_column(column, justify="left" if column in ("operator", "key groups")
+                         else "right")
     for op in summary.operators:
-        table = Table(title=f"{escape(op.uid)}: subtasks", title_justify="left")
-        for column in ("subtask", "key groups", "entries", "bytes"):
-            table.add_column(column, justify="left" if column == "key groups" else "right")
         for st in op.subtasks:
             groups = "-" if st.key_group_range is None else \
                 f"{st.key_group_range[0]}-{st.key_group_range[1]}"
-            table.add_row(str(st.index), groups, f"{st.entries:,}", format_size(st.bytes))
-        console.print(table)
+            table.add_row(escape(op.identity.label), str(st.index), groups, f"{st.entries:,}",
+                          format_size(st.bytes))
+    console.print(table)
 
 
 def chart_lines(values: Sequence[int], owners: Sequence[int], *, columns: int = CHART_COLUMNS,
@@ -193,7 +254,7 @@ def draw_inspect(console: Console, report: InspectReport) -> None:
     """The text of ``inspect``: the summary, or (views asked for) a header and the views."""
     summary = report.summary
     if not report.views:
-        _summary(console, summary)
+        _summary(console, summary, report.everything)
         return
     console.print(f"{_title(summary)}  {escape(summary.location)}")
     for histogram in report.key_groups or ():
@@ -225,15 +286,16 @@ def _entry_json(e: Entry) -> dict[str, Any]:
             "ttl_timestamp": _plain(e.ttl_timestamp), "bytes": e.bytes}
 
 
-def _state_entries_json(states: Sequence[StateEntries]) -> list[dict[str, Any]]:
-    return [{"operator": s.uid, "state": s.state, "scope": s.scope, "kind": s.kind,
-             "entries": [_entry_json(e) for e in s.entries]} for s in states]
+def _state_entries_json(report: InspectReport, states: Sequence[StateEntries]
+                        ) -> list[dict[str, Any]]:
+    return [{"operator": report.operator(s.uid).to_json(), "state": s.state, "scope": s.scope,
+             "kind": s.kind, "entries": [_entry_json(e) for e in s.entries]} for s in states]
 
 
 def _histogram_json(h: KeyGroupHistogram) -> dict[str, Any]:
     def stats(values: tuple[int, float, int, float]) -> dict[str, Any]:
         return {"min": values[0], "mean": values[1], "max": values[2], "skew": values[3]}
-    return {"operator": h.uid, "name": h.name, "max_parallelism": h.max_parallelism,
+    return {**h.identity.to_json(), "max_parallelism": h.max_parallelism,
             "bytes": stats(h.bytes_stats), "entries": stats(h.entries_stats),
             "subtasks": [{"index": s.index, "key_group_range": list(s.key_group_range),
                           "entries": s.entries, "bytes": s.bytes, "share": s.share}
@@ -248,8 +310,7 @@ def _summary_json(summary: CheckpointSummary) -> dict[str, Any]:
         "checkpoint_id": summary.checkpoint_id, "kind": summary.kind,
         "created_ms": summary.created_ms,
         "operators": [{
-            "id": op.id or op.uid, "uid": op.stored_uid, "name": op.name,
-            "parallelism": op.parallelism,
+            **op.identity.to_json(), "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism, "key_type": op.key_type,
             "states": [{"name": s.name, "scope": s.scope, "kind": s.kind, "entries": s.entries,
                         "bytes": s.bytes} for s in op.states],
@@ -271,10 +332,11 @@ def inspect_json(report: InspectReport) -> dict[str, Any]:
     if report.key_groups is not None:
         document["key_groups"] = [_histogram_json(h) for h in report.key_groups]
     if report.top is not None:
-        document["top"] = _state_entries_json(report.top)
+        document["top"] = _state_entries_json(report, report.top)
     if report.expired is not None:
         document["expired"] = {"now": report.now, "states": [{
-            "operator": s.uid, "state": s.state, "kind": s.kind, "ttl": s.ttl,
+            "operator": report.operator(s.uid).to_json(), "state": s.state, "kind": s.kind,
+            "ttl": s.ttl,
             "entries": s.entries, "entries_expired": s.entries_expired,
             "elements": s.elements, "elements_expired": s.elements_expired,
             "bytes": s.bytes, "bytes_expired": s.bytes_expired, "share": s.share}
@@ -282,9 +344,10 @@ def inspect_json(report: InspectReport) -> dict[str, Any]:
     if report.lookup is not None:
         document["lookup"] = {
             "key": report.lookup.key,
-            "locations": [{"operator": uid, "key": _plain(key), "key_group": kg,
-                           "subtask": st} for uid, key, kg, st in report.lookup.locations],
-            "states": _state_entries_json(report.lookup.states)}
+            "locations": [{"operator": report.operator(uid).to_json(), "key": _plain(key),
+                           "key_group": kg, "subtask": st}
+                          for uid, key, kg, st in report.lookup.locations],
+            "states": _state_entries_json(report, report.lookup.states)}
     if report.entries is not None:
-        document["entries"] = _state_entries_json(report.entries)
+        document["entries"] = _state_entries_json(report, report.entries)
     return document

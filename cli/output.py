@@ -38,7 +38,7 @@ from formats.diff import Difference, DiffReport
 from formats.export import ExportResult
 from formats.inspect import InspectReport
 from formats.rescale import RescaleResult
-from formats.storage import SnapshotInfo
+from formats.statectl.storage import SnapshotInfo
 from formats.verify import VerifyReport
 from statecore.map_trace import TraceResult, TraceSettings, TraceStep
 from statecore.rescale_plan import OperatorPlan, RescalePlan
@@ -228,7 +228,7 @@ class TextOutput(Output):
         for column in ("change", "operator", "state", "key", "A", "B"):
             table.add_column(column)
         for d in report.differences:
-            table.add_row(d.change, escape(d.operator), escape(d.state or ""),
+            table.add_row(d.change, escape(d.operator.label), escape(d.state or ""),
                           escape(_difference_key(d)),
                           "" if d.left is None else escape(format_value(to_json_value(d.left))),
                           "" if d.right is None else escape(format_value(to_json_value(d.right))))
@@ -245,8 +245,8 @@ class TextOutput(Output):
         for column in ("operator", "state", "kind", "rows", "file"):
             table.add_column(column, justify="right" if column == "rows" else "left")
         for t in result.tables:
-            table.add_row(escape(t.operator), escape(t.state), f"{t.scope} {t.kind}", f"{t.rows:,}",
-                          escape(t.path))
+            table.add_row(escape(t.operator.label), escape(t.state), f"{t.scope} {t.kind}",
+                          f"{t.rows:,}", escape(t.path))
         self.console.print(table)
 
     def trace(self, result: TraceResult) -> None:
@@ -462,7 +462,7 @@ def plan_json(plan: RescalePlan) -> dict[str, Any]:
         "parallelism": plan.parallelism, "max_parallelism": plan.max_parallelism,
         "rehash": plan.rehash, "bytes_moved": plan.bytes_moved, "skew": plan.skew,
         "operators": [{
-            "uid": op.uid, "name": op.name, "old_parallelism": op.old_parallelism,
+            **op.identity.to_json(), "old_parallelism": op.old_parallelism,
             "new_parallelism": op.new_parallelism,
             "old_max_parallelism": op.old_max_parallelism,
             "new_max_parallelism": op.new_max_parallelism, "rehash": op.rehash,
@@ -475,10 +475,11 @@ def plan_json(plan: RescalePlan) -> dict[str, Any]:
                 "entries": st.entries, "bytes": st.bytes, "bytes_moved": st.bytes_moved,
                 "states": [{"name": s.state, "scope": s.scope, "entries": s.entries,
                             "bytes": s.bytes} for s in st.states],
-                "keyed_handles": [{"state": h.state, "file": h.file,
+                "keyed_handles": [{"state": h.state, "file": plan.stored_name(h.file),
                                    "key_groups": [h.key_group_range.start,
                                                   h.key_group_range.end]} for h in st.keyed],
-                "operator_handles": [{"state": h.state, "mode": h.mode.name, "file": h.file,
+                "operator_handles": [{"state": h.state, "mode": h.mode.name,
+                                      "file": plan.stored_name(h.file),
                                       "first_element": h.first_element,
                                       "element_count": h.element_count} for h in st.operator],
             } for st in op.subtasks],
@@ -491,14 +492,18 @@ def rescale_result_json(result: RescaleResult) -> dict[str, Any]:
             "checkpoint_id": result.metadata.checkpoint_id,
             "kind": result.metadata.kind.value, "files_linked": result.files_linked,
             "files_written": result.files_written, "entries_written": result.entries_written,
-            "entries_dropped": result.entries_dropped, "seconds": result.seconds}
+            "entries_dropped": result.entries_dropped, "seconds": result.seconds,
+            "operators": [{**op.identity.to_json(), "parallelism": op.parallelism,
+                           "max_parallelism": op.max_parallelism}
+                          for op in result.metadata.operators]}
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:
     return {"location": report.location, "clean": report.clean, "files": report.files,
             "bytes": report.bytes, "entries": report.entries,
             "counts": dict(sorted(report.counts.items())),
-            "problems": [{"kind": p.kind, "where": p.where, "message": p.message}
+            "problems": [{"kind": p.kind, "where": p.where, "message": p.message,
+                          "operator": None if p.operator is None else p.operator.to_json()}
                          for p in report.problems]}
 
 
@@ -506,7 +511,8 @@ def diff_json(report: DiffReport) -> dict[str, Any]:
     return {"left": report.left, "right": report.right, "equal": report.equal,
             "compared": report.compared, "counts": dict(sorted(report.counts.items())),
             "total": report.total, "limit": report.limit,
-            "differences": [{"change": d.change, "scope": d.scope, "operator": d.operator,
+            "differences": [{"change": d.change, "scope": d.scope,
+                             "operator": d.operator.to_json(),
                              "state": d.state, "key": to_json_value(d.key),
                              "namespace": to_json_value(d.namespace),
                              "left": to_json_value(d.left), "right": to_json_value(d.right),
@@ -559,8 +565,9 @@ class JsonOutput(Output):
     def export(self, result: ExportResult) -> None:
         self._emit({"location": result.location, "format": result.format,
                     "rows": result.rows, "seconds": result.seconds,
-                    "tables": [{"operator": t.operator, "state": t.state, "scope": t.scope,
-                                "kind": t.kind, "path": t.path, "rows": t.rows}
+                    "tables": [{"operator": t.operator.to_json(), "state": t.state,
+                                "scope": t.scope, "kind": t.kind, "path": t.path,
+                                "rows": t.rows}
                                for t in result.tables]})
 
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:

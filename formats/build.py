@@ -3,8 +3,8 @@
 One library call for the command: read the inputs (:mod:`formats.inputs`), run a
 :class:`statecore.job.LocalJob` whose function keeps the requested aggregations
 (:mod:`statecore.aggregations`), checkpoint every N records into a directory
-(:mod:`formats.storage`) while processing goes on, and finish with a checkpoint of the final
-state. ``resume`` restores the latest (or a chosen) checkpoint and replays the inputs from the
+(:mod:`formats.statectl.storage`) while processing goes on, and finish with a checkpoint of the
+final state. ``resume`` restores the latest (or a chosen) checkpoint and replays the inputs from the
 positions it recorded, so a killed build resumed to the end has the same state as one that was
 never interrupted.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from formats.checkpoint_v1 import open_checkpoint
 from formats.inputs import FileSource
-from formats.storage import DirectoryCheckpointStorage
+from formats.open import open_checkpoint
+from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.aggregations import AggregatingFunction, parse_aggregation
 from statecore.checkpoint import CheckpointKind
 from statecore.errors import CheckpointError, InvalidArgumentError

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from formats.arrow_types import from_arrow
-from formats.checkpoint_v1 import Checkpoint
-from formats.v1_columns import operator_schema
+from formats.columns import operator_schema
+from formats.model import Checkpoint
 from statecore.checkpoint import (
+    OperatorIdentity,
     OperatorMetadata,
     OperatorStateHandle,
     StateMetadata,
@@ -31,7 +32,7 @@ from statecore.checkpoint import (
 )
 from statecore.serializers import VOID_NAMESPACE
 
-__all__ = ["DiffReport", "Difference", "diff_checkpoints"]
+__all__ = ["DiffReport", "Difference", "canonical", "diff_checkpoints", "plain"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Difference:
 
     change: str
     scope: str
-    operator: str
+    operator: OperatorIdentity
     state: str | None = None
     key: Any = None
     namespace: Any = None
@@ -85,16 +86,32 @@ def diff_checkpoints(a: Checkpoint, b: Checkpoint, *, left: str = "A", right: st
                      limit: int | None = None) -> DiffReport:
     """Compare two opened checkpoints logically (see the module doc)."""
     report = DiffReport(left, right, limit)
-    ops_a = {op.uid: op for op in a.metadata.operators}
-    ops_b = {op.uid: op for op in b.metadata.operators}
-    for uid in sorted(ops_a.keys() | ops_b.keys()):
-        if uid not in ops_b:
-            report.add(Difference("removed", "operator", uid, left=ops_a[uid].name))
-        elif uid not in ops_a:
-            report.add(Difference("added", "operator", uid, right=ops_b[uid].name))
+    ops_a = {op.identity.id: op for op in a.metadata.operators}
+    ops_b = {op.identity.id: op for op in b.metadata.operators}
+    for op_id in sorted(ops_a.keys() | ops_b.keys(), key=lambda i: _order(ops_a, ops_b, i)):
+        if op_id not in ops_b:
+            report.add(Difference("removed", "operator", ops_a[op_id].identity,
+                                  left=ops_a[op_id].name))
+        elif op_id not in ops_a:
+            report.add(Difference("added", "operator", ops_b[op_id].identity,
+                                  right=ops_b[op_id].name))
         else:
-            _diff_operator(a, ops_a[uid], b, ops_b[uid], report)
+            _diff_operator(a, ops_a[op_id], b, ops_b[op_id], report)
     return report
+
+
+def _order(ops_a: dict[str, OperatorMetadata], ops_b: dict[str, OperatorMetadata],
+           op_id: str) -> tuple[str, str]:
+    """Operators in the order of their uids (as labelled), then ids."""
+    op = ops_a.get(op_id) or ops_b[op_id]
+    return op.uid, op_id
+
+
+def _identity(op_a: OperatorMetadata, op_b: OperatorMetadata) -> OperatorIdentity:
+    """An operator of both (one OperatorID): A's uid and name, or B's where A stored none."""
+    a, b = op_a.identity, op_b.identity
+    return OperatorIdentity(a.id, a.uid if a.uid is not None else b.uid,
+                            a.name if a.name is not None else b.name)
 
 
 def _declaration(state: StateMetadata) -> dict[str, Any]:
@@ -107,7 +124,7 @@ def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: O
                    report: DiffReport) -> None:
     states_a = {s.name: s for s in op_a.states}
     states_b = {s.name: s for s in op_b.states}
-    uid = op_a.uid
+    uid = _identity(op_a, op_b)
     if op_a.key_type != op_b.key_type:
         report.add(Difference("changed", "operator", uid, left={"key_type": op_a.key_type},
                               right={"key_type": op_b.key_type}))
@@ -127,8 +144,8 @@ def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: O
         if left_scope and right_scope and left_scope != right_scope:
             continue  # keyed vs operator (or list vs map): the declaration change says it
         if shape == "keyed":
-            _diff_keyed(dict(_keyed(a, uid, name)) if sa else {},
-                        dict(_keyed(b, uid, name)) if sb else {}, uid, name, report)
+            _diff_keyed(dict(_keyed(a, op_a.uid, name)) if sa else {},
+                        dict(_keyed(b, op_b.uid, name)) if sb else {}, uid, name, report)
         elif shape == "broadcast":
             _diff_keyed(_broadcast(a, op_a, sa) if sa else {},
                         _broadcast(b, op_b, sb) if sb else {}, uid, name, report)
@@ -164,8 +181,8 @@ def _keyed(checkpoint: Checkpoint, uid: str, state: str) -> Iterator[tuple[Any, 
         yield (canonical(key), canonical(namespace)), (key, namespace, stored)
 
 
-def _diff_keyed(left: dict[Any, Any], right: dict[Any, Any], uid: str, state: str,
-                report: DiffReport) -> None:
+def _diff_keyed(left: dict[Any, Any], right: dict[Any, Any], uid: OperatorIdentity,
+                state: str, report: DiffReport) -> None:
     report.compared += len(left.keys() | right.keys())
     for composite in sorted(left.keys() | right.keys(), key=repr):
         la, rb = left.get(composite), right.get(composite)
@@ -214,22 +231,22 @@ def _broadcast(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadat
     return out
 
 
-def _diff_elements(left: Counter[Any], right: Counter[Any], uid: str, state: str,
-                   report: DiffReport) -> None:
+def _diff_elements(left: Counter[Any], right: Counter[Any], uid: OperatorIdentity,
+                   state: str, report: DiffReport) -> None:
     report.compared += sum((left | right).values())
     for element, n in sorted((left - right).items(), key=repr):
-        report.add(Difference("removed", "element", uid, state, left=_plain(element), count=n))
+        report.add(Difference("removed", "element", uid, state, left=plain(element), count=n))
     for element, n in sorted((right - left).items(), key=repr):
-        report.add(Difference("added", "element", uid, state, right=_plain(element), count=n))
+        report.add(Difference("added", "element", uid, state, right=plain(element), count=n))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Undo :func:`canonical` for display."""
     if isinstance(value, tuple) and len(value) == 2 and value[0] in ("list", "tuple"):
-        items = [_plain(v) for v in value[1]]
+        items = [plain(v) for v in value[1]]
         return items if value[0] == "list" else tuple(items)
     if isinstance(value, tuple) and len(value) == 2 and value[0] == "dict":
-        return {_plain(k): _plain(v) for k, v in value[1]}
+        return {plain(k): plain(v) for k, v in value[1]}
     if value == ("nan",):
         return float("nan")
     return value

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from formats.build import BuildSummary, build_state
-from formats.checkpoint_v1 import Checkpoint
 from formats.export import StateWriter
+from formats.model import Checkpoint
 from formats.rescale import KeyedWriter, RehashCounter
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 

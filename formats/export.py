@@ -47,11 +47,16 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from formats.arrow_types import arrow_type, from_arrow
-from formats.checkpoint_v1 import Checkpoint
+from formats.columns import operator_schema, ttl_spec, value_spec
+from formats.filesystems import resolve_filesystem, staged
+from formats.model import Checkpoint
 from formats.state_scan import check_states
-from formats.v1_columns import operator_schema, ttl_spec, value_spec
-from formats.v1_publish import filesystem, staged
-from statecore.checkpoint import OperatorMetadata, StateMetadata, operator_state_segments
+from statecore.checkpoint import (
+    OperatorIdentity,
+    OperatorMetadata,
+    StateMetadata,
+    operator_state_segments,
+)
 from statecore.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWriter",
@@ -68,7 +73,7 @@ Progress = Callable[[int, int], None]
 class ExportedTable:
     """One exported state: its file (relative to the export directory) and rows."""
 
-    operator: str
+    operator: OperatorIdentity
     state: str
     scope: str
     kind: str
@@ -307,7 +312,7 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
                                    f"{', '.join(FORMATS)})")
     check_states(checkpoint, states)
     started = time.perf_counter()
-    fs, final = filesystem(out, None)
+    fs, final = resolve_filesystem(out, None)
     if fs.get_file_info(final).type != pafs.FileType.NotFound:
         raise CheckpointError(f"{out} already exists; export writes a new directory: "
                               "choose another --out")
@@ -329,11 +334,12 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
         for op, state, pieces in work:
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
             path, rows = write(StateExport(op, state, fmt, fs, staging, name, pieces), step)
-            exported.append(ExportedTable(op.uid, state.name, state.scope, state.kind, path,
+            exported.append(ExportedTable(op.identity, state.name, state.scope, state.kind, path,
                                           rows))
         manifest = {"checkpoint_id": checkpoint.metadata.checkpoint_id, "format": fmt,
-                    "tables": [{"operator": t.operator, "state": t.state, "scope": t.scope,
-                                "kind": t.kind, "path": t.path, "rows": t.rows}
+                    "tables": [{"operator": t.operator.to_json(), "state": t.state,
+                                "scope": t.scope, "kind": t.kind, "path": t.path,
+                                "rows": t.rows}
                                for t in exported]}
         with fs.open_output_stream(f"{staging}/{MANIFEST}") as stream:
             stream.write(json.dumps(manifest, indent=2, ensure_ascii=False).encode())

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from formats.checkpoint_v1 import Checkpoint
 from formats.key_group_stats import KeyGroupHistogram, key_group_histograms
+from formats.model import Checkpoint
 from formats.state_scan import (
     ExpiredShare,
     KeyLookup,
@@ -25,7 +25,12 @@ from formats.state_scan import (
     lookup,
     sample_entries,
 )
-from statecore.checkpoint import OperatorMetadata, file_extents, share_of_file
+from statecore.checkpoint import (
+    OperatorIdentity,
+    OperatorMetadata,
+    file_extents,
+    share_of_file,
+)
 
 __all__ = ["CheckpointSummary", "InspectReport", "OperatorSummary", "StateSummary",
            "SubtaskSummary", "inspect_checkpoint", "summarize"]
@@ -63,10 +68,8 @@ class OperatorSummary:
     key_type: str | None
     states: tuple[StateSummary, ...]
     subtasks: tuple[SubtaskSummary, ...]
-    #: the id in JSON output: Flink's OperatorID for a Flink snapshot, else the uid
-    id: str = ""
-    #: the uid as stored (``None``: a Flink operator without one)
-    stored_uid: str | None = None
+    #: the operator as output names it (docs/json.md)
+    identity: OperatorIdentity
 
 
 @dataclass(frozen=True)
@@ -108,8 +111,7 @@ def _operator(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int
         op.uid, op.name, op.parallelism, op.max_parallelism, op.key_type,
         tuple(StateSummary(s.name, s.scope, s.kind, entries[s.name], size[s.name])
               for s in op.states),
-        tuple(sorted(subtasks, key=lambda s: s.index)),
-        op.operator_id or op.uid, op.uid if op.has_uid else None)
+        tuple(sorted(subtasks, key=lambda s: s.index)), op.identity)
 
 
 def _bytes(sizes: dict[str, int], extent: dict[str, int], file: str, rows: int) -> int:
@@ -140,6 +142,15 @@ class InspectReport:
     expired: tuple[ExpiredShare, ...] | None = None
     lookup: KeyLookup | None = None
     entries: tuple[StateEntries, ...] | None = None
+    #: show every operator, state and subtask (``--all``), not a summary that fits a screen
+    everything: bool = False
+
+    def operator(self, uid: str) -> OperatorIdentity:
+        """The identity of the operator with this (model) uid, for the views' rows."""
+        for op in self.summary.operators:
+            if op.uid == uid:
+                return op.identity
+        raise KeyError(uid)
 
     @property
     def views(self) -> bool:
@@ -152,15 +163,16 @@ def inspect_checkpoint(checkpoint: Checkpoint, location: str, *, key_groups: boo
                        measure: str = "bytes", top: int | None = None, now: int | None = None,
                        states: Collection[str] | None = None, key: str | None = None,
                        namespace: str | None = None, limit: int | None = None,
-                       footers: dict[str, list[tuple[int, int, int]]] | None = None
-                       ) -> InspectReport:
+                       footers: dict[str, list[tuple[int, int, int]]] | None = None,
+                       everything: bool = False) -> InspectReport:
     """The summary of ``checkpoint`` and the views asked for.
 
     ``key_groups``: the histogram (metadata and footers only); ``top``: the largest entries
     per state; ``now`` (epoch ms): the TTL-expired share; ``key`` (and ``namespace``): that
     key's entries, reading only its key group; ``limit``: a sample of that many entries per
     state. ``states`` restricts the views that read state to those states. ``footers``: the
-    keyed files' row groups when read elsewhere (by Spark tasks).
+    keyed files' row groups when read elsewhere (by Spark tasks). ``everything``: the summary
+    lists every operator, state and subtask.
     """
     check_states(checkpoint, states)
     return InspectReport(
@@ -169,4 +181,4 @@ def inspect_checkpoint(checkpoint: Checkpoint, location: str, *, key_groups: boo
         None if top is None else largest_entries(checkpoint, top, states),
         now, None if now is None else expired_shares(checkpoint, now, states),
         None if key is None else lookup(checkpoint, key, states, namespace),
-        None if limit is None else sample_entries(checkpoint, limit, states))
+        None if limit is None else sample_entries(checkpoint, limit, states), everything)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from formats.checkpoint_v1 import Checkpoint
-from statecore.checkpoint import KeyGroupRows, OperatorMetadata
+from formats.model import Checkpoint
+from statecore.checkpoint import KeyGroupRows, OperatorIdentity, OperatorMetadata
 
 __all__ = ["KeyGroupHistogram", "KeyGroupStat", "SubtaskShare", "footer_row_groups",
            "key_group_histograms", "keyed_files"]
@@ -54,6 +54,8 @@ class KeyGroupHistogram:
     max_parallelism: int
     key_groups: tuple[KeyGroupStat, ...]
     subtasks: tuple[SubtaskShare, ...]
+    #: the operator as output names it (docs/json.md)
+    identity: OperatorIdentity
 
     def _stats(self, values: Sequence[int]) -> tuple[int, float, int, float]:
         if not values:
@@ -131,7 +133,8 @@ def _histogram(checkpoint: Checkpoint, op: OperatorMetadata,
                  else sub_entries / total_entries if total_entries else 0.0)
         shares.append(SubtaskShare(st.index, (kgs.start, kgs.stop - 1), sub_entries, sub_bytes,
                                    share))
-    return KeyGroupHistogram(op.uid, op.name, op.max_parallelism, stats, tuple(shares))
+    return KeyGroupHistogram(op.uid, op.name, op.max_parallelism, stats, tuple(shares),
+                             op.identity)
 
 
 def key_group_histograms(checkpoint: Checkpoint,

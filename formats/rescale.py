@@ -24,21 +24,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.checkpoint_v1 import (
-    Checkpoint,
-    _FileWriter,
-    link_file,
-)
+from formats.columns import keyed_schema, operator_schema
+from formats.filesystems import resolve_filesystem, staged
 from formats.key_hash import key_groups
-from formats.v1_columns import keyed_schema, operator_schema
-from formats.v1_publish import filesystem, publish, staged
+from formats.model import Checkpoint
+from formats.statectl.publish import publish
+from formats.statectl.reader import StatectlCheckpoint
+from formats.statectl.writer import ParquetFileWriter, link_file
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -83,18 +82,19 @@ class RescaleResult:
     seconds: float
 
 
-def check_source(checkpoint: Checkpoint) -> None:
+def check_source(checkpoint: Checkpoint) -> StatectlCheckpoint:
     """Refuse to rewrite a snapshot statectl can read but not write (a Flink one: plans only)."""
-    if checkpoint.format_name != "statectl":
+    if not isinstance(checkpoint, StatectlCheckpoint):
         raise UnsupportedFormatError(
             f"statectl reads {checkpoint.format_name.capitalize()} snapshots but does not "
             f"write them: use --plan to see what Flink does when it restores this one at the new "
             f"parallelism, or `statectl export` for its contents")
+    return checkpoint
 
 
 def check_target(location: str) -> None:
     """Refuse an output location that exists (checked again when the output is published)."""
-    fs, path = filesystem(location, None)
+    fs, path = resolve_filesystem(location, None)
     if fs.get_file_info(path).type != pafs.FileType.NotFound:
         raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
 
@@ -153,7 +153,9 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
             for group in np.flatnonzero(counts):
                 key = (subtask, int(group))
                 target[key] = target.get(key, 0) + int(counts[group])
-    return plan_rescale(checkpoint.metadata, parallelism, max_parallelism, rehashed=rehashed)
+    plan = plan_rescale(checkpoint.metadata, parallelism, max_parallelism, rehashed=rehashed)
+    stored = {f.path: checkpoint.stored_name(f.path) for f in checkpoint.metadata.files}
+    return replace(plan, stored_names={k: v for k, v in stored.items() if k != v})
 
 
 def _new_key_groups(table: pa.Table, key_type: str, max_parallelism: int) -> np.ndarray[Any, Any]:
@@ -177,7 +179,7 @@ def rescale_checkpoint(
     ``keyed_writer`` rewrites one keyed state (default :func:`write_keyed_locally`; the Spark
     engine passes its own): metadata, operator state and publishing stay here.
     """
-    check_source(checkpoint)
+    checkpoint = check_source(checkpoint)
     started = time.perf_counter()
     source = checkpoint.metadata
     if len(plan.operators) != len(source.operators) or any(
@@ -186,7 +188,7 @@ def rescale_checkpoint(
     rewrite = compact or drop_expired or plan.rehash
     mode = "rehash" if plan.rehash else "compact" if rewrite else "metadata"
     now_ms = int(time.time() * 1000) if now is None else now
-    fs, final = filesystem(location, None)
+    fs, final = resolve_filesystem(location, None)
     stats = _Stats()
     report = progress or (lambda done, total: None)
     with staged(fs, final, location, "writing rescaled checkpoint") as staging:
@@ -195,9 +197,10 @@ def rescale_checkpoint(
         new_kind = source.kind if kind is None else kind
         if not rewrite:
             metadata = plan.metadata(source, new_id, new_kind, created)
-            _check_sizes(checkpoint, metadata.files)
+            for info in metadata.files:
+                checkpoint.check_size(info.path)
             for done, info in enumerate(metadata.files):
-                stats.linked += link_file(checkpoint, info.path, staging)
+                stats.linked += link_file(checkpoint, info.path, fs, staging)
                 report(done + 1, len(metadata.files))
         else:
             operators = []
@@ -205,7 +208,7 @@ def rescale_checkpoint(
             steps = sum(len(op.states) for op in source.operators) or 1
             for index, (op_plan, op) in enumerate(zip(plan.operators, source.operators,
                                                       strict=True)):
-                writer = _OperatorRewriter(checkpoint, staging, index, op, op_plan, files,
+                writer = _OperatorRewriter(checkpoint, fs, staging, index, op, op_plan, files,
                                            stats, compact, drop_expired, now_ms,
                                            keyed_writer or write_keyed_locally)
                 operators.append(writer.run(lambda: report(stats.steps, steps)))
@@ -228,9 +231,10 @@ class _Stats:
 
 @dataclass(frozen=True)
 class KeyedJob:
-    """One keyed state of one operator to rewrite into ``staging`` as ``plan`` says."""
+    """One keyed state of one operator to rewrite into ``staging`` (on ``fs``) as ``plan`` says."""
 
     checkpoint: Checkpoint
+    fs: pafs.FileSystem
     staging: str
     op_index: int
     op: OperatorMetadata
@@ -283,7 +287,7 @@ def write_sorted(job: KeyedJob, fs: pafs.FileSystem, relative: str, table: pa.Ta
                  groups: np.ndarray[Any, Any]) -> tuple[FileInfo, tuple[KeyGroupRows, ...]]:
     """Write rows sorted by key group as one data file; its info and per-key-group rows."""
     assert job.op.key_type is not None
-    writer = _FileWriter(fs, job.staging, relative, keyed_schema(job.state, job.op.key_type))
+    writer = ParquetFileWriter(fs, job.staging, relative, keyed_schema(job.state, job.op.key_type))
     rows = _write_by_key_group(writer, table, groups)
     return writer.close(), rows
 
@@ -306,7 +310,7 @@ def write_keyed_locally(job: KeyedJob) -> KeyedOutput:
         assert kg is not None
         lo, hi = np.searchsorted(groups, [kg.start, kg.end + 1])
         relative = job.file(sub.index)
-        info, rows = write_sorted(job, job.checkpoint.fs, relative, table.slice(lo, hi - lo),
+        info, rows = write_sorted(job, job.fs, relative, table.slice(lo, hi - lo),
                                   groups[lo:hi])
         files.append(info)
         handles.append((KeyedStateHandle(job.state.name, relative, kg, rows),))
@@ -314,21 +318,15 @@ def write_keyed_locally(job: KeyedJob) -> KeyedOutput:
                        sum(d for _, _, d in pieces))
 
 
-def _check_sizes(checkpoint: Checkpoint, files: Sequence[FileInfo]) -> None:
-    for info in files:
-        actual = checkpoint.fs.get_file_info(checkpoint._path(info.path))
-        if actual.size != info.size:
-            raise CorruptCheckpointError(
-                f"{info.path} has {actual.size} bytes, the metadata says {info.size}")
-
-
 class _OperatorRewriter:
     """Rewrites one operator's files for a compact, rehash or drop-expired rescale."""
 
-    def __init__(self, checkpoint: Checkpoint, staging: str, index: int, op: OperatorMetadata,
-                 plan: OperatorPlan, files: list[FileInfo], stats: _Stats, compact: bool,
-                 drop_expired: bool, now: int, keyed_writer: KeyedWriter) -> None:
-        self.checkpoint, self.staging, self.index, self.op = checkpoint, staging, index, op
+    def __init__(self, checkpoint: StatectlCheckpoint, fs: pafs.FileSystem, staging: str,
+                 index: int, op: OperatorMetadata, plan: OperatorPlan, files: list[FileInfo],
+                 stats: _Stats, compact: bool, drop_expired: bool, now: int,
+                 keyed_writer: KeyedWriter) -> None:
+        self.checkpoint, self.fs, self.staging = checkpoint, fs, staging
+        self.index, self.op = index, op
         self.plan, self.files, self.stats = plan, files, stats
         self.compact, self.drop_expired, self.now = compact, drop_expired, now
         self.keyed_writer = keyed_writer
@@ -361,14 +359,14 @@ class _OperatorRewriter:
         if relative not in self.linked:
             self.linked.add(relative)
             info = next(f for f in self.checkpoint.metadata.files if f.path == relative)
-            _check_sizes(self.checkpoint, [info])
-            self.stats.linked += link_file(self.checkpoint, relative, self.staging)
+            self.checkpoint.check_size(relative)
+            self.stats.linked += link_file(self.checkpoint, relative, self.fs, self.staging)
             self.files.append(info)
 
     def _keyed(self, state_index: int, state: StateMetadata) -> list[list[KeyedStateHandle]]:
-        out = self.keyed_writer(KeyedJob(self.checkpoint, self.staging, self.index, self.op,
-                                         state_index, state, self.plan, self.drop_expired,
-                                         self.now))
+        out = self.keyed_writer(KeyedJob(self.checkpoint, self.fs, self.staging, self.index,
+                                         self.op, state_index, state, self.plan,
+                                         self.drop_expired, self.now))
         self.files.extend(out.files)
         self.stats.written += len(out.files)
         self.stats.entries += out.entries
@@ -406,7 +404,7 @@ class _OperatorRewriter:
     def _write_elements(self, relative: str, schema: pa.Schema,
                         handles: Sequence[OperatorStateHandle]) -> list[int]:
         """Write the handles' elements one after another into one file; their counts."""
-        writer = _FileWriter(self.checkpoint.fs, self.staging, relative, schema)
+        writer = ParquetFileWriter(self.fs, self.staging, relative, schema)
         counts = []
         for h in handles:
             table = self.checkpoint.rows_table(h.file, schema, h.first_element, h.element_count)
@@ -421,7 +419,7 @@ _MODES = {"split": OperatorStateMode.SPLIT_DISTRIBUTE, "union": OperatorStateMod
           "broadcast": OperatorStateMode.BROADCAST}
 
 
-def _write_by_key_group(writer: _FileWriter, table: pa.Table,
+def _write_by_key_group(writer: ParquetFileWriter, table: pa.Table,
                         groups: np.ndarray[Any, Any]) -> tuple[KeyGroupRows, ...]:
     """Write rows sorted by key group, key group by key group (row groups: see write_table)."""
     if table.num_rows == 0:

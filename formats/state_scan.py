@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 
 from formats.arrow_types import from_arrow, value_from_text
-from formats.checkpoint_v1 import Checkpoint
+from formats.columns import keyed_schema, operator_schema, ttl_spec, value_spec
+from formats.model import Checkpoint
 from formats.rescale import drop_expired_rows
 from formats.row_sizes import row_sizes
-from formats.v1_columns import keyed_schema, operator_schema, ttl_spec, value_spec
 from statecore.checkpoint import (
     OperatorMetadata,
     StateMetadata,

@@ -36,9 +36,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from formats.checkpoint_v1 import Checkpoint, open_checkpoint
-from formats.v1_columns import operator_schema
-from statecore.checkpoint import KeyedStateHandle, OperatorMetadata
+from formats.columns import operator_schema
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
+from statecore.checkpoint import KeyedStateHandle, OperatorIdentity, OperatorMetadata
 from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
@@ -64,6 +65,8 @@ class Problem:
     kind: str
     where: str
     message: str
+    #: the operator it concerns (``None``: the checkpoint as a whole)
+    operator: OperatorIdentity | None = None
 
 
 @dataclass
@@ -76,6 +79,8 @@ class VerifyReport:
     files: int = 0
     bytes: int = 0
     entries: int = 0
+    #: the operator being checked: problems added meanwhile concern it
+    current: OperatorIdentity | None = None
 
     @property
     def clean(self) -> bool:
@@ -84,7 +89,7 @@ class VerifyReport:
     def add(self, kind: str, where: str, message: str) -> None:
         self.counts[kind] += 1
         if self.counts[kind] <= MAX_LISTED:
-            self.problems.append(Problem(kind, where, message))
+            self.problems.append(Problem(kind, where, message, self.current))
 
 
 def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None = None,
@@ -109,47 +114,32 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
     bad_files: set[str] = set()
     for kind, where, message in checkpoint.open_problems():
         report.add(kind, where, message)
+    owners = {file: op.identity for op in checkpoint.metadata.operators
+              for st in op.subtasks
+              for file in [*(h.file for h in st.keyed), *(h.file for h in st.operator)]}
     for done, info in enumerate(files):
         report.files += 1
         report.bytes += info.size
-        if checkpoint.format_name == "statectl":  # a Flink snapshot's files were read at open
-            _check_file(checkpoint, info.path, info.size, report, bad_files)
+        report.current = owners.get(info.path)  # a file shared by operators: one of them
+        _check_file(checkpoint, info.path, report, bad_files)
         if progress is not None:
             progress(done + 1, len(files) + len(checkpoint.metadata.operators))
     for done, op in enumerate(checkpoint.metadata.operators):
+        report.current = op.identity
         _check_ranges(op, report)
         _check_keyed(checkpoint, op, report, bad_files)
         _check_operator_state(checkpoint, op, report, bad_files)
         if progress is not None:
             progress(len(files) + done + 1, len(files) + len(checkpoint.metadata.operators))
+    report.current = None
     return report
 
 
-def _check_file(checkpoint: Checkpoint, relative: str, size: int, report: VerifyReport,
+def _check_file(checkpoint: Checkpoint, relative: str, report: VerifyReport,
                 bad: set[str]) -> None:
-    try:
-        path = checkpoint._path(relative)
-        actual = checkpoint.fs.get_file_info(path)
-    except UnsafePathError as exc:
-        report.add("unsafe-path", relative, str(exc))
-        bad.add(relative)
-        return
-    except OSError as exc:
-        report.add("missing-file", relative, f"cannot stat it: {exc}")
-        bad.add(relative)
-        return
-    if actual.type.name == "NotFound":
-        report.add("missing-file", relative, "the file is missing")
-        bad.add(relative)
-        return
-    if actual.size != size:
-        report.add("size", relative, f"{actual.size} bytes, the metadata says {size}")
-        bad.add(relative)
-        return
-    try:
-        checkpoint.verify_checksum(relative)
-    except StatectlError as exc:
-        report.add("checksum", relative, str(exc))
+    problem = checkpoint.check_file(relative)
+    if problem is not None:
+        report.add(problem[0], relative, problem[1])
         bad.add(relative)
 
 

@@ -42,7 +42,8 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from cli.main import statectl
-from formats.checkpoint_v1 import open_checkpoint, write_checkpoint
+from formats.open import open_checkpoint
+from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import (
     FORMAT_VERSION,
     CheckpointKind,

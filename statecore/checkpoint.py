@@ -25,6 +25,7 @@ from statecore.errors import (
     UnsafePathError,
     UnsupportedFormatError,
 )
+from statecore.hashing import operator_id_of_uid
 from statecore.key_groups import KeyGroupRange
 from statecore.keyed_backend import KeyedStateSnapshot
 from statecore.operator_backend import OperatorStateMode, OperatorStateSnapshot
@@ -38,6 +39,7 @@ __all__ = [
     "FileInfo",
     "KeyGroupRows",
     "KeyedStateHandle",
+    "OperatorIdentity",
     "OperatorMetadata",
     "OperatorSnapshot",
     "OperatorStateHandle",
@@ -132,8 +134,38 @@ class SubtaskMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class OperatorIdentity:
+    """How every JSON document names an operator (docs/json.md, "Operator identity").
+
+    ``id`` is Flink's OperatorID as 32 lowercase hex digits: as stored in a Flink snapshot, and
+    for a statectl checkpoint the one Flink derives from the uid
+    (:func:`statecore.hashing.operator_id_of_uid`), so a bootstrapped job's operator matches.
+    ``uid`` and ``name`` are as stored, ``None`` when absent -- never one put for another.
+    """
+
+    id: str
+    uid: str | None
+    name: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        """``{"id", "uid", "name"}``."""
+        return {"id": self.id, "uid": self.uid, "name": self.name}
+
+    @property
+    def label(self) -> str:
+        """For people: the uid, else the name with the id, else the id."""
+        if self.uid is not None:
+            return self.uid
+        return f"{self.name} ({self.id})" if self.name else self.id
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorMetadata:
-    """One operator: uid, name, parallelism, key type, declared states and subtasks."""
+    """One operator: uid, name, parallelism, key type, declared states and subtasks.
+
+    ``uid`` identifies the operator within the model (unique in a checkpoint): the uid the job
+    set, or Flink's OperatorID where it set none. :attr:`identity` is what output shows.
+    """
 
     uid: str
     name: str
@@ -146,6 +178,12 @@ class OperatorMetadata:
     operator_id: str | None = None
     #: whether ``uid`` is a uid the job set (a Flink operator without one is named by its id)
     has_uid: bool = True
+
+    @property
+    def identity(self) -> OperatorIdentity:
+        """Its OperatorID (stored, or derived from the uid), and uid and name as stored."""
+        return OperatorIdentity(self.operator_id or operator_id_of_uid(self.uid),
+                                self.uid if self.has_uid else None, self.name or None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,9 @@ __all__ = [
     "java_string_hash",
     "java_tuple_hash",
     "long_to_int_with_bit_mixing",
+    "murmur3_x64_128",
     "murmur_hash",
+    "operator_id_of_uid",
     "round_up_to_power_of_two",
     "to_int32",
 ]
@@ -204,3 +206,63 @@ def java_list_hash(element_hashes: Iterable[int | None]) -> int:
     for eh in element_hashes:
         h = (h * 31 + (0 if eh is None else eh)) & _MASK32
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+# -- 128-bit MurmurHash3 (x64 variant): OperatorIDs of uids --------------------------------------
+
+_C1_128 = 0x87C37B91114253D5
+_C2_128 = 0x4CF5AD432745937F
+
+
+def _rotl64(value: int, shift: int) -> int:
+    return ((value << shift) | (value >> (64 - shift))) & _MASK64
+
+
+def _fmix64(k: int) -> int:
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & _MASK64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & _MASK64
+    return k ^ (k >> 33)
+
+
+def murmur3_x64_128(data: bytes, seed: int = 0) -> bytes:
+    """MurmurHash3 ``x64_128`` of ``data``: 16 bytes, ``h1`` then ``h2``, each little-endian.
+
+    Port of Austin Appleby's ``MurmurHash3_x64_128`` as Guava's ``Hashing.murmur3_128(seed)``
+    returns it (``HashCode.asBytes()``), which is what Flink hashes uids with.
+    """
+    h1 = h2 = seed & _MASK32
+    length = len(data)
+    full = length - length % 16
+    for i in range(0, full, 16):
+        k1 = int.from_bytes(data[i:i + 8], "little")
+        k2 = int.from_bytes(data[i + 8:i + 16], "little")
+        k1 = (_rotl64((k1 * _C1_128) & _MASK64, 31) * _C2_128) & _MASK64
+        h1 = ((_rotl64(h1 ^ k1, 27) + h2) * 5 + 0x52DCE729) & _MASK64
+        k2 = (_rotl64((k2 * _C2_128) & _MASK64, 33) * _C1_128) & _MASK64
+        h2 = ((_rotl64(h2 ^ k2, 31) + h1) * 5 + 0x38495AB5) & _MASK64
+    tail = data[full:]
+    if len(tail) > 8:
+        k2 = int.from_bytes(tail[8:], "little")
+        h2 ^= (_rotl64((k2 * _C2_128) & _MASK64, 33) * _C1_128) & _MASK64
+    if tail:
+        k1 = int.from_bytes(tail[:8], "little")
+        h1 ^= (_rotl64((k1 * _C1_128) & _MASK64, 31) * _C2_128) & _MASK64
+    h1 ^= length
+    h2 ^= length
+    h1 = (h1 + h2) & _MASK64
+    h2 = (h2 + h1) & _MASK64
+    h1, h2 = _fmix64(h1), _fmix64(h2)
+    h1 = (h1 + h2) & _MASK64
+    h2 = (h2 + h1) & _MASK64
+    return h1.to_bytes(8, "little") + h2.to_bytes(8, "little")
+
+
+def operator_id_of_uid(uid: str) -> str:
+    """The OperatorID Flink gives an operator with this uid, as 32 lowercase hex digits.
+
+    Flink's ``StreamGraphHasherV2.generateUserSpecifiedHash``: ``Hashing.murmur3_128(0)`` over
+    the uid's UTF-8 bytes; the 16 hash bytes are the ID's bytes in order (``AbstractID``).
+    """
+    return murmur3_x64_128(uid.encode("utf-8")).hex()

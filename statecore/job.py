@@ -95,7 +95,7 @@ class ProcessFunction(Protocol):
 
 
 class PendingWrite(Protocol):
-    """A checkpoint being written (``formats.async_checkpoint.PendingCheckpoint``)."""
+    """A checkpoint being written (``formats.statectl.async_writer.PendingCheckpoint``)."""
 
     checkpoint_id: int
 

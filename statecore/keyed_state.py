@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from statecore.errors import InvalidArgumentError
 from statecore.serializers import VOID_NAMESPACE, TypeSerializer, parse_type
@@ -36,12 +36,10 @@ from statecore.state_map import StateMap
 from statecore.state_table import StateTable
 from statecore.ttl import TtlConfig, TtlContext, TtlValue, expired
 
-if TYPE_CHECKING:
-    from statecore.keyed_backend import HeapKeyedStateBackend
-
 __all__ = [
     "AggregateFunction",
     "AggregatingState",
+    "CurrentKey",
     "KeyedState",
     "ListState",
     "MapState",
@@ -168,10 +166,24 @@ def aggregating_state(name: str, aggregate_function: AggregateFunction[Any, Any,
 # -- the states -------------------------------------------------------------------------------
 
 
+class CurrentKey(Protocol):
+    """What a state reads of its backend (``HeapKeyedStateBackend``): the current key.
+
+    ``current_key_group`` is the key group of ``current_key``, computed once per
+    ``set_current_key``; ``current_key`` is ``None`` outside a keyed context.
+    """
+
+    @property
+    def current_key(self) -> Any: ...
+
+    @property
+    def current_key_group(self) -> int: ...
+
+
 class KeyedState:
     """What every keyed state shares: the backend's current key, its own namespace, TTL."""
 
-    def __init__(self, backend: HeapKeyedStateBackend[Any], descriptor: StateDescriptor,
+    def __init__(self, backend: CurrentKey, descriptor: StateDescriptor,
                  table: StateTable[Any, Any, Any], ttl: TtlContext | None,
                  on_access: Callable[[], None] | None) -> None:
         self.descriptor = descriptor

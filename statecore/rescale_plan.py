@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
     FileInfo,
     KeyedStateHandle,
+    OperatorIdentity,
     OperatorMetadata,
     OperatorStateHandle,
     SubtaskMetadata,
@@ -99,6 +100,8 @@ class OperatorPlan:
     new_max_parallelism: int
     subtasks: tuple[SubtaskPlan, ...]
     union_elements: int
+    #: the operator as output names it (``OperatorMetadata.identity``)
+    identity: OperatorIdentity
 
     @property
     def rehash(self) -> bool:
@@ -140,10 +143,17 @@ class RescalePlan:
     parallelism: int
     max_parallelism: int | None
     operators: tuple[OperatorPlan, ...]
+    #: data files as the source's format names them, where that is not their model name (a
+    #: Flink snapshot's decoded states: the stream's file name, or ``inline``)
+    stored_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def rehash(self) -> bool:
         return any(op.rehash for op in self.operators)
+
+    def stored_name(self, file: str) -> str:
+        """How the source's format names a data file (see ``stored_names``)."""
+        return self.stored_names.get(file, file)
 
     @property
     def bytes_moved(self) -> int:
@@ -335,7 +345,7 @@ def _plan_operator(op: OperatorMetadata, p: int, new_max: int, sizes: Mapping[st
             tuple(keyed[i]), tuple(operator[i]), states, sum(s.bytes for s in states),
             moved[i]))
     return OperatorPlan(op.uid, op.name, len(old), p, op.max_parallelism, new_max,
-                        tuple(subtasks), union_elements)
+                        tuple(subtasks), union_elements, op.identity)
 
 
 def _by_name(handles: Sequence[OperatorStateHandle]) -> dict[str, list[OperatorStateHandle]]:

@@ -16,8 +16,9 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 
-from formats.async_checkpoint import default_writer, write_checkpoint_async
-from formats.checkpoint_v1 import OperatorSnapshot, SubtaskSnapshot, open_checkpoint
+from formats.open import open_checkpoint
+from formats.statectl.async_writer import default_writer, write_checkpoint_async
+from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import (
     CheckpointCancelledError,
     CheckpointError,

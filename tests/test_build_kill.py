@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from formats.build import build_state
-from formats.checkpoint_v1 import open_checkpoint
-from formats.storage import DirectoryCheckpointStorage
+from formats.open import open_checkpoint
+from formats.statectl.storage import DirectoryCheckpointStorage
 
 REPO = Path(__file__).resolve().parent.parent
 AGGREGATIONS = ["count", "sum:amount", "list:amount", "last:page"]

@@ -11,13 +11,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from formats.checkpoint_v1 import (
-    OperatorSnapshot,
-    SubtaskSnapshot,
-    open_checkpoint,
-    write_checkpoint,
-)
-from statecore.checkpoint import FORMAT_VERSION
+from formats.open import open_checkpoint
+from formats.statectl.writer import write_checkpoint
+from statecore.checkpoint import FORMAT_VERSION, OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import CheckpointError, KeyGroupError, UnsupportedFormatError
 from statecore.key_groups import compute_key_group_range_for_operator_index
 from statecore.keyed_backend import HeapKeyedStateBackend

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from formats.checkpoint_v1 import Checkpoint, open_checkpoint, write_checkpoint
 from formats.diff import DiffReport, diff_checkpoints
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import (
     assign_key_to_parallel_operator,

@@ -31,10 +31,12 @@ from hypothesis import HealthCheck, given, settings
 
 import formats.export as export_module
 from formats.arrow_types import from_arrow, is_scalar
-from formats.checkpoint_v1 import Checkpoint, open_checkpoint, write_checkpoint
+from formats.columns import split_ttl, ttl_spec, value_spec
 from formats.export import export_checkpoint
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
-from formats.v1_columns import split_ttl, ttl_spec, value_spec
+from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, StateMetadata, SubtaskSnapshot
 from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError
 from statecore.key_groups import (

@@ -26,11 +26,12 @@ from oracle import REPO_ROOT
 from test_diff_pairs import keyed_checkpoint, operator_checkpoint
 
 from formats.arrow_types import from_arrow, is_scalar
-from formats.checkpoint_v1 import Checkpoint, open_checkpoint
-from formats.diff import _plain, canonical  # _plain undoes canonical
+from formats.columns import operator_schema, split_ttl, ttl_spec, value_spec
+from formats.diff import canonical, plain  # plain undoes canonical
 from formats.export import export_checkpoint, jsonable
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
-from formats.v1_columns import operator_schema, split_ttl, ttl_spec, value_spec
 from statecore.checkpoint import StateMetadata, operator_state_segments
 from statecore.errors import StatectlError
 from statecore.serializers import VOID_NAMESPACE
@@ -151,7 +152,7 @@ def compare(checkpoint: Checkpoint, out: Path, fmt: str) -> None:
             continue
         # text formats: compare against the expected content rendered by the JSON rules
         if state.scope == "keyed":
-            want_rows = sorted(json.dumps(_number_free([jsonable(_plain(x), strict=False) for x in (
+            want_rows = sorted(json.dumps(_number_free([jsonable(plain(x), strict=False) for x in (
                 k, ns, v[1][0], v[1][1])]), sort_keys=True) for (k, ns), v in want.items())
             op = checkpoint.operator(uid)
             nested = {c: fmt == "csv" and spec is not None and not is_scalar(spec)

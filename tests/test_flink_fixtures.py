@@ -20,13 +20,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from formats.arrow_types import arrow_type, from_arrow
-from formats.checkpoint_v1 import open_checkpoint
+from formats.columns import operator_schema, value_spec
 from formats.export import export_checkpoint
 from formats.flink.checkpoint import FlinkCheckpoint
 from formats.flink.metadata import parse_metadata
+from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint
 from formats.state_scan import lookup
-from formats.v1_columns import operator_schema, value_spec
 from formats.verify import verify_checkpoint
 from statecore.checkpoint import CheckpointKind
 from statecore.rescale_plan import intersect_handle

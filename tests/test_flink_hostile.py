@@ -32,9 +32,9 @@ from types import FrameType
 
 import pytest
 
-from formats.checkpoint_v1 import open_checkpoint
 from formats.flink.checkpoint import FlinkCheckpoint
 from formats.flink.metadata import parse_metadata
+from formats.open import open_checkpoint
 from statecore.errors import StatectlError
 from tests.cli_support import run
 from tests.flink_fixtures import require_fixtures, snapshots

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import formats.flink.checkpoint as flink_checkpoint
-from formats.checkpoint_v1 import open_checkpoint
 from formats.flink.pickled import pickle_payload, unpickle_keyed, unpickle_operator
+from formats.open import open_checkpoint
 from statecore.checkpoint import StateMetadata
 from statecore.errors import CorruptCheckpointError
 from tests.cli_support import run, run_json
@@ -140,6 +140,28 @@ def pickled_pyds(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield str(fixture_set / snap["path"])
 
 
+def _pyds_set() -> Path:
+    return next(s for s in fixture_sets() if expected(s)["job"] == "pyds")
+
+
+def _model(fixture_set: Path) -> dict[str, tuple[int, int]]:
+    """``key -> (count, sum)`` of the pickled states, from ``expected.json`` alone.
+
+    The keys are ``expected.json``'s; their counts and sums follow from its ``input`` (the
+    fixture README's model: key ``PREFIX + j`` holds values ``STRIDE*j + 1 .. STRIDE*j +
+    count(j)``, ``count(j) = j + 1``, or ``j % COUNT_MOD + 1`` when ``COUNT_MOD > 0``).
+    """
+    document = expected(fixture_set)
+    given = document["input"]
+    keys = document["operators"]["str-keyed"]["keyed_states"]["python-state-count"]["keys"]
+    out = {}
+    for (key,) in keys:
+        j = int(key[len(given["key_prefix"]):])
+        n = j + 1 if not given["count_mod"] else j % given["count_mod"] + 1
+        out[key] = (n, sum(given["value_stride"] * j + i for i in range(1, n + 1)))
+    return out
+
+
 def test_pickled_state_is_bytes_without_the_flag_and_never_unpickled(
         pickled_pyds: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: Any, **_kwargs: Any) -> Any:
@@ -152,7 +174,8 @@ def test_pickled_state_is_bytes_without_the_flag_and_never_unpickled(
     values = [v for _kg, _k, _ns, v in checkpoint.keyed_entries("str-keyed",
                                                                   "python-state-count")]
     assert values and all(pickle_payload(v[0]) for v in values)
-    code, out, err = run("inspect", pickled_pyds, "--key", '["k7"]')
+    key = next(iter(_model(_pyds_set())))
+    code, out, err = run("inspect", pickled_pyds, "--key", json.dumps([key]))
     assert code == 0, err
     assert "python-state-count: [b'" in out
 
@@ -163,18 +186,20 @@ def test_allow_pickle_shows_the_values_in_every_view(pickled_pyds: str, tmp_path
     assert next(s for s in op.states if s.name == "python-state-count").value_type == "string"
     counts = {key: v for _kg, key, _ns, v in checkpoint.keyed_entries("str-keyed",
                                                                        "python-state-count")}
-    # expected.json: python-state-count of key k{j} is j + 1
-    assert counts == {(f"k{j}",): [str(j + 1)] for j in range(100)}
+    model = _model(_pyds_set())
+    assert counts == {(key,): [str(n)] for key, (n, _) in model.items()}
 
-    lookup = run_json("--allow-pickle", "inspect", pickled_pyds, "--key", '["k7"]')
+    key, (n, _) = sorted(model.items())[len(model) // 2]
+    lookup = run_json("--allow-pickle", "inspect", pickled_pyds, "--key", json.dumps([key]))
     by_state = {s["state"]: s["entries"] for s in lookup["lookup"]["states"]}
-    assert [e["value"] for e in by_state["python-state-count"]] == [["8"]]
+    assert [e["value"] for e in by_state["python-state-count"]] == [[str(n)]]
 
     out = tmp_path / "out"
     run_json("--allow-pickle", "export", pickled_pyds, "--out", str(out))
     table = pq.read_table(out / "long-keyed" / "python-state-sum.parquet")
     assert str(table.schema.field("value").type) == "list<element: string>"
     sums = {row["key"]["f0"]: row["value"][0] for row in table.to_pylist()}
-    assert sums == {j: str((j + 1) * (j + 2) // 2) for j in range(100)}
+    prefix = len(expected(_pyds_set())["input"]["key_prefix"])
+    assert sums == {int(key[prefix:]): str(total) for key, (_, total) in model.items()}
     assert run_json("--allow-pickle", "verify", pickled_pyds)["clean"] is True
     assert json.dumps(lookup)  # one JSON document

@@ -42,15 +42,17 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import formats.checkpoint_v1 as checkpoint_v1
-from formats.checkpoint_v1 import (
-    METADATA_FILE,
+import formats.statectl.reader as statectl_reader
+import formats.statectl.writer as statectl_writer
+from formats.open import open_checkpoint
+from formats.statectl.publish import METADATA_FILE
+from formats.statectl.writer import write_checkpoint
+from statecore.checkpoint import (
+    OperatorMetadata,
     OperatorSnapshot,
+    SubtaskMetadata,
     SubtaskSnapshot,
-    open_checkpoint,
-    write_checkpoint,
 )
-from statecore.checkpoint import OperatorMetadata, SubtaskMetadata
 from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
@@ -143,7 +145,7 @@ def write_sample(root: Path) -> None:
     source.get_list_state(OperatorListStateDescriptor("positions", "tuple<string,int64>")).add_all(
         [("part-0", 17), ("part-1", 4)])
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(checkpoint_v1, "ROW_GROUP_ROWS", 2)  # several row groups per file
+        patch.setattr(statectl_writer, "ROW_GROUP_ROWS", 2)  # several row groups per file
         write_checkpoint(str(root), 42, [
             OperatorSnapshot(KEYED_UID, "Keyed", 2, MAX_PARALLELISM, subtasks),
             OperatorSnapshot(SOURCE_UID, "Source", 1, 128,
@@ -578,9 +580,9 @@ def test_deeply_nested_type_spec(sample: Sample, tmp_path: Path) -> None:
 def test_oversized_metadata_is_refused_before_parsing(sample: Sample, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     materialize(sample, tmp_path / "chk")
-    monkeypatch.setattr(checkpoint_v1, "MAX_METADATA_BYTES", len(sample.metadata))
+    monkeypatch.setattr(statectl_reader, "MAX_METADATA_BYTES", len(sample.metadata))
     assert not exercise_unchanged(tmp_path / "chk")  # at the limit: fine
-    monkeypatch.setattr(checkpoint_v1, "MAX_METADATA_BYTES", len(sample.metadata) - 1)
+    monkeypatch.setattr(statectl_reader, "MAX_METADATA_BYTES", len(sample.metadata) - 1)
     parsed: list[Any] = []
     monkeypatch.setattr(json, "loads", lambda *a, **k: parsed.append(a))
     (error,) = exercise_unchanged(tmp_path / "chk")

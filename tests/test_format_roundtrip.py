@@ -32,16 +32,17 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
-import formats.checkpoint_v1 as checkpoint_v1
+import formats.statectl.writer as statectl_writer
 from formats.arrow_types import arrow_type
-from formats.checkpoint_v1 import (
-    Checkpoint,
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
+from formats.statectl.writer import write_checkpoint
+from statecore.checkpoint import (
+    KeyedStateHandle,
+    OperatorMetadata,
     OperatorSnapshot,
     SubtaskSnapshot,
-    open_checkpoint,
-    write_checkpoint,
 )
-from statecore.checkpoint import KeyedStateHandle, OperatorMetadata
 from statecore.errors import KeyGroupError, StatectlError
 from statecore.key_groups import KeyGroupRange, compute_key_group_range_for_operator_index
 from statecore.keyed_backend import HeapKeyedStateBackend
@@ -387,7 +388,7 @@ def handles_of(op: OperatorMetadata, state: str) -> Iterator[KeyedStateHandle]:
 @given(scenario=scenarios(), data=st.data())
 def test_round_trip(scenario: Scenario, data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(checkpoint_v1, "ROW_GROUP_ROWS", scenario.row_group_rows)
+        patch.setattr(statectl_writer, "ROW_GROUP_ROWS", scenario.row_group_rows)
         root = Path(tmp) / "chk-1"
         expected_keyed = [contents(b) for b in scenario.backends]
         expected_operator = [None if ops is None else ops.snapshot()
@@ -526,7 +527,7 @@ def check_key_group_read(checkpoint: Checkpoint, root: Path, uid: str, name: str
 def test_one_key_group_is_read_from_its_row_groups_only(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Deterministic companion of the property: many row groups, every key group read alone."""
-    monkeypatch.setattr(checkpoint_v1, "ROW_GROUP_ROWS", 3)
+    monkeypatch.setattr(statectl_writer, "ROW_GROUP_ROWS", 3)
     clock = ManualClock(5)
     specs = [KeyedSpec(value_state("v", "int64"), _int(64), None, NAMESPACE_TYPES[0]),
              KeyedSpec(list_state("l", "string", namespace_type="int64", ttl=TtlConfig(10**9)),

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from cli_support import EMPTY, KEYED, OPERATOR, run, run_json, unchanged
 
-from formats.checkpoint_v1 import open_checkpoint
+from formats.open import open_checkpoint
 from statecore.key_groups import assign_to_key_group
 from statecore.ttl import TtlValue
 

@@ -14,9 +14,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from formats.checkpoint_v1 import open_checkpoint, write_checkpoint
 from formats.inspect import inspect_checkpoint
 from formats.io_stats import CountingHandler
+from formats.open import open_checkpoint
+from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
 from statecore.keyed_backend import HeapKeyedStateBackend

@@ -29,11 +29,13 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 
-import formats.checkpoint_v1 as checkpoint_v1
+import formats.statectl.writer as statectl_writer
 from formats.arrow_types import arrow_type, to_arrow, value_from_text
-from formats.checkpoint_v1 import Checkpoint, open_checkpoint, write_checkpoint
+from formats.columns import split_ttl, ttl_spec, value_spec
 from formats.io_stats import CountingHandler
 from formats.key_group_stats import KeyGroupHistogram, key_group_histograms
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.row_sizes import row_sizes
 from formats.state_scan import (
@@ -43,7 +45,7 @@ from formats.state_scan import (
     lookup,
     sample_entries,
 )
-from formats.v1_columns import split_ttl, ttl_spec, value_spec
+from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, StateMetadata, SubtaskSnapshot
 from statecore.errors import InvalidArgumentError, StatectlError
 from statecore.key_groups import (
@@ -229,7 +231,7 @@ def test_histogram_of_the_keyed_sample() -> None:
 
 def test_histogram_bytes_are_exact_when_key_groups_have_their_own_row_groups(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checkpoint_v1, "ROW_GROUP_ROWS", 1)  # every row its own row group
+    monkeypatch.setattr(statectl_writer, "ROW_GROUP_ROWS", 1)  # every row its own row group
     builder = Builder(max_parallelism=16, parallelism=3)
     rng = random.Random(3)
     names = value_state("name", "string")
@@ -470,7 +472,7 @@ def test_sample_entries_of_operator_state(limit: int) -> None:
 
 def test_sample_entries_reads_only_the_first_row_groups(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checkpoint_v1, "ROW_GROUP_ROWS", 4)
+    monkeypatch.setattr(statectl_writer, "ROW_GROUP_ROWS", 4)
     builder = Builder(max_parallelism=64, parallelism=2)
     rng = random.Random(11)
     blob = value_state("blob", "string")
@@ -767,7 +769,7 @@ def many_row_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two keyed states over 128 key groups, 4 rows per row group, 0.5-1.5 MB per file."""
     location = tmp_path_factory.mktemp("lookup") / "chk"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(checkpoint_v1, "ROW_GROUP_ROWS", 4)
+        patch.setattr(statectl_writer, "ROW_GROUP_ROWS", 4)
         builder = Builder(max_parallelism=128, parallelism=2)
         rng = random.Random(17)
         blob = value_state("blob", "string")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from formats.storage import DirectoryCheckpointStorage
+from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.checkpoint import CheckpointKind
 from statecore.errors import CheckpointError
 from statecore.job import LocalJob, RuntimeContext

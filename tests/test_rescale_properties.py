@@ -38,16 +38,13 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 
-from formats.checkpoint_v1 import (
-    Checkpoint,
-    OperatorSnapshot,
-    SubtaskSnapshot,
-    open_checkpoint,
-    write_checkpoint,
-)
 from formats.diff import diff_checkpoints
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
 from formats.rescale import RescaleResult, plan_checkpoint, rescale_checkpoint
+from formats.statectl.writer import write_checkpoint
 from formats.verify import verify_checkpoint
+from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import (
     assign_to_key_group,
     compute_key_group_range_for_operator_index,

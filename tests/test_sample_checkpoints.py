@@ -21,7 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import statectl
-from formats.checkpoint_v1 import METADATA_FILE, open_checkpoint
+from formats.open import open_checkpoint
+from formats.statectl.publish import METADATA_FILE
 from statecore.checkpoint import CheckpointMetadata, StateMetadata
 from statecore.operator_backend import OperatorStateSnapshot
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from cli.main import statectl
-from formats.checkpoint_v1 import open_checkpoint
+from formats.open import open_checkpoint
 
 
 def run(*args: str) -> tuple[int, str, str]:

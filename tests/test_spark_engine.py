@@ -32,11 +32,12 @@ from test_export_content import logical
 from test_key_groups_oracle import _load
 
 from formats.arrow_types import arrow_type, to_arrow
-from formats.checkpoint_v1 import Checkpoint, open_checkpoint, write_checkpoint
 from formats.diff import diff_checkpoints
 from formats.export import export_checkpoint
 from formats.key_group_stats import key_group_histograms, keyed_files
 from formats.key_hash import key_groups
+from formats.model import Checkpoint
+from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.spark.jobs import (
     BLOCKS,
@@ -50,6 +51,7 @@ from formats.spark.jobs import (
     spark_state_writer,
 )
 from formats.spark.session import spark_session
+from formats.statectl.writer import write_checkpoint
 from formats.verify import verify_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import EngineError, StatectlError

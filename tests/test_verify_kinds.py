@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from formats.checkpoint_v1 import open_checkpoint
+from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.verify import PROBLEM_KINDS, verify_checkpoint
 from statecore.errors import CheckpointError

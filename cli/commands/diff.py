@@ -6,8 +6,8 @@ import click
 
 from cli.output import Output
 from cli.params import allow_pickle
-from formats.checkpoint_v1 import open_checkpoint
 from formats.diff import diff_checkpoints
+from formats.open import open_checkpoint
 
 __all__ = ["diff_command"]
 

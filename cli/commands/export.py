@@ -6,9 +6,9 @@ import click
 
 from cli.output import Output
 from cli.params import allow_pickle, engine_options
-from formats.checkpoint_v1 import open_checkpoint
 from formats.engines import open_engine
 from formats.export import FORMATS, export_checkpoint
+from formats.open import open_checkpoint
 
 __all__ = ["export_command"]
 

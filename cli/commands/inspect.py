@@ -6,9 +6,9 @@ import click
 
 from cli.output import Output
 from cli.params import TIMESTAMP, allow_pickle, engine_options
-from formats.checkpoint_v1 import open_checkpoint
 from formats.engines import open_engine
 from formats.inspect import inspect_checkpoint
+from formats.open import open_checkpoint
 
 __all__ = ["inspect_command"]
 
@@ -37,16 +37,21 @@ __all__ = ["inspect_command"]
               help="Show a sample of entries of each state (the first --limit).")
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many entries --entries shows per state.")
+@click.option("--all", "everything", is_flag=True,
+              help="List every operator (also those without state), every state (also empty "
+                   "ones) and a table of every subtask, instead of a summary that fits a "
+                   "screen.")
 @engine_options
 @click.pass_obj
 def inspect_command(output: Output, path: str, key_groups: bool, measure: str, top: int | None,
                     now: int | None, states: tuple[str, ...], key: str | None,
-                    namespace: str | None, show_entries: bool, limit: int, engine: str,
-                    spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
+                    namespace: str | None, show_entries: bool, limit: int, everything: bool,
+                    engine: str, spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
     """Show a checkpoint: operators, their states with entries and bytes, and subtasks.
 
-    PATH is a checkpoint or savepoint directory (one with _metadata.json), or a URI pyarrow
-    supports. Without options only the metadata is read; the options add views. With
+    PATH is a checkpoint or savepoint directory (one with _metadata.json, or a Flink snapshot's
+    _metadata), or a URI pyarrow supports. Without options only the metadata is read, and the
+    summary fits a screen (--all lists everything); the options add views. With
     --engine spark, --key-groups reads the footers in Spark tasks.
     """
     if namespace is not None and key is None:
@@ -64,4 +69,4 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,
         limit=limit if show_entries else None,
-        footers=runner.footers(checkpoint) if key_groups else None))
+        footers=runner.footers(checkpoint) if key_groups else None, everything=everything))

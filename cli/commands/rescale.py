@@ -6,8 +6,8 @@ import click
 
 from cli.output import Output
 from cli.params import TIMESTAMP, allow_pickle, engine_options
-from formats.checkpoint_v1 import open_checkpoint
 from formats.engines import open_engine
+from formats.open import open_checkpoint
 from formats.rescale import check_source, check_target, plan_checkpoint, rescale_checkpoint
 
 __all__ = ["rescale_command"]

@@ -6,7 +6,7 @@ import click
 
 from cli.output import Output
 from formats.build import continue_build
-from formats.storage import DirectoryCheckpointStorage
+from formats.statectl.storage import DirectoryCheckpointStorage
 
 __all__ = ["snapshot_command"]
 

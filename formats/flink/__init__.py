@@ -3,5 +3,6 @@
 :mod:`~formats.flink.metadata` parses ``_metadata``, :mod:`~formats.flink.keyed` and
 :mod:`~formats.flink.operator` decode the state streams, :mod:`~formats.flink.serializers` the
 serializer snapshots and values, and :mod:`~formats.flink.checkpoint` maps it all onto
-statectl's checkpoint model (``formats.checkpoint_v1.open_checkpoint`` detects the format).
+the model's :class:`formats.model.Checkpoint` (``formats.open.open_checkpoint`` detects the
+format). RocksDB snapshots and the savepoint writer join them in this package.
 """

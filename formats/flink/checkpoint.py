@@ -5,9 +5,10 @@ keyed and operator state stream it references (:mod:`formats.flink.keyed`,
 :mod:`formats.flink.operator`) and maps the result onto the shared metadata model
 (:mod:`statecore.checkpoint`): operators, states with type specs, subtasks with key-group
 ranges, keyed handles with per-key-group rows, operator handles with element ranges and modes.
-The decoded state of each (operator, state, subtask) is held as an in-memory Parquet file in
-statectl's v1 columns, so ``inspect``, ``verify``, ``export``, ``diff`` and ``rescale --plan``
-run unchanged. Nothing is written, and no file outside the snapshot directory is read.
+The decoded state of each (operator, state, subtask) is a virtual data file: an in-memory Arrow
+table in the model's columns (:mod:`formats.columns`), built when first read, so ``inspect``,
+``verify``, ``export``, ``diff`` and ``rescale --plan`` run unchanged. Nothing is written, and
+no file outside the snapshot directory is read.
 
 Mapping decisions (DESIGN "Real Flink checkpoints and savepoints"):
 
@@ -28,17 +29,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
-from formats.arrow_types import arrow_type
-from formats.checkpoint_v1 import Checkpoint
+from formats.columns import keyed_schema, operator_schema
 from formats.flink.keyed import (
     DecodedKeyed,
     HeaderCache,
@@ -55,7 +54,7 @@ from formats.flink.metadata import (
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
 from formats.flink.serializers import Codec
-from formats.v1_columns import keyed_schema, operator_schema
+from formats.model import Checkpoint, FileProblem
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -102,9 +101,9 @@ class Problem:
 class _Table:
     """One virtual data file of a decoded state.
 
-    It holds the decoded rows, Flink's bytes in all and per row group, and,
-    computed when first asked for, the Parquet bytes and per row the key group its key's
-    Java hash gives (``None``: the key type's hash is unknown). Opening a snapshot only
+    It holds the decoded rows, Flink's bytes in all and per row group (one per key group), and,
+    computed when first asked for, the rows as an Arrow table and per row the key group its
+    key's Java hash gives (``None``: the key type's hash is unknown). Opening a snapshot only
     decodes; conversion to Arrow happens for the files a command reads.
     """
 
@@ -114,11 +113,11 @@ class _Table:
         self.rows, self.schema, self.keyed, self.where = rows, schema, keyed, where
         self.flink_bytes, self.row_groups = flink_bytes, row_groups
         self.key_codec, self.max_parallelism = key_codec, max_parallelism
-        self._parquet: bytes | None = None
+        self._table: pa.Table | None = None
 
     @property
-    def parquet(self) -> bytes:
-        if self._parquet is None:
+    def table(self) -> pa.Table:
+        if self._table is None:
             rows = self.rows
             if self.keyed:
                 columns: dict[str, list[Any]] = {"key_group": [r[0] for r in rows],
@@ -132,10 +131,10 @@ class _Table:
             else:
                 columns = {"value": [_arrow_value(v) for v in rows]}
             try:
-                self._parquet = _parquet_bytes(columns, self.schema)
+                self._table = _arrow_table(columns, self.schema)
             except CorruptCheckpointError as exc:
                 raise CorruptCheckpointError(f"{self.where}: {exc}") from exc
-        return self._parquet
+        return self._table
 
     def expected(self) -> np.ndarray | None:
         codec = self.key_codec
@@ -168,28 +167,27 @@ def is_flink_checkpoint(fs: pafs.FileSystem, root: str) -> bool:
 
 
 class FlinkCheckpoint(Checkpoint):
-    """A decoded Flink snapshot behind statectl's checkpoint interface (read-only)."""
+    """A decoded Flink snapshot behind the model's checkpoint interface (read-only).
+
+    ``flink`` is the parsed ``_metadata`` as Flink stored it; data files are virtual (one per
+    state and subtask), named ``flink/op-<i>/{keyed,operator}/<state>/<subtask>.parquet``.
+    """
 
     format_name = "flink"
 
-    def __init__(self, fs: pafs.FileSystem, root: str, flink: FlinkMetadata,
+    def __init__(self, fs: pafs.FileSystem, root: str, location: str, flink: FlinkMetadata,
                  metadata: CheckpointMetadata, tables: dict[str, _Table],
-                 problems: list[Problem], key_codecs: dict[str, Codec]) -> None:
-        super().__init__(fs, root, metadata)
+                 problems: list[Problem], key_codecs: dict[str, Codec],
+                 stored: dict[str, str]) -> None:
+        super().__init__(location, metadata)
+        self.fs, self.root = fs, root
         self.flink = flink
         self._tables = tables
+        self._stored = stored
         self.problems = problems
         self.key_codecs = key_codecs
 
     # -- the virtual files ------------------------------------------------------------------
-
-    def _path(self, relative: str) -> str:
-        if relative not in self._tables:
-            raise CorruptCheckpointError(f"{relative}: no such decoded state")
-        return relative
-
-    def _parquet(self, relative: str) -> pq.ParquetFile:
-        return pq.ParquetFile(pa.BufferReader(self._path_table(relative).parquet))
 
     def _path_table(self, relative: str) -> _Table:
         table = self._tables.get(relative)
@@ -197,9 +195,31 @@ class FlinkCheckpoint(Checkpoint):
             raise CorruptCheckpointError(f"{relative}: no such decoded state")
         return table
 
+    def rows_table(self, relative: str, schema: pa.Schema, first: int, count: int,
+                   columns: Sequence[str] | None = None) -> pa.Table:
+        table = self._path_table(relative).table
+        if not table.schema.remove_metadata().equals(schema.remove_metadata()):
+            raise CorruptCheckpointError(f"{relative}: columns {table.schema} differ from the "
+                                         f"declared {schema}")
+        if first < 0 or count < 0 or first + count > table.num_rows:
+            raise CorruptCheckpointError(f"{relative}: rows {first}..{first + count} beyond "
+                                         f"its {table.num_rows} rows")
+        out = table.slice(first, count)
+        return out if columns is None else out.select(list(columns))
+
+    def stored_name(self, relative: str) -> str:
+        """The state stream a virtual file was decoded from: a file name, or ``inline``."""
+        self._path_table(relative)
+        return self._stored[relative]
+
     def row_groups(self, relative: str) -> list[tuple[int, int]]:
         """``(rows, Flink bytes)`` per key group of a decoded keyed state (one per row group)."""
         return list(self._path_table(relative).row_groups)
+
+    def check_file(self, relative: str) -> FileProblem | None:
+        """Flink's files were read, and checked as far as they can be, when opening."""
+        self._path_table(relative)
+        return None
 
     def open_problems(self) -> list[tuple[str, str, str]]:
         return [(p.kind, p.where, p.detail) for p in self.problems]
@@ -259,8 +279,8 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
     files = tuple(FileInfo(name, t.flink_bytes, "flink:decoded") for name, t in
                   builder.tables.items())
     metadata = CheckpointMetadata(flink.checkpoint_id, kind, created, operators, files)
-    return FlinkCheckpoint(fs, root, flink, metadata, builder.tables, builder.problems,
-                           builder.key_codecs)
+    return FlinkCheckpoint(fs, root, location, flink, metadata, builder.tables,
+                           builder.problems, builder.key_codecs, builder.stored)
 
 
 def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int) -> bytes:
@@ -306,6 +326,9 @@ class _Builder:
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
         self.headers: HeaderCache = {}
+        #: each virtual file's stream as Flink names it (``inline`` or a file name)
+        self.stored: dict[str, str] = {}
+        self.operator_stored: dict[int, str] = {}  # id(decoded operator state) -> stream
 
     # -- streams --------------------------------------------------------------------------
 
@@ -381,7 +404,7 @@ class _Builder:
                     states.setdefault(state_meta.name, state_meta)
                     keyed.setdefault(st.index, []).append(
                         (state_meta.name, rows, decoded.state_key_group_bytes[state_meta.name],
-                         held, header.key, op.max_parallelism))
+                         held, header.key, op.max_parallelism, _stored(handle.stream, name)))
             for op_handle in st.managed_operator:
                 hw = f"{where}, subtask {st.index}"
                 try:
@@ -397,6 +420,8 @@ class _Builder:
                         ds.name, "operator", kind, value_spec,
                         None if kind != "broadcast" else (ds.key.spec if ds.key else "bytes")))
                 op_states.setdefault(st.index, []).extend(decoded_states)
+                for ds in decoded_states:
+                    self.operator_stored[id(ds)] = _stored(op_handle.stream, name)
         if self.allow_pickle:
             self.unpickle(states, keyed, op_states, where)
         subtasks = []
@@ -408,15 +433,18 @@ class _Builder:
             keyed_handles = tuple(
                 self.keyed_file(index, states[name], key_type, i, rows, kg_bytes, *extra)
                 for name, rows, kg_bytes, *extra in keyed.get(i, []) if key_type is not None)
-            operator_handles = tuple(self.operator_file(index, states[ds.name], i, ds)
-                                     for ds in op_states.get(i, []))
+            operator_handles = tuple(
+                self.operator_file(index, states[ds.name], i, ds,
+                                   self.operator_stored.get(id(ds), "inline"))
+                for ds in op_states.get(i, []))
             if rng is None and not operator_handles and i not in {s.index for s in op.subtasks}:
                 subtasks.append(SubtaskMetadata(i, None, (), ()))
                 continue
             subtasks.append(SubtaskMetadata(i, rng, keyed_handles, operator_handles))
         return OperatorMetadata(uid, op.name or "", op.parallelism, op.max_parallelism,
                                 key_type, tuple(states.values()), tuple(subtasks),
-                                operator_id=op.operator_id, has_uid=op.uid is not None)
+                                operator_id=op.operator_id,
+                                has_uid=op.uid is not None and op.uid == uid)
 
     @staticmethod
     def unpickle(states: dict[str, StateMetadata], keyed: dict[int, list[tuple[Any, ...]]],
@@ -457,10 +485,22 @@ class _Builder:
                                      namespace_type=namespace)
             yield meta, entries
 
+    def virtual_name(self, stem: str, stored: str) -> str:
+        """A new virtual file ``<stem>[-<n>].parquet`` whose stream Flink names ``stored``.
+
+        A subtask with several handles of one state (after a rescaled restore) gets one
+        virtual file per handle.
+        """
+        name, n = f"{stem}.parquet", 1
+        while name in self.tables:
+            name, n = f"{stem}-{n}.parquet", n + 1
+        self.stored[name] = stored
+        return name
+
     def keyed_file(self, op_index: int, state: StateMetadata, key_type: str, subtask: int,
                    rows: list[tuple[int, Any, Any, Any]], kg_bytes: dict[int, int],
-                   key_group_range: KeyGroupRange, key_codec: Codec, max_parallelism: int
-                   ) -> KeyedStateHandle:
+                   key_group_range: KeyGroupRange, key_codec: Codec, max_parallelism: int,
+                   stored: str) -> KeyedStateHandle:
         key_groups = [r[0] for r in rows]
         if key_groups != sorted(key_groups):  # the decoders emit key groups in order
             rows = sorted(rows, key=lambda r: r[0])
@@ -476,7 +516,8 @@ class _Builder:
             groups.append(KeyGroupRows(key_group, first, end - first))
             row_groups.append((end - first, kg_bytes.get(key_group, 0)))
             first = end
-        name = f"flink/op-{op_index}/keyed/{_safe(state.name)}/{subtask}.parquet"
+        name = self.virtual_name(f"flink/op-{op_index}/keyed/{_safe(state.name)}/{subtask}",
+                                 stored)
         self.tables[name] = _Table(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
@@ -484,13 +525,19 @@ class _Builder:
         return KeyedStateHandle(state.name, name, key_group_range, tuple(groups))
 
     def operator_file(self, op_index: int, state: StateMetadata, subtask: int,
-                      ds: DecodedOperatorState) -> OperatorStateHandle:
-        name = f"flink/op-{op_index}/operator/{_safe(state.name)}/{subtask}.parquet"
+                      ds: DecodedOperatorState, stored: str) -> OperatorStateHandle:
+        name = self.virtual_name(
+            f"flink/op-{op_index}/operator/{_safe(state.name)}/{subtask}", stored)
         self.tables[name] = _Table(ds.elements, _operator_schema(state), False, ds.bytes,
                                    [(len(ds.elements), ds.bytes)],
                                    where=f"operator state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}")
         return OperatorStateHandle(state.name, _MODES[ds.mode][1], name, 0, len(ds.elements))
+
+
+def _stored(stream: StreamHandle, name: str) -> str:
+    """How a plan names a stream: ``inline`` (in ``_metadata``), else its file's name."""
+    return "inline" if stream.kind in ("inline", "empty") else name
 
 
 @functools.lru_cache(maxsize=1024)
@@ -529,7 +576,7 @@ def _arrow_value(value: Any) -> Any:
     return value
 
 
-def _parquet_bytes(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
+def _arrow_table(columns: dict[str, list[Any]], schema: pa.Schema) -> pa.Table:
     try:
         arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
         table = pa.Table.from_arrays(arrays, schema=schema)
@@ -539,10 +586,7 @@ def _parquet_bytes(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
     for f, column in zip(schema, table.columns, strict=True):
         if not f.nullable and column.null_count:
             raise CorruptCheckpointError(f"a decoded {f.name} is null (Flink wrote none)")
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    data: bytes = sink.getvalue().to_pybytes()
-    return data
+    return table
 
 
 def key_group_of(codec: Codec, key: Any, max_parallelism: int) -> int | None:
@@ -553,7 +597,3 @@ def key_group_of(codec: Codec, key: Any, max_parallelism: int) -> int | None:
         return compute_key_group_for_key_hash(codec.java_hash(key), max_parallelism)
     except StatectlError:
         return None
-
-
-def arrow_type_of(spec: str) -> pa.DataType:
-    return arrow_type(spec)

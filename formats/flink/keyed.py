@@ -44,7 +44,8 @@ from formats.flink.serializers import (
 from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import VOID_NAMESPACE
 
-__all__ = ["KeyedHeader", "StateInfo", "decode_keyed_stream", "read_keyed_header", "unframe_snappy"]
+__all__ = ["KeyedHeader", "StateInfo", "decode_keyed_stream", "read_keyed_header",
+           "read_state_info", "unframe_snappy"]
 
 KEYED_PROXY_VERSION = 6
 STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
@@ -105,11 +106,11 @@ def read_keyed_header(r: DataReader) -> KeyedHeader:
             f"statectl reads version {KEYED_PROXY_VERSION} (Flink 1.17 and later)")
     compressed = r.boolean()
     key_snapshot = read_snapshot(r)
-    states = [_state_info(r) for _ in range(r.count("states", 10, r.i16()))]
+    states = [read_state_info(r) for _ in range(r.count("states", 10, r.i16()))]
     return KeyedHeader(compressed, key_snapshot, codec_for(key_snapshot), states, r.pos - start)
 
 
-def _state_info(r: DataReader) -> StateInfo:
+def read_state_info(r: DataReader) -> StateInfo:
     name = r.utf()
     ordinal = r.i32()
     if not 0 <= ordinal < len(STATE_TYPES):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from formats.flink.javaio import DataReader
-from formats.flink.keyed import StateInfo, _state_info
+from formats.flink.keyed import StateInfo, read_state_info
 from formats.flink.metadata import FlinkOperatorHandle
 from formats.flink.serializers import Codec, codec_for
 from statecore.errors import UnsupportedFormatError
@@ -47,7 +47,7 @@ def decode_operator_stream(data: bytes, handle: FlinkOperatorHandle, where: str
     info: StateInfo | None
     for _ in range(2):  # list states, then broadcast states
         for _ in range(r.count("operator states", 10, r.i16())):
-            info = _state_info(r)
+            info = read_state_info(r)
             infos[info.name] = info
     if compressed and any(offsets for _mode, offsets in handle.states.values()):
         raise UnsupportedFormatError(f"{where}: compressed operator state is not supported yet")

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from formats.build import BuildSummary
-from formats.checkpoint_v1 import subtask_states, write_subtask
+from formats.filesystems import resolve_filesystem, staged
 from formats.inputs import InputError, column_spec, read_input
 from formats.key_hash import key_groups
 from formats.spark import require_pyspark
@@ -42,14 +42,15 @@ from formats.spark.jobs import (
     BLOCK_BYTES,
     BLOCKS,
     PARTITION,
-    _spark_schema,
     arrow_blocks,
     engine_errors,
     partition_tags,
     read_blocks,
+    spark_schema,
 )
-from formats.storage import DirectoryCheckpointStorage
-from formats.v1_publish import filesystem, publish, staged
+from formats.statectl.publish import publish
+from formats.statectl.storage import DirectoryCheckpointStorage
+from formats.statectl.writer import subtask_states, write_subtask
 from statecore.aggregations import AggregatingFunction, parse_aggregation
 from statecore.checkpoint import (
     CheckpointKind,
@@ -85,7 +86,7 @@ def _inputs_described(spark: Any, inputs: Sequence[str]) -> list[tuple[pa.Schema
 
     with engine_errors("reading the inputs"):
         rows = spark.range(len(inputs), numPartitions=len(inputs)).mapInArrow(
-            describe, _spark_schema(schema)).collect()
+            describe, spark_schema(schema)).collect()
     found = {r.i: (pa.ipc.read_schema(pa.py_buffer(r.schema)), r.rows) for r in rows}
     return [found[i] for i in range(len(inputs))]
 
@@ -144,7 +145,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     storage = DirectoryCheckpointStorage(checkpoint_dir)
     checkpoint_id = 1 + max((c.checkpoint_id for c in storage.completed()), default=0)
     location = storage.location(checkpoint_id, CheckpointKind.CHECKPOINT)
-    fs, final = filesystem(location, None)
+    fs, final = resolve_filesystem(location, None)
     columns = list(first.names)
     tagged = first
     for column, kind in (("_subtask", pa.int32()), ("_owner", pa.int32()),
@@ -193,9 +194,9 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
 
         with engine_errors("building state"):
             rows = (spark.range(len(inputs), numPartitions=len(inputs))
-                    .mapInArrow(read, _spark_schema(BLOCKS))
+                    .mapInArrow(read, spark_schema(BLOCKS))
                     .repartition(p, PARTITION)
-                    .mapInArrow(run, _spark_schema(result_schema))
+                    .mapInArrow(run, spark_schema(result_schema))
                     .collect())
         subtasks: dict[int, SubtaskMetadata] = {}
         files: list[FileInfo] = []

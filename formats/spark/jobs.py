@@ -38,9 +38,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from formats.checkpoint_v1 import Checkpoint
+from formats.columns import keyed_schema
 from formats.export import StateExport, StateWriter
 from formats.key_group_stats import footer_row_groups
+from formats.model import Checkpoint
 from formats.rescale import (
     KeyedJob,
     KeyedOutput,
@@ -52,13 +53,12 @@ from formats.rescale import (
     write_sorted,
 )
 from formats.spark import require_pyspark
-from formats.v1_columns import keyed_schema
 from statecore.checkpoint import FileInfo, KeyedStateHandle, KeyGroupRows
 from statecore.errors import EngineError, StatectlError
 
 __all__ = ["BLOCKS", "PARTITION", "arrow_blocks", "engine_errors", "partition_tags",
            "read_blocks", "spark_footers", "spark_keyed_writer", "spark_rehash_counter",
-           "spark_state_writer"]
+           "spark_schema", "spark_state_writer"]
 
 PARTITION = "_partition"
 #: Rows cross Spark's shuffle as Arrow IPC streams of many rows each ("blocks"), tagged with
@@ -74,7 +74,7 @@ _STATS = pa.schema([("subtask", pa.int32()), ("path", pa.string()), ("size", pa.
                     ("first_row", pa.int64()), ("row_count", pa.int64())])
 
 
-def _spark_schema(schema: pa.Schema) -> Any:
+def spark_schema(schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
     return from_arrow_schema(schema)
 
@@ -147,7 +147,7 @@ def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES) -> KeyedWrite
             for subtask in np.unique(subtasks):
                 lo, hi = np.searchsorted(subtasks, [subtask, subtask + 1])
                 relative = job.file(int(subtask), f"-p{partition}")
-                info, rows = write_sorted(job, job.checkpoint.fs, relative,
+                info, rows = write_sorted(job, job.fs, relative,
                                           table.slice(lo, hi - lo), groups[lo:hi])
                 for r in rows:
                     for name, value in (("subtask", int(subtask)), ("path", info.path),
@@ -159,9 +159,9 @@ def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES) -> KeyedWrite
 
         with engine_errors(f"rewriting state {job.state.name!r}"):
             rows = (spark.range(len(handles), numPartitions=len(handles))
-                    .mapInArrow(read, _spark_schema(BLOCKS))
+                    .mapInArrow(read, spark_schema(BLOCKS))
                     .repartition(partitions, PARTITION)
-                    .mapInArrow(write_partition, _spark_schema(_STATS))
+                    .mapInArrow(write_partition, spark_schema(_STATS))
                     .collect())
         by_file: dict[tuple[int, str], list[KeyGroupRows]] = defaultdict(list)
         files: dict[str, FileInfo] = {}
@@ -261,7 +261,7 @@ def spark_state_writer(spark: Any) -> StateWriter:
 
         with engine_errors(f"exporting state {task.state.name!r}"):
             written = (spark.range(count, numPartitions=count)
-                       .mapInArrow(write_parts, _spark_schema(stats)).collect())
+                       .mapInArrow(write_parts, spark_schema(stats)).collect())
         for _ in task.pieces:
             done()
         return directory, sum(r.rows for r in written)
@@ -296,7 +296,7 @@ def spark_footers(spark: Any, checkpoint: Checkpoint, files: list[str]
     parallel = min(len(files), max(1, spark.sparkContext.defaultParallelism * 4))
     with engine_errors("reading footers"):
         rows = spark.range(len(files), numPartitions=parallel).mapInArrow(
-            read, _spark_schema(schema)).collect()
+            read, spark_schema(schema)).collect()
     out: dict[str, list[tuple[int, int, int]]] = {f: [] for f in files}
     for row in rows:
         out[row.file].append((row.first_row, row.rows, row.bytes))
@@ -327,7 +327,7 @@ def spark_rehash_counter(spark: Any) -> RehashCounter:
 
         with engine_errors("hashing keys"):
             rows = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(
-                run, _spark_schema(schema)).collect()
+                run, spark_schema(schema)).collect()
         by_task = {row.task: np.asarray(row.counts, dtype=np.int64) for row in rows}
         return [by_task[i] for i in range(len(tasks))]
 

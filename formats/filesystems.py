@@ -1,15 +1,14 @@
-"""Where checkpoints live and how they appear: filesystems, and atomic publishing.
+"""Where checkpoints and outputs live: filesystems, durable writes and staging directories.
 
-A checkpoint (or an export, or a rescaled copy) is built in a fresh staging directory beside
-its final place (:func:`staged`) and appears all at once (:func:`publish`): ``_metadata.json``
-written under a temporary name, fsynced and renamed, then the directory renamed into place. A
-crash leaves either nothing or a complete checkpoint, and nothing is ever overwritten. All IO
-goes through ``pyarrow.fs``: a local path or any URI pyarrow supports.
+Every reader and writer goes through ``pyarrow.fs``: :func:`resolve_filesystem` turns a local
+path or any URI pyarrow supports into a filesystem and a path. A checkpoint, savepoint, export or
+rescaled copy is built in a fresh staging directory beside its final place (:func:`staged`),
+which the format's writer then publishes (statectl's: :mod:`formats.statectl.publish`). A crash
+leaves either nothing or a complete output, and nothing is ever overwritten.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -18,15 +17,13 @@ from contextlib import contextmanager
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from statecore.checkpoint import CheckpointMetadata, metadata_to_json
 from statecore.errors import CheckpointError
 
-__all__ = ["METADATA_FILE", "filesystem", "fsync", "publish", "staged"]
+__all__ = ["fsync", "new_token", "remove_staging", "resolve_filesystem", "staged",
+           "staging_path"]
 
-METADATA_FILE = "_metadata.json"
 
-
-def filesystem(location: str, filesystem: pafs.FileSystem | None = None
+def resolve_filesystem(location: str, filesystem: pafs.FileSystem | None = None
                ) -> tuple[pafs.FileSystem, str]:
     """The filesystem and path of ``location`` (a local path or a URI), or ``filesystem``'s."""
     if filesystem is not None:
@@ -90,21 +87,3 @@ def remove_staging(fs: pafs.FileSystem, final: str, token: str) -> None:
         fs.delete_dir(staging_path(final, token))
     except OSError:  # nothing staged, or already removed
         pass
-
-
-def publish(fs: pafs.FileSystem, staging: str, final: str, metadata: CheckpointMetadata) -> None:
-    """Make a staged checkpoint complete: its metadata, then the directory into place.
-
-    ``_metadata.json`` is written under a temporary name, fsynced and renamed; then the staged
-    directory is renamed to ``final``.
-    """
-    # compact: the per-key-group row triples would otherwise take most of the file
-    document = json.dumps(metadata_to_json(metadata), separators=(",", ":"),
-                          sort_keys=True).encode()
-    temporary = f"{staging}/{METADATA_FILE}.tmp"
-    with fs.open_output_stream(temporary) as out:
-        out.write(document)
-    fsync(fs, temporary)
-    fs.move(temporary, f"{staging}/{METADATA_FILE}")
-    fs.move(staging, final)
-    fsync(fs, final.rsplit("/", 1)[0] if "/" in final else ".")

@@ -1,8 +1,9 @@
 """Checkpoint storage on a directory: ``<root>/chk-<id>`` and ``<root>/savepoint-<id>``.
 
 Implements :class:`statecore.job.CheckpointStorage`: checkpoints are written asynchronously
-(:mod:`formats.async_checkpoint`), listed (a directory counts only once its ``_metadata.json``
-exists: in-progress writes are invisible), discarded by retention, opened for restore.
+(:mod:`formats.statectl.async_writer`), listed (a directory counts only once its
+``_metadata.json`` exists: in-progress writes are invisible), discarded by retention, opened
+for restore.
 Savepoints are only ever removed by :meth:`DirectoryCheckpointStorage.release`.
 """
 
@@ -14,19 +15,17 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from formats.async_checkpoint import PendingCheckpoint, write_checkpoint_async
-from formats.checkpoint_v1 import (
-    Checkpoint,
-    copy_checkpoint,
-    open_checkpoint,
-)
-from formats.v1_publish import METADATA_FILE
-from formats.v1_publish import filesystem as resolve_filesystem
+from formats.filesystems import resolve_filesystem
+from formats.statectl.async_writer import PendingCheckpoint, write_checkpoint_async
+from formats.statectl.publish import METADATA_FILE
+from formats.statectl.reader import StatectlCheckpoint, open_statectl_checkpoint
+from formats.statectl.writer import copy_checkpoint
 from statecore.checkpoint import CheckpointKind, OperatorSnapshot
 from statecore.errors import CheckpointError
 from statecore.job import CompletedCheckpoint
 
 __all__ = ["DirectoryCheckpointStorage", "SnapshotInfo"]
+
 
 @dataclass(frozen=True)
 class SnapshotInfo:
@@ -77,8 +76,10 @@ class DirectoryCheckpointStorage:
                 return checkpoint
         raise CheckpointError(f"no completed checkpoint {checkpoint_id} in {self.root}")
 
-    def open(self, checkpoint_id: int) -> Checkpoint:
-        return open_checkpoint(self._find(checkpoint_id).location, filesystem=self.fs)
+    def open(self, checkpoint_id: int) -> StatectlCheckpoint:
+        """Open a completed checkpoint or savepoint of this directory."""
+        location = self._find(checkpoint_id).location
+        return open_statectl_checkpoint(self.fs, location, location)
 
     def discard(self, checkpoint_id: int) -> None:
         """Retention: remove a checkpoint (never a savepoint)."""

@@ -2,7 +2,7 @@
 
 The synchronous half is the backends' ``snapshot()`` (O(buckets / 1024) per map, seeds 000 and
 004); :func:`write_checkpoint_async` hands those snapshots to a writer of its own, which writes
-key group by key group (``formats.checkpoint_v1``). Several checkpoints may be in flight at
+key group by key group (:mod:`formats.statectl.writer`). Several checkpoints may be in flight at
 once, each with its own writer. On failure or :meth:`PendingCheckpoint.cancel`, every snapshot
 is released and the partial directory removed: nothing that looks like a checkpoint is left.
 
@@ -44,12 +44,12 @@ from typing import Any
 import pyarrow.fs as pafs
 
 import statecore.errors as errors
-from formats.checkpoint_v1 import OperatorSnapshot, close_snapshots, write_checkpoint
-from formats.v1_publish import filesystem as resolve_filesystem
-from formats.v1_publish import new_token, remove_staging
+from formats.filesystems import new_token, remove_staging, resolve_filesystem
+from formats.statectl.writer import close_snapshots, write_checkpoint
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
+    OperatorSnapshot,
     metadata_from_json,
     metadata_to_json,
 )

@@ -1,0 +1,101 @@
+"""``inspect`` of a real-sized job fits a screen; ``--all`` still lists everything.
+
+A 30-operator SQL job has a dozen operators with state and many without. The default summary
+draws the operator tree with one line per stateful operator and per non-empty state, a keyed
+operator's subtasks summed up on its line, and one line for the operators without state. Checked
+on a generated 40-operator checkpoint shaped like a SQL job and on every Flink fixture snapshot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_support import run
+from flink_fixtures import require_fixtures, snapshot_ids, snapshots
+
+from formats.statectl.writer import write_checkpoint
+from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
+from statecore.key_groups import (
+    assign_key_to_parallel_operator,
+    compute_key_group_range_for_operator_index,
+)
+from statecore.keyed_backend import HeapKeyedStateBackend
+from statecore.keyed_state import list_state, map_state, value_state
+from statecore.operator_backend import OperatorListStateDescriptor, OperatorStateBackend
+
+SCREEN = 40
+P, M = 4, 128
+TIMERS = (list_state("_timer_state/processing_user-timers", "int64"),
+          list_state("_timer_state/event_user-timers", "int64"))
+
+
+def _keyed(uid: str, states: dict[str, object], keys: int) -> OperatorSnapshot:
+    """A keyed operator: each descriptor filled for ``keys`` keys, the timers left empty."""
+    backends = [HeapKeyedStateBackend("string", M, compute_key_group_range_for_operator_index(
+        M, P, i)) for i in range(P)]
+    for backend in backends:
+        for descriptor in TIMERS:
+            backend.get_list_state(descriptor)
+    for k in range(keys):
+        key = f"{uid}-key-{k}"
+        backend = backends[assign_key_to_parallel_operator(key, M, P, "string")]
+        backend.set_current_key(key)
+        for descriptor, value in states.items():
+            state = backend.get_state(descriptor)  # type: ignore[arg-type]
+            if hasattr(state, "update"):
+                state.update(value)
+            else:
+                state.put_all(value)
+    return OperatorSnapshot(uid, uid, P, M, tuple(SubtaskSnapshot(i, keyed=b.snapshot())
+                                                 for i, b in enumerate(backends)))
+
+
+def sql_like_job(path: Path) -> int:
+    """A checkpoint of 40 operators shaped like a SQL job; returns how many have state."""
+    operators = []
+    offsets = OperatorListStateDescriptor("SourceReaderState", "int64")
+    for s in range(4):
+        subtasks = []
+        for i in range(P):
+            backend = OperatorStateBackend()
+            backend.get_list_state(offsets).add(1000 * s + i)
+            subtasks.append(SubtaskSnapshot(i, operator=backend.snapshot()))
+        operators.append(OperatorSnapshot(f"source-{s}", f"Source: table_{s}[{s}]", P, M,
+                                          tuple(subtasks)))
+    for a in range(8):
+        operators.append(_keyed(f"agg-{a}", {value_state("accState", "int64"): 7}, 60))
+    for j in range(4):
+        operators.append(_keyed(f"join-{j}", {
+            map_state("leftRecords", "string", "int64"): {"r": 1},
+            map_state("rightRecords", "string", "int64"): {"r": 2}}, 40))
+    for c in range(24):
+        operators.append(OperatorSnapshot(f"calc-{c}", f"Calc[{100 + c}]", P, M,
+                                          tuple(SubtaskSnapshot(i) for i in range(P))))
+    write_checkpoint(str(path), 1, operators)
+    return 16
+
+
+def test_a_forty_operator_job_fits_a_screen(tmp_path: Path) -> None:
+    stateful = sql_like_job(tmp_path / "c")
+    code, out, err = run("inspect", str(tmp_path / "c"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) <= SCREEN, out
+    assert "24 operators without state" in out and "(--all lists them)" in out
+    assert sum(1 for line in lines if "agg-" in line or "join-" in line
+               or "source-" in line) == stateful
+    code, everything, _ = run("inspect", "--all", str(tmp_path / "c"))
+    assert code == 0
+    for c in range(24):
+        assert f"calc-{c}" in everything
+    assert everything.count("_timer_state/event_user-timers") == 12  # every empty state
+    assert len(everything.splitlines()) > 40 * P  # one table row per subtask
+
+
+@pytest.mark.parametrize(("fixture", "snap"), snapshots(), ids=snapshot_ids())
+def test_every_flink_snapshot_fits_a_screen(fixture: Path, snap: dict[str, object]) -> None:
+    require_fixtures()
+    code, out, err = run("inspect", str(fixture / str(snap["path"])))
+    assert code == 0, err
+    assert len(out.splitlines()) <= SCREEN, out
