@@ -48,6 +48,8 @@ def rocksdict_options(*, compression: str = "snappy", checksum: str = "xxh3",
     table.set_block_size(block_size)
     table.set_metadata_block_size(metadata_block_size)
     opts.set_block_based_table_factory(table)
+    if index == "hash":  # the hash index needs a prefix extractor (it adds prefix meta blocks)
+        opts.set_prefix_extractor(rd.SliceTransform.create_fixed_prefix(6))
     opts.set_compression_type(getattr(rd.DBCompressionType, compression)())
     return opts
 
