@@ -1,4 +1,4 @@
-"""Real Flink 2.3 RocksDB files (``../shared/flink-fixtures-rocksdb``) through the pure-Python reader.
+"""Real Flink 2.3 RocksDB files (``../shared/flink-fixtures-rocksdb``) through the reader.
 
 Every SST file found opens with every block checksum verified, names its column family, holds
 as many entries as its properties say, in internal-key order, and answers seeks exactly as a full
