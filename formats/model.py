@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,7 @@ from statecore.operator_backend import (
 )
 from statecore.serializers import VOID_NAMESPACE
 
-__all__ = ["Checkpoint", "FileProblem", "state_of"]
+__all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "state_of"]
 
 #: Rows read at once by :meth:`Checkpoint.keyed_entries` (whole key groups, at least one).
 ENTRY_BATCH_ROWS = 65536
@@ -55,6 +56,14 @@ ENTRY_BATCH_ROWS = 65536
 #: ``(kind, message)`` of a data file that is missing or damaged; kinds: ``unsafe-path``,
 #: ``missing-file``, ``size``, ``checksum``.
 FileProblem = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class DownloadUnit:
+    """Files a restore fetches whole, and the key groups they hold: ``(stored name, bytes)``."""
+
+    key_group_range: KeyGroupRange
+    files: tuple[tuple[str, int], ...]
 
 
 def state_of(op: OperatorMetadata, name: str, scope: str) -> StateMetadata:
@@ -106,9 +115,18 @@ class Checkpoint(ABC):
 
     # -- hooks a format may refine -----------------------------------------------------------
 
-    def stored_name(self, relative: str) -> str:
-        """Where a data file's state is, as the format names it (plans show this)."""
-        return relative
+    def stored_names(self, relative: str) -> tuple[str, ...]:
+        """Where a data file's state is, as the format stores it (plans show this)."""
+        return (relative,)
+
+    def download_units(self, uid: str) -> list[DownloadUnit]:
+        """What a restore of an operator fetches whole, with the key groups it covers.
+
+        A Flink RocksDB incremental handle is downloaded whole by every new subtask whose
+        key groups intersect it (``RocksDBIncrementalRestoreOperation``); files of other
+        formats are read by key group, so they have none.
+        """
+        return []
 
     def open_problems(self) -> list[tuple[str, str, str]]:
         """``(kind, where, message)`` of what could not be read when opening (``verify``)."""

@@ -154,8 +154,28 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
                 key = (subtask, int(group))
                 target[key] = target.get(key, 0) + int(counts[group])
     plan = plan_rescale(checkpoint.metadata, parallelism, max_parallelism, rehashed=rehashed)
-    stored = {f.path: checkpoint.stored_name(f.path) for f in checkpoint.metadata.files}
-    return replace(plan, stored_names={k: v for k, v in stored.items() if k != v})
+    stored = {f.path: checkpoint.stored_names(f.path) for f in checkpoint.metadata.files}
+    return replace(plan, stored_names={k: v for k, v in stored.items() if v != (k,)},
+                   downloads=_downloads(checkpoint, plan))
+
+
+def _downloads(checkpoint: Checkpoint, plan: RescalePlan
+               ) -> dict[tuple[str, int], tuple[tuple[str, int], ...]]:
+    """Flink's rule for incremental handles on restore: a new subtask downloads every handle
+    whose key-group range intersects its own (``RocksDBIncrementalRestoreOperation``)."""
+    out: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}
+    for op in plan.operators:
+        units = checkpoint.download_units(op.uid)
+        if not units:
+            continue
+        for sub in op.subtasks:
+            kg = sub.key_group_range
+            if kg is None:
+                continue
+            files = [f for unit in units if len(unit.key_group_range.intersection(kg))
+                     for f in unit.files]
+            out[(op.uid, sub.index)] = tuple(files)
+    return out
 
 
 def _new_key_groups(table: pa.Table, key_type: str, max_parallelism: int) -> np.ndarray[Any, Any]:

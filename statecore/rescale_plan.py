@@ -143,17 +143,21 @@ class RescalePlan:
     parallelism: int
     max_parallelism: int | None
     operators: tuple[OperatorPlan, ...]
-    #: data files as the source's format names them, where that is not their model name (a
-    #: Flink snapshot's decoded states: the stream's file name, or ``inline``)
-    stored_names: Mapping[str, str] = field(default_factory=dict)
+    #: where data files' state is stored, where that is not their model name (a Flink
+    #: snapshot's decoded states: ``inline``, or files relative to the snapshot)
+    stored_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: per (operator uid, new subtask): the files its restore downloads whole, with their bytes
+    #: (a Flink RocksDB snapshot's incremental handles; empty for other formats)
+    downloads: Mapping[tuple[str, int], tuple[tuple[str, int], ...]] = field(
+        default_factory=dict)
 
     @property
     def rehash(self) -> bool:
         return any(op.rehash for op in self.operators)
 
-    def stored_name(self, file: str) -> str:
-        """How the source's format names a data file (see ``stored_names``)."""
-        return self.stored_names.get(file, file)
+    def stored(self, file: str) -> tuple[str, ...]:
+        """Where a data file's state is stored (see ``stored_names``)."""
+        return self.stored_names.get(file, (file,))
 
     @property
     def bytes_moved(self) -> int:

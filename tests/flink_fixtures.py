@@ -16,24 +16,31 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: The fixture roots (DESIGN "Ground truth"): name -> (environment variable, default folder).
+ROOTS = {
+    "heap": ("STATECTL_FLINK_FIXTURES", "flink-fixtures"),
+    "rocksdb": ("STATECTL_FLINK_ROCKSDB_FIXTURES", "flink-fixtures-rocksdb"),
+    "types": ("STATECTL_FLINK_TYPES_FIXTURES", "flink-fixtures-types"),
+}
 
-def fixtures_dir() -> Path:
-    default = ROOT.parent / "shared" / "flink-fixtures"
-    return Path(os.environ.get("STATECTL_FLINK_FIXTURES", default))
+
+def fixtures_dir(root: str = "heap") -> Path:
+    variable, default = ROOTS[root]
+    return Path(os.environ.get(variable, ROOT.parent / "shared" / default))
 
 
-def fixture_sets() -> list[Path]:
-    base = fixtures_dir()
+def fixture_sets(root: str = "heap") -> list[Path]:
+    base = fixtures_dir(root)
     if not base.is_dir():
         return []
     return sorted(p for p in base.iterdir() if (p / "expected.json").is_file())
 
 
-def require_fixtures() -> list[Path]:
-    sets = fixture_sets()
+def require_fixtures(root: str = "heap") -> list[Path]:
+    sets = fixture_sets(root)
     if not sets:
-        pytest.fail(f"no Flink fixture sets (directories with expected.json) in {fixtures_dir()}; "
-                    f"set STATECTL_FLINK_FIXTURES")
+        pytest.fail(f"no Flink fixture sets (directories with expected.json) in "
+                    f"{fixtures_dir(root)}; set {ROOTS[root][0]}")
     return sets
 
 
@@ -42,13 +49,25 @@ def expected(fixture_set: Path) -> dict[str, Any]:
     return document
 
 
-def snapshots() -> list[tuple[Path, dict[str, Any]]]:
-    """``(fixture set, snapshot entry of its expected.json)`` for every listed snapshot."""
-    return [(s, snap) for s in fixture_sets() for snap in expected(s)["snapshots"]]
+def snapshots(*roots: str) -> list[tuple[Path, dict[str, Any]]]:
+    """``(fixture set, snapshot entry of its expected.json)`` for every listed snapshot of the
+    sets under ``roots`` (default: the heap fixtures)."""
+    return [(s, snap) for root in roots or ("heap",) for s in fixture_sets(root)
+            for snap in expected(s)["snapshots"]]
 
 
-def snapshot_ids() -> list[str]:
-    return [f"{s.name}:{snap['path']}" for s, snap in snapshots()]
+def snapshot_ids(*roots: str) -> list[str]:
+    return [f"{s.name}:{snap['path']}" for s, snap in snapshots(*roots)]
+
+
+def snapshot_files(snapshot: Path) -> list[Path]:
+    """Every file a snapshot's ``_metadata`` may reference: the directory's own files and,
+    for a checkpoint, those of its job's ``shared/`` directory (RocksDB's)."""
+    own = sorted(p for p in snapshot.iterdir() if p.is_file())
+    shared = snapshot.parent / "shared"
+    if snapshot.name.startswith("chk-") and shared.is_dir():
+        own += sorted(p for p in shared.iterdir() if p.is_file())
+    return own
 
 
 def plain(value: Any) -> Any:

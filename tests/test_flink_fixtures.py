@@ -1,6 +1,9 @@
 """Real Flink 2.3 checkpoints and savepoints, read by statectl, against the fixtures' ground truth.
 
-For every snapshot every fixture set's ``expected.json`` lists: operators, parallelism, max
+The heap fixtures (``$STATECTL_FLINK_FIXTURES``) and the RocksDB ones
+(``$STATECTL_FLINK_ROCKSDB_FIXTURES``: incremental checkpoints and native savepoints, whose
+keyed state is RocksDB's SST files). For every snapshot every fixture set's ``expected.json``
+lists: operators, parallelism, max
 parallelism, state names and kinds and every key's value equal ``expected.json``; the
 ``_metadata`` reader agrees with ``metadata-dump.json`` (what Flink's own
 ``Checkpoints.loadCheckpointMetadata`` reported); ``verify`` is clean; ``export`` writes typed
@@ -23,7 +26,8 @@ from formats.arrow_types import arrow_type, from_arrow
 from formats.columns import operator_schema, value_spec
 from formats.export import export_checkpoint
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.metadata import parse_metadata
+from formats.diff import diff_checkpoints
+from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint
 from formats.state_scan import lookup
@@ -32,6 +36,7 @@ from statecore.checkpoint import CheckpointKind
 from statecore.rescale_plan import intersect_handle
 from tests.flink_fixtures import (
     expected,
+    fixture_sets,
     plain,
     plain_key,
     require_fixtures,
@@ -39,8 +44,9 @@ from tests.flink_fixtures import (
     snapshots,
 )
 
-SNAPSHOTS = snapshots()
-IDS = snapshot_ids()
+ROOTS = ("heap", "rocksdb")
+SNAPSHOTS = snapshots(*ROOTS)
+IDS = snapshot_ids(*ROOTS)
 
 #: expected.json key type names -> statectl type specs of the decoded keys
 KEY_TYPES = {"String": "string", "Long": "int64", "Integer": "int32",
@@ -48,8 +54,13 @@ KEY_TYPES = {"String": "string", "Long": "int64", "Integer": "int32",
              "RowData(VARCHAR)": "tuple<string>", "RowData(INT)": "tuple<int32>"}
 
 
-def test_fixture_sets_exist() -> None:
-    assert require_fixtures()
+@pytest.mark.parametrize("root", ROOTS)
+def test_fixture_sets_exist(root: str) -> None:
+    assert require_fixtures(root)
+
+
+def _backend(fixture_set: Path) -> str:
+    return "rocksdb" if fixture_set in fixture_sets("rocksdb") else "hashmap"
 
 
 def _open(fixture_set: Path, snap: dict[str, Any]) -> FlinkCheckpoint:
@@ -87,7 +98,8 @@ def test_snapshot_identity(fixture_set: Path, snap: dict[str, Any]) -> None:
     assert checkpoint.metadata.kind is kind
     handle_kinds = {h.kind for op in checkpoint.flink.operators for st in op.subtasks
                     for h in st.managed_keyed}
-    assert handle_kinds == ({"canonical"} if snap["format"] == "canonical" else {"heap"})
+    native = "incremental" if _backend(fixture_set) == "rocksdb" else "heap"
+    assert handle_kinds == ({"canonical"} if snap["format"] == "canonical" else {native})
     if snap["kind"] == "savepoint":
         assert checkpoint.flink.savepoint_format == snap["format"].upper()
     for op in checkpoint.metadata.operators:
@@ -194,42 +206,55 @@ def _dump_handle(handle: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("fixture_set", "snap"), SNAPSHOTS, ids=IDS)
 def test_metadata_agrees_with_flinks_own_reader(fixture_set: Path, snap: dict[str, Any]) -> None:
+    """Every field Flink's own reading reports (the dumps of the fixture roots differ in how
+    much they report: a field a dump lacks is not compared)."""
     dump = json.loads((fixture_set / "metadata-dump.json").read_text())[snap["path"]]
     data = (fixture_set / snap["path"] / "_metadata").read_bytes()
-    assert len(data) == dump["metadataFileSize"]
+    if "metadataFileSize" in dump:
+        assert len(data) == dump["metadataFileSize"]
     meta = parse_metadata(data)
-    assert meta.version == dump["metadataVersion"]
+    if "metadataVersion" in dump:
+        assert meta.version == dump["metadataVersion"]
     assert meta.checkpoint_id == dump["checkpointId"]
     assert len(meta.master_states) == dump["masterStateCount"]
-    assert meta.is_savepoint == dump["checkpointProperties"]["isSavepoint"]
-    assert meta.savepoint_format == dump["checkpointProperties"]["savepointFormatType"]
-    assert len(meta.operators) == dump["operatorCount"]
+    properties = dump.get("checkpointProperties") or {"isSavepoint": dump["isSavepoint"]}
+    assert meta.is_savepoint == properties["isSavepoint"]
+    if "savepointFormatType" in properties:
+        assert meta.savepoint_format == properties["savepointFormatType"]
+    assert len(meta.operators) == dump.get("operatorCount", len(dump["operators"]))
     for op, d in zip(meta.operators, dump["operators"], strict=True):
-        assert (op.name, op.uid, op.operator_id) == (d["operatorName"], d["operatorUid"],
-                                                     d["operatorId"])
+        assert (op.name, op.uid, op.operator_id) == (d["operatorName"] or None,
+                                                     d["operatorUid"] or None, d["operatorId"])
         assert (op.parallelism, op.max_parallelism) == (d["parallelism"], d["maxParallelism"])
         assert op.fully_finished == d["fullyFinished"]
         assert (op.coordinator_state is not None) == d["hasCoordinatorState"]
-        if op.coordinator_state is not None:
+        if op.coordinator_state is not None and "coordinatorStateSize" in d:
             assert op.coordinator_state.size == d["coordinatorStateSize"]
-        assert [s.index for s in op.subtasks] == d["subtaskIndices"]
+        assert [s.index for s in op.subtasks] == d.get("subtaskIndices",
+                                                       [s["subtask"] for s in d["subtasks"]])
         total = 0
         for st, ds in zip(op.subtasks, d["subtasks"], strict=True):
             assert st.index == ds["subtask"] and st.finished == ds["finished"]
-            assert len(st.managed_keyed) == ds["managedKeyedStateCount"]
-            assert len(st.raw_keyed) == ds["rawKeyedStateCount"]
-            assert len(st.managed_operator) == ds["managedOperatorStateCount"]
-            assert len(st.raw_operator) == ds["rawOperatorStateCount"]
-            assert st.channel_state_handles == (ds["inputChannelStateCount"]
-                                                + ds["resultSubpartitionStateCount"])
+            for ours, theirs in ((st.managed_keyed, "managedKeyedState"),
+                                 (st.raw_keyed, "rawKeyedState"),
+                                 (st.managed_operator, "managedOperatorState"),
+                                 (st.raw_operator, "rawOperatorState")):
+                assert len(ours) == ds.get(f"{theirs}Count", len(ds[theirs]))
+            if "inputChannelStateCount" in ds:
+                assert st.channel_state_handles == (ds["inputChannelStateCount"]
+                                                    + ds["resultSubpartitionStateCount"])
             size = 0
             for h, dh in zip(st.managed_keyed, ds["managedKeyedState"], strict=True):
+                if isinstance(h, FlinkIncrementalHandle):
+                    size += _check_incremental(h, dh)
+                    continue
                 assert dh["class"] == ("KeyGroupsSavepointStateHandle" if h.kind == "canonical"
                                        else "KeyGroupsStateHandle")
                 assert [h.first_key_group, h.last_key_group] == dh["keyGroupRange"]
                 assert [[h.first_key_group + i, o] for i, o in enumerate(h.offsets)] == \
                     dh["keyGroupOffsets"]
-                assert h.handle_id == dh["stateHandleId"]
+                if "stateHandleId" in dh:
+                    assert h.handle_id == dh["stateHandleId"]
                 assert h.stream.size == dh["stateSize"] == dh["delegate"]["stateSize"]
                 _check_stream(h.stream, dh["delegate"])
                 size += h.stream.size
@@ -245,14 +270,66 @@ def test_metadata_agrees_with_flinks_own_reader(fixture_set: Path, snap: dict[st
         assert total + coordinator == d["stateSize"]
 
 
+def _check_incremental(h: FlinkIncrementalHandle, dh: dict[str, Any]) -> int:
+    """An incremental handle against Flink's reading of it; its state size."""
+    assert dh["class"] == "IncrementalRemoteKeyedStateHandle"
+    assert [h.first_key_group, h.last_key_group] == dh["keyGroupRange"]
+    assert (h.checkpoint_id, h.backend_id) == (dh["checkpointId"], dh["backendIdentifier"])
+    assert h.meta.size == dh["metaStateHandle"]["stateSize"]
+    _check_stream(h.meta, dh["metaStateHandle"])
+    for files, dumped in ((h.shared, dh["sharedState"]), (h.private, dh["privateState"])):
+        assert [local for local, _ in files] == [d["localPath"] for d in dumped]
+        for (_, stream), d in zip(files, dumped, strict=True):
+            assert stream.size == d["handle"]["stateSize"]
+            _check_stream(stream, d["handle"])
+    size = h.meta.size + sum(stream.size for _, stream in h.files)
+    assert size == dh["stateSize"]
+    return size
+
+
 def _check_stream(stream: Any, delegate: dict[str, Any]) -> None:
     kinds = {"inline": "ByteStreamStateHandle", "relative": "RelativeFileStateHandle",
              "file": "FileStateHandle"}
     assert kinds[stream.kind] == delegate["type"]
     if stream.kind == "relative":
         assert stream.path == delegate["relativePath"]
-    if stream.kind == "inline":
-        assert stream.file_name == delegate["name"]
+    if stream.kind == "inline":  # the dumps give the name, or the path it would have had
+        assert stream.file_name == delegate["name"].rsplit("/", 1)[-1]
+
+
+# -- one logical state in every snapshot of a set -----------------------------------------------
+
+
+def _same_state_pairs() -> list[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    """Every other snapshot of a set against its canonical savepoint of the same parallelism."""
+    out = []
+    for fixture_set, snap in SNAPSHOTS:
+        if snap["format"] == "canonical":
+            continue
+        canonical = next((s for f, s in SNAPSHOTS if f == fixture_set
+                          and s["format"] == "canonical"
+                          and s["parallelism"] == snap["parallelism"]), None)
+        if canonical is not None:
+            out.append((fixture_set, snap, canonical))
+    return out
+
+
+SAME = _same_state_pairs()
+
+
+def test_every_native_snapshot_has_a_canonical_twin() -> None:
+    assert SAME and {f for f, _, _ in SAME} == {f for f, s in SNAPSHOTS}
+
+
+@pytest.mark.parametrize(("fixture_set", "snap", "canonical"), SAME,
+                         ids=[f"{f.name}:{s['path']}" for f, s, _ in SAME])
+def test_diff_with_the_canonical_savepoint_is_equal(fixture_set: Path, snap: dict[str, Any],
+                                                    canonical: dict[str, Any]) -> None:
+    """A checkpoint (heap full or RocksDB incremental) and the canonical savepoint of the same
+    run hold the same logical state: ``diff`` finds no difference."""
+    report = diff_checkpoints(_open(fixture_set, snap), _open(fixture_set, canonical))
+    assert report.equal, report.differences[:5]
+    assert report.compared > 0
 
 
 # -- the rescale oracle -----------------------------------------------------------------------
@@ -265,7 +342,8 @@ def _restored_pairs() -> list[tuple[Path, dict[str, Any], dict[str, Any]]]:
     for fixture_set, snap in SNAPSHOTS:
         if "rescaled_from" not in snap:
             continue
-        source = next(s for _, s in snapshots() if s["path"] == snap["rescaled_from"])
+        source = next(s for f, s in SNAPSHOTS
+                      if f == fixture_set and s["path"] == snap["rescaled_from"])
         for _, other in ((f, s) for f, s in SNAPSHOTS if f == fixture_set):
             if "rescaled_from" not in other and other["parallelism"] == source["parallelism"]:
                 out.append((fixture_set, other, snap))
@@ -346,6 +424,33 @@ def _check_operator_state(old: FlinkCheckpoint, op_plan: Any, restored: dict[str
             assert got == want
 
 
+@pytest.mark.parametrize(("fixture_set", "source", "restored"), PAIRS,
+                         ids=[f"{f.name}:{s['path']}->{r['path']}" for f, s, r in PAIRS])
+def test_rescale_plan_downloads_incremental_handles_whole(
+        fixture_set: Path, source: dict[str, Any], restored: dict[str, Any]) -> None:
+    """Flink's rule for RocksDB incremental handles: a new subtask downloads every file of every
+    old handle whose key groups intersect its own (the meta data too). Computed here from the
+    ``_metadata`` alone, against the plan."""
+    old = _open(fixture_set, source)
+    plan = plan_checkpoint(old, restored["parallelism"])
+    meta = parse_metadata((fixture_set / source["path"] / "_metadata").read_bytes())
+    found = 0
+    for op_plan in plan.operators:
+        flink_op = next(o for o in meta.operators if o.operator_id == op_plan.identity.id)
+        handles = [h for st in flink_op.subtasks for h in st.managed_keyed
+                   if isinstance(h, FlinkIncrementalHandle)]
+        for sub in op_plan.subtasks:
+            got = plan.downloads.get((op_plan.uid, sub.index), ())
+            kg = sub.key_group_range
+            want = [h for h in handles if kg is not None and h.first_key_group <= kg.end
+                    and kg.start <= h.last_key_group]
+            assert sum(size for _, size in got) == sum(
+                h.meta.size + sum(f.size for _, f in h.files) for h in want)
+            assert len(got) == sum(1 + len(h.files) for h in want)
+            found += len(want)
+    assert (found > 0) == (_backend(fixture_set) == "rocksdb" and source["format"] != "canonical")
+
+
 # -- export -----------------------------------------------------------------------------------
 
 
@@ -362,7 +467,8 @@ def test_export_of_a_savepoint_is_typed_parquet(fixture_set: Path, snap: dict[st
     known = 0
     for exported in result.tables:
         table = pq.read_table(out / exported.path)
-        op = next(o for o in checkpoint.metadata.operators if o.uid == exported.operator)
+        op = next(o for o in checkpoint.metadata.operators
+                  if o.identity == exported.operator)
         state = next(s for s in op.states if s.name == exported.state)
         assert table.num_rows == exported.rows
         if state.scope == "keyed":  # typed as the serializers say: a Flink String key is string

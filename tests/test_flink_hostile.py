@@ -33,11 +33,11 @@ from types import FrameType
 import pytest
 
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.metadata import parse_metadata
+from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.open import open_checkpoint
 from statecore.errors import StatectlError
 from tests.cli_support import run
-from tests.flink_fixtures import require_fixtures, snapshots
+from tests.flink_fixtures import require_fixtures, snapshot_files, snapshots
 
 HANG_SECONDS = 10
 #: cases per file in ``make test``; the slow test runs ten times as many
@@ -68,17 +68,33 @@ def cases(truncations: int, flips: int, seed: int) -> list[Case]:
     bytes) plus random ones; flips at random bits."""
     rng = random.Random(seed)
     out: list[Case] = []
-    for fixture_set, snap in snapshots():
+    for fixture_set, snap in snapshots("heap", "rocksdb"):
         root = fixture_set / snap["path"]
-        for path in sorted(p for p in root.iterdir() if p.is_file()):
+        referenced = _referenced(root)
+        for path in snapshot_files(root):
+            if path.parent != root and path.name not in referenced:
+                continue  # a shared file of an older checkpoint: this one does not read it
             size = path.stat().st_size
             if size == 0:
                 continue
             cuts = {0, size - 1, *(size * i // truncations for i in range(1, truncations // 2)),
                     *(rng.randrange(size) for _ in range(truncations - truncations // 2))}
-            out += [Case(root, path.name, "truncate", c) for c in sorted(cuts)]
-            out += [Case(root, path.name, "flip", rng.randrange(size * 8)) for _ in range(flips)]
+            name = path.name if path.parent == root else f"../shared/{path.name}"
+            out += [Case(root, name, "truncate", c) for c in sorted(cuts)]
+            out += [Case(root, name, "flip", rng.randrange(size * 8)) for _ in range(flips)]
     return out
+
+
+def _referenced(snapshot: Path) -> set[str]:
+    """The file names a snapshot's ``_metadata`` references (its RocksDB files among them)."""
+    names = set()
+    for op in parse_metadata((snapshot / "_metadata").read_bytes()).operators:
+        for st in op.subtasks:
+            for h in st.managed_keyed:
+                streams = [h.meta, *(f for _, f in h.files)] if isinstance(
+                    h, FlinkIncrementalHandle) else [h.stream]
+                names |= {stream.file_name for stream in streams}
+    return names
 
 
 class _Hang(BaseException):
@@ -127,12 +143,14 @@ class Copies:
         self.roots: dict[Path, Path] = {}
 
     def copy(self, snapshot: Path) -> Path:
+        """``<base>/s<n>/<job dir>/<snapshot>``, and the job's ``shared/`` where it has one."""
         if snapshot not in self.roots:
-            target = self.base / f"s{len(self.roots)}" / snapshot.name
+            target = self.base / f"s{len(self.roots)}" / snapshot.parent.name / snapshot.name
             target.mkdir(parents=True)
-            for p in snapshot.iterdir():
-                if p.is_file():
-                    os.link(p, target / p.name)
+            for p in snapshot_files(snapshot):
+                linked = target / (p.name if p.parent == snapshot else f"../shared/{p.name}")
+                linked.parent.mkdir(exist_ok=True)
+                os.link(p, linked)
             self.roots[snapshot] = target
         return self.roots[snapshot]
 

@@ -93,7 +93,8 @@ def test_a_forty_operator_job_fits_a_screen(tmp_path: Path) -> None:
     assert len(everything.splitlines()) > 40 * P  # one table row per subtask
 
 
-@pytest.mark.parametrize(("fixture", "snap"), snapshots(), ids=snapshot_ids())
+@pytest.mark.parametrize(("fixture", "snap"), snapshots("heap", "rocksdb"),
+                         ids=snapshot_ids("heap", "rocksdb"))
 def test_every_flink_snapshot_fits_a_screen(fixture: Path, snap: dict[str, object]) -> None:
     require_fixtures()
     code, out, err = run("inspect", str(fixture / str(snap["path"])))

@@ -127,7 +127,8 @@ def test_a_verify_problem_names_its_operator(tmp_path: Path) -> None:
         "operators"][0]["uid"]
 
 
-@pytest.mark.parametrize(("fixture", "snap"), snapshots(), ids=snapshot_ids())
+@pytest.mark.parametrize(("fixture", "snap"), snapshots("heap", "rocksdb"),
+                         ids=snapshot_ids("heap", "rocksdb"))
 def test_reading_commands_on_every_flink_snapshot(fixture: Path, snap: dict[str, Any],
                                                   tmp_path: Path) -> None:
     require_fixtures()
@@ -141,10 +142,14 @@ def test_reading_commands_on_every_flink_snapshot(fixture: Path, snap: dict[str,
         for op in dump["operators"])
     plan = run_json("rescale", str(path), "-p", str(snap["parallelism"] + 1), "--plan")
     check(plan, "rescale")
-    files = [h["file"] for op in plan["plan"]["operators"] for st in op["subtasks"]
-             for h in st["keyed_handles"] + st["operator_handles"]]
+    handles = [h for op in plan["plan"]["operators"] for st in op["subtasks"]
+               for h in st["keyed_handles"] + st["operator_handles"]]
+    assert all(h["file"] == ", ".join(h["files"]) for h in handles)
+    files = [name for h in handles for name in h["files"]]
     assert files, "a Flink plan with no handles"
-    for name in files:  # as Flink stores them: a file beside _metadata, or inline
+    downloads = [d["file"] for op in plan["plan"]["operators"] for st in op["subtasks"]
+                 for d in st["downloads"]]
+    for name in files + downloads:  # as Flink stores them: beside _metadata, shared, inline
         assert name == "inline" or (path / name).is_file(), name
     check(run_json("verify", str(path)), "verify")
     check(run_json("diff", str(path), str(path)), "diff")

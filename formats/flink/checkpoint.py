@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from formats.columns import keyed_schema, operator_schema
+from formats.flink.incremental import decode_incremental
 from formats.flink.keyed import (
     DecodedKeyed,
     HeaderCache,
@@ -46,6 +47,8 @@ from formats.flink.keyed import (
     iter_timers,
 )
 from formats.flink.metadata import (
+    FlinkIncrementalHandle,
+    FlinkKeyedHandle,
     FlinkMetadata,
     FlinkOperator,
     StreamHandle,
@@ -54,7 +57,7 @@ from formats.flink.metadata import (
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
 from formats.flink.serializers import Codec
-from formats.model import Checkpoint, FileProblem
+from formats.model import Checkpoint, DownloadUnit, FileProblem
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -85,6 +88,8 @@ __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
 FLINK_METADATA_FILE = "_metadata"
 MAX_METADATA_BYTES = 256 << 20
 MAX_STATE_FILE_BYTES = 4 << 30
+#: The job directory's folders besides the snapshots (``CheckpointStorageLayout``).
+JOB_DIRECTORIES = ("shared", "taskowned")
 _KINDS = {"value", "list", "map", "reducing", "aggregating"}
 _MODES = {"SPLIT_DISTRIBUTE": ("split", OperatorStateMode.SPLIT_DISTRIBUTE),
           "UNION": ("union", OperatorStateMode.UNION),
@@ -178,12 +183,14 @@ class FlinkCheckpoint(Checkpoint):
     def __init__(self, fs: pafs.FileSystem, root: str, location: str, flink: FlinkMetadata,
                  metadata: CheckpointMetadata, tables: dict[str, _Table],
                  problems: list[Problem], key_codecs: dict[str, Codec],
-                 stored: dict[str, str]) -> None:
+                 stored: dict[str, tuple[str, ...]],
+                 downloads: dict[str, list[DownloadUnit]]) -> None:
         super().__init__(location, metadata)
         self.fs, self.root = fs, root
         self.flink = flink
         self._tables = tables
         self._stored = stored
+        self._downloads = downloads
         self.problems = problems
         self.key_codecs = key_codecs
 
@@ -207,10 +214,17 @@ class FlinkCheckpoint(Checkpoint):
         out = table.slice(first, count)
         return out if columns is None else out.select(list(columns))
 
-    def stored_name(self, relative: str) -> str:
-        """The state stream a virtual file was decoded from: a file name, or ``inline``."""
+    def stored_names(self, relative: str) -> tuple[str, ...]:
+        """Where a virtual file's state is: ``inline``, or files relative to the snapshot.
+
+        The stream a full snapshot's state was decoded from; a RocksDB state's SST files.
+        """
         self._path_table(relative)
         return self._stored[relative]
+
+    def download_units(self, uid: str) -> list[DownloadUnit]:
+        """An operator's incremental (RocksDB) handles: each is downloaded whole on restore."""
+        return list(self._downloads.get(self.operator(uid).uid, ()))
 
     def row_groups(self, relative: str) -> list[tuple[int, int]]:
         """``(rows, Flink bytes)`` per key group of a decoded keyed state (one per row group)."""
@@ -280,7 +294,8 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
                   builder.tables.items())
     metadata = CheckpointMetadata(flink.checkpoint_id, kind, created, operators, files)
     return FlinkCheckpoint(fs, root, location, flink, metadata, builder.tables,
-                           builder.problems, builder.key_codecs, builder.stored)
+                           builder.problems, builder.key_codecs, builder.stored,
+                           builder.downloads)
 
 
 def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int) -> bytes:
@@ -326,36 +341,53 @@ class _Builder:
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
         self.headers: HeaderCache = {}
-        #: each virtual file's stream as Flink names it (``inline`` or a file name)
-        self.stored: dict[str, str] = {}
-        self.operator_stored: dict[int, str] = {}  # id(decoded operator state) -> stream
+        #: where each virtual file's state is, as Flink stores it: ``inline`` or files relative
+        #: to the snapshot directory (a RocksDB state: its column family's SST files)
+        self.stored: dict[str, tuple[str, ...]] = {}
+        self.operator_stored: dict[int, tuple[str, ...]] = {}  # id(decoded state) -> files
+        #: each operator's incremental handles: what a restore downloads whole (plans)
+        self.downloads: dict[str, list[DownloadUnit]] = {}
 
     # -- streams --------------------------------------------------------------------------
 
-    def stream_bytes(self, stream: StreamHandle) -> tuple[bytes, str]:
-        """The bytes of a stream handle and a name for messages.
+    def locate(self, stream: StreamHandle) -> str:
+        """Where a file handle's bytes are, relative to the snapshot directory.
 
-        Inline handles carry their bytes. File handles are read inside the snapshot
-        directory only: a relative path as given, an absolute path when it lies inside the
-        directory, else by its file name in the directory (Flink 2.x stores file names, and
-        users move snapshots); a path that would leave the directory is refused.
+        Resolved as Flink does, inside the job's directories only: a relative handle as given;
+        a file in the job's ``shared/`` or ``taskowned/`` directory (a checkpoint's RocksDB
+        files) in the sibling of the snapshot directory, where it is also when the checkpoint
+        was moved together with its job directory; any other path by its file name in the
+        snapshot directory (Flink 2.x stores file names, and users move snapshots). A path
+        that would leave them is refused.
         """
+        name = stream.path
+        if stream.kind == "relative":
+            if name.startswith("/") or ".." in name.split("/") or not name:
+                raise UnsafePathError(f"state file {name!r} leads out of the snapshot directory")
+            return name
+        parts = name.rstrip("/").rsplit("/", 2)
+        base = parts[-1]
+        if base in ("", ".", ".."):
+            raise UnsafePathError(f"state file {name!r} has no usable file name")
+        if len(parts) == 3 and parts[1] in JOB_DIRECTORIES:
+            return f"../{parts[1]}/{base}"
+        return base
+
+    def stream_bytes(self, stream: StreamHandle) -> tuple[bytes, str]:
+        """The bytes of a stream handle and a name for messages (see :meth:`locate`)."""
         if stream.kind == "inline":
             assert stream.data is not None
             return stream.data, f"{stream.file_name} (inline)"
         if stream.kind == "empty":
             return b"", "(empty segment)"
-        name = stream.path
-        if stream.kind == "relative":
-            if name.startswith("/") or ".." in name.split("/") or not name:
-                raise UnsafePathError(f"state file {name!r} leads out of the snapshot directory")
-            relative = name
+        relative = self.locate(stream)
+        if relative.startswith("../"):  # the job directory's shared or taskowned files
+            job = self.root.rsplit("/", 1)[0] if "/" in self.root else "."
+            data = _read_file(self.fs, job, f"{job}/{relative[3:]}", relative,
+                              MAX_STATE_FILE_BYTES)
         else:
-            relative = name.rstrip("/").rsplit("/", 1)[-1]
-            if relative in ("", ".", ".."):
-                raise UnsafePathError(f"state file {name!r} has no usable file name")
-        data = _read_file(self.fs, self.root, f"{self.root}/{relative}", relative,
-                          MAX_STATE_FILE_BYTES)
+            data = _read_file(self.fs, self.root, f"{self.root}/{relative}", relative,
+                              MAX_STATE_FILE_BYTES)
         if stream.kind == "segment":
             if stream.start + stream.size > len(data):
                 raise CorruptCheckpointError(f"{relative}: segment beyond the file's end")
@@ -364,6 +396,35 @@ class _Builder:
             raise CorruptCheckpointError(f"{relative} has {len(data)} bytes, the metadata "
                                          f"says {stream.size}")
         return data, relative
+
+    def keyed_stream(self, handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
+                     max_parallelism: int, uid: str
+                     ) -> tuple[KeyedHeader, DecodedKeyed, Callable[[str], tuple[str, ...]]]:
+        """Decode one keyed handle; also how each of its states is stored (for plans)."""
+        if isinstance(handle, FlinkIncrementalHandle):
+            def read(stream: StreamHandle, local: str) -> tuple[bytes, str]:
+                return self.stream_bytes(stream)
+
+            header, decoded, info = decode_incremental(
+                handle, read, where, max_parallelism, self.headers,
+                lambda stream, local: self.stored_as(stream))
+            self.downloads.setdefault(uid, []).append(DownloadUnit(
+                KeyGroupRange(handle.first_key_group, handle.last_key_group),
+                tuple((f.stored, f.size) for f in info.files)))
+            by_family: dict[str, tuple[str, ...]] = {}
+            for f in info.files:
+                if f.column_family is not None:
+                    by_family[f.column_family] = (*by_family.get(f.column_family, ()), f.stored)
+            return header, decoded, lambda state: by_family.get(state, ())
+        data, name = self.stream_bytes(handle.stream)
+        header, decoded = decode_keyed_stream(data, handle, f"{where}: {name}", max_parallelism,
+                                              self.headers)
+        stored = (self.stored_as(handle.stream),)
+        return header, decoded, lambda state: stored
+
+    def stored_as(self, stream: StreamHandle) -> str:
+        """How a plan names a stream: ``inline`` (in ``_metadata``), else its file."""
+        return "inline" if stream.kind in ("inline", "empty") else self.locate(stream)
 
     def fail(self, exc: StatectlError, where: str) -> None:
         if self.strict:
@@ -387,9 +448,8 @@ class _Builder:
             for handle in st.managed_keyed:
                 hw = f"{where}, subtask {st.index}"
                 try:
-                    data, name = self.stream_bytes(handle.stream)
-                    header, decoded = decode_keyed_stream(data, handle, f"{hw}: {name}",
-                                                          op.max_parallelism, self.headers)
+                    header, decoded, stored = self.keyed_stream(handle, hw, op.max_parallelism,
+                                                                uid)
                 except StatectlError as exc:
                     self.fail(exc, hw)
                     continue
@@ -404,7 +464,7 @@ class _Builder:
                     states.setdefault(state_meta.name, state_meta)
                     keyed.setdefault(st.index, []).append(
                         (state_meta.name, rows, decoded.state_key_group_bytes[state_meta.name],
-                         held, header.key, op.max_parallelism, _stored(handle.stream, name)))
+                         held, header.key, op.max_parallelism, stored(state_meta.name)))
             for op_handle in st.managed_operator:
                 hw = f"{where}, subtask {st.index}"
                 try:
@@ -421,7 +481,7 @@ class _Builder:
                         None if kind != "broadcast" else (ds.key.spec if ds.key else "bytes")))
                 op_states.setdefault(st.index, []).extend(decoded_states)
                 for ds in decoded_states:
-                    self.operator_stored[id(ds)] = _stored(op_handle.stream, name)
+                    self.operator_stored[id(ds)] = (self.stored_as(op_handle.stream),)
         if self.allow_pickle:
             self.unpickle(states, keyed, op_states, where)
         subtasks = []
@@ -435,7 +495,7 @@ class _Builder:
                 for name, rows, kg_bytes, *extra in keyed.get(i, []) if key_type is not None)
             operator_handles = tuple(
                 self.operator_file(index, states[ds.name], i, ds,
-                                   self.operator_stored.get(id(ds), "inline"))
+                                   self.operator_stored.get(id(ds), ("inline",)))
                 for ds in op_states.get(i, []))
             if rng is None and not operator_handles and i not in {s.index for s in op.subtasks}:
                 subtasks.append(SubtaskMetadata(i, None, (), ()))
@@ -485,7 +545,7 @@ class _Builder:
                                      namespace_type=namespace)
             yield meta, entries
 
-    def virtual_name(self, stem: str, stored: str) -> str:
+    def virtual_name(self, stem: str, stored: tuple[str, ...]) -> str:
         """A new virtual file ``<stem>[-<n>].parquet`` whose stream Flink names ``stored``.
 
         A subtask with several handles of one state (after a rescaled restore) gets one
@@ -500,7 +560,7 @@ class _Builder:
     def keyed_file(self, op_index: int, state: StateMetadata, key_type: str, subtask: int,
                    rows: list[tuple[int, Any, Any, Any]], kg_bytes: dict[int, int],
                    key_group_range: KeyGroupRange, key_codec: Codec, max_parallelism: int,
-                   stored: str) -> KeyedStateHandle:
+                   stored: tuple[str, ...]) -> KeyedStateHandle:
         key_groups = [r[0] for r in rows]
         if key_groups != sorted(key_groups):  # the decoders emit key groups in order
             rows = sorted(rows, key=lambda r: r[0])
@@ -525,7 +585,7 @@ class _Builder:
         return KeyedStateHandle(state.name, name, key_group_range, tuple(groups))
 
     def operator_file(self, op_index: int, state: StateMetadata, subtask: int,
-                      ds: DecodedOperatorState, stored: str) -> OperatorStateHandle:
+                      ds: DecodedOperatorState, stored: tuple[str, ...]) -> OperatorStateHandle:
         name = self.virtual_name(
             f"flink/op-{op_index}/operator/{_safe(state.name)}/{subtask}", stored)
         self.tables[name] = _Table(ds.elements, _operator_schema(state), False, ds.bytes,
@@ -533,11 +593,6 @@ class _Builder:
                                    where=f"operator state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}")
         return OperatorStateHandle(state.name, _MODES[ds.mode][1], name, 0, len(ds.elements))
-
-
-def _stored(stream: StreamHandle, name: str) -> str:
-    """How a plan names a stream: ``inline`` (in ``_metadata``), else its file's name."""
-    return "inline" if stream.kind in ("inline", "empty") else name
 
 
 @functools.lru_cache(maxsize=1024)

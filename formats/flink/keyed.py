@@ -44,8 +44,9 @@ from formats.flink.serializers import (
 from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import VOID_NAMESPACE
 
-__all__ = ["KeyedHeader", "StateInfo", "decode_keyed_stream", "read_keyed_header",
-           "read_state_info", "unframe_snappy"]
+__all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "StateInfo", "cached_header",
+           "decode_keyed_stream", "merge_maps", "pair_decoder", "read_keyed_header",
+           "read_state_info", "undecodable_key", "unframe_snappy"]
 
 KEYED_PROXY_VERSION = 6
 STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
@@ -211,6 +212,24 @@ def _undecodable(where: str, what: str, snapshot: SerializerSnapshot | None) -> 
 HeaderCache = dict[int, dict[bytes, KeyedHeader]]
 
 
+def cached_header(data: bytes, where: str, headers: HeaderCache | None) -> KeyedHeader:
+    """The header ``data`` starts with, parsed once per snapshot (see ``decode_keyed_stream``)."""
+    if headers:
+        for size, known in headers.items():
+            header = known.get(data[:size])
+            if header is not None:
+                return header
+    header = read_keyed_header(DataReader(data, where))
+    if headers is not None:
+        headers.setdefault(header.size, {})[data[:header.size]] = header
+    return header
+
+
+def undecodable_key(where: str, header: KeyedHeader) -> Exception:
+    """The error for a key serializer statectl cannot decode."""
+    return _undecodable(where, "the key", header.key_snapshot)
+
+
 def decode_keyed_stream(data: bytes, handle: FlinkKeyedHandle, where: str,
                         max_parallelism: int, headers: HeaderCache | None = None
                         ) -> tuple[KeyedHeader, DecodedKeyed]:
@@ -220,16 +239,7 @@ def decode_keyed_stream(data: bytes, handle: FlinkKeyedHandle, where: str,
     subtask of an operator writes the same one) again: a header is reused only for a stream
     that starts with exactly its bytes. Headers are never changed after parsing.
     """
-    header = None
-    if headers:
-        for size, known in headers.items():
-            header = known.get(data[:size])
-            if header is not None:
-                break
-    if header is None:
-        header = read_keyed_header(DataReader(data, where))
-        if headers is not None:
-            headers.setdefault(header.size, {})[data[:header.size]] = header
+    header = cached_header(data, where, headers)
     if header.key is None:
         raise _undecodable(where, "the key", header.key_snapshot)
     decoded = DecodedKeyed({s.name: [] for s in header.states},
@@ -395,7 +405,7 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
     assert key_codec is not None
     prefix = 1 if max_parallelism <= 128 else 2
     n_states = len(states)
-    pair_decoders = [_pair_decoder(s, key_codec, where, decoded.entries[s.name]) for s in states]
+    pair_decoders = [pair_decoder(s, key_codec, where, decoded.entries[s.name]) for s in states]
     state_sizes = [decoded.state_key_group_bytes[s.name] for s in states]
     offsets = list(handle.offsets)
     ends = _group_ends(offsets, len(data))
@@ -471,13 +481,13 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
         decoded.key_group_bytes[key_group] = end - offset
     for state in states:  # map entries arrive one pair per user key: merge them per key
         if state.kind == "map":
-            decoded.entries[state.name] = _merge_maps(decoded.entries[state.name])
+            decoded.entries[state.name] = merge_maps(decoded.entries[state.name])
 
 
 PairDecoder = Callable[[DataReader, DataReader, int], None]
 
 
-def _pair_decoder(state: StateInfo, key_codec: Codec, where: str,
+def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
                   out: list[tuple[int, Any, Any, Any]]) -> PairDecoder:
     """The decoder of one state's canonical pairs, specialised once per stream.
 
@@ -644,7 +654,7 @@ def _at_end(r: DataReader, what: str) -> None:
         raise r.fail(f"{r.remaining} bytes left after the {what}")
 
 
-def _merge_maps(entries: list[tuple[int, Any, Any, Any]]) -> list[tuple[int, Any, Any, Any]]:
+def merge_maps(entries: list[tuple[int, Any, Any, Any]]) -> list[tuple[int, Any, Any, Any]]:
     merged: dict[tuple[int, Any, Any], dict[Any, Any]] = {}
     for key_group, key, namespace, pair in entries:
         merged.setdefault((key_group, key, namespace), {}).update(pair)

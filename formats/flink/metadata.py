@@ -22,6 +22,7 @@ from statecore.key_groups import UPPER_BOUND_MAX_PARALLELISM
 __all__ = [
     "HEADER_MAGIC",
     "SUPPORTED_VERSIONS",
+    "FlinkIncrementalHandle",
     "FlinkKeyedHandle",
     "FlinkMetadata",
     "FlinkOperator",
@@ -96,6 +97,33 @@ class FlinkKeyedHandle:
 
 
 @dataclass(frozen=True)
+class FlinkIncrementalHandle:
+    """An ``IncrementalRemoteKeyedStateHandle`` (types 5 and 11): a RocksDB instance's files.
+
+    ``shared`` and ``private`` pair each file's RocksDB name (``HandleAndLocalPath``'s local
+    path: ``000014.sst``, ``MANIFEST-000005``, ``CURRENT``, ``OPTIONS-000013``) with where
+    Flink stored it; ``meta`` holds the states' meta data (``KeyedBackendSerializationProxy``).
+    ``checkpointed_size`` is ``-1`` when unknown (type 5).
+    """
+
+    first_key_group: int
+    last_key_group: int
+    checkpoint_id: int
+    backend_id: str
+    checkpointed_size: int
+    meta: StreamHandle
+    shared: tuple[tuple[str, StreamHandle], ...]
+    private: tuple[tuple[str, StreamHandle], ...]
+    handle_id: str | None = None
+    kind: str = "incremental"
+
+    @property
+    def files(self) -> tuple[tuple[str, StreamHandle], ...]:
+        """Every RocksDB file of the handle, shared ones first."""
+        return self.shared + self.private
+
+
+@dataclass(frozen=True)
 class FlinkOperatorHandle:
     """An operator state handle: per state name its mode and element byte offsets."""
 
@@ -111,8 +139,8 @@ class FlinkSubtask:
     finished: bool = False
     managed_operator: tuple[FlinkOperatorHandle, ...] = ()
     raw_operator: tuple[FlinkOperatorHandle, ...] = ()
-    managed_keyed: tuple[FlinkKeyedHandle, ...] = ()
-    raw_keyed: tuple[FlinkKeyedHandle, ...] = ()
+    managed_keyed: tuple[FlinkKeyedHandle | FlinkIncrementalHandle, ...] = ()
+    raw_keyed: tuple[FlinkKeyedHandle | FlinkIncrementalHandle, ...] = ()
     channel_state_handles: int = 0
 
 
@@ -238,7 +266,7 @@ def _operator_handles(r: DataReader) -> tuple[FlinkOperatorHandle, ...]:
     return () if handle is None else (handle,)
 
 
-def _keyed_handles(r: DataReader) -> tuple[FlinkKeyedHandle, ...]:
+def _keyed_handles(r: DataReader) -> tuple[FlinkKeyedHandle | FlinkIncrementalHandle, ...]:
     handle = keyed_handle(r)
     return () if handle is None else (handle,)
 
@@ -290,7 +318,8 @@ def _size(r: DataReader, size: int) -> int:
     return size
 
 
-def keyed_handle(r: DataReader) -> FlinkKeyedHandle | None:
+def keyed_handle(r: DataReader) -> FlinkKeyedHandle | FlinkIncrementalHandle | None:
+    """``deserializeKeyedStateHandle`` of ``MetadataV2V3SerializerBase`` (reference §8.5)."""
     kind = r.i8()
     if kind == NULL_HANDLE:
         return None
@@ -308,12 +337,47 @@ def keyed_handle(r: DataReader) -> FlinkKeyedHandle | None:
             raise r.fail("keyed state handle without a stream")
         return FlinkKeyedHandle("canonical" if kind == SAVEPOINT_KEY_GROUPS else "heap", start,
                                 offsets, stream, handle_id)
-    if kind in (INCREMENTAL_KEY_GROUPS, INCREMENTAL_KEY_GROUPS_V2) or kind in CHANGELOG_HANDLES:
+    if kind in (INCREMENTAL_KEY_GROUPS, INCREMENTAL_KEY_GROUPS_V2):
+        return _incremental_handle(r, kind == INCREMENTAL_KEY_GROUPS_V2)
+    if kind in CHANGELOG_HANDLES:
         raise UnsupportedFormatError(
-            f"{r.where}: keyed state handle type {kind} (incremental RocksDB or changelog "
-            f"state); statectl reads full snapshots of the hashmap (heap) backend and canonical "
-            f"savepoints")
+            f"{r.where}: keyed state handle type {kind} (changelog state backend); statectl "
+            f"reads full and incremental snapshots of the hashmap and RocksDB backends and "
+            f"canonical savepoints")
     raise r.fail(f"unknown keyed state handle type {kind}")
+
+
+def _incremental_handle(r: DataReader, v2: bool) -> FlinkIncrementalHandle:
+    """``deserializeIncrementalStateHandle``: ids, key groups, meta data and the file lists."""
+    checkpoint_id = r.i64()
+    backend_id = r.utf()
+    start = r.i32()
+    n = r.i32()
+    if start < 0 or n < 1 or start + n - 1 >= UPPER_BOUND_MAX_PARALLELISM:
+        raise r.fail(f"impossible key-group range: {n} key groups from {start}")
+    checkpointed_size = r.i64() if v2 else -1
+    meta = stream_handle(r)
+    if meta is None:
+        raise r.fail("incremental keyed state handle without its meta data")
+    shared = _handle_and_local_paths(r, "shared")
+    private = _handle_and_local_paths(r, "private")
+    handle_id = r.utf() if v2 else None
+    return FlinkIncrementalHandle(start, start + n - 1, checkpoint_id, backend_id,
+                                  checkpointed_size, meta, shared, private, handle_id)
+
+
+def _handle_and_local_paths(r: DataReader, what: str) -> tuple[tuple[str, StreamHandle], ...]:
+    """``deserializeHandleAndLocalPathList``: ``int n``, then n x (UTF local path, handle)."""
+    out = []
+    for _ in range(r.count(f"{what} state files", 3)):
+        local = r.utf()
+        if not local or "/" in local or "\\" in local or local in (".", ".."):
+            raise r.fail(f"{what} state file with the local name {local!r}")
+        handle = stream_handle(r)
+        if handle is None:
+            raise r.fail(f"{what} state file {local!r} without a handle")
+        out.append((local, handle))
+    return tuple(out)
 
 
 def operator_handle(r: DataReader) -> FlinkOperatorHandle | None:

@@ -1,0 +1,187 @@
+"""Flink's RocksDB snapshots: incremental checkpoints and native savepoints, decoded.
+
+An ``IncrementalRemoteKeyedStateHandle`` (:class:`~formats.flink.metadata.FlinkIncrementalHandle`)
+is one RocksDB instance's files plus the states' meta data. Decoding one:
+
+1. The meta-data stream is a ``KeyedBackendSerializationProxy`` (the same header a full snapshot
+   starts with: key serializer, states with their serializer snapshots).
+2. Every ``*.sst`` file is opened (:mod:`formats.flink.rocksdb`); its properties name its column
+   family, which is the state's name (Flink's ``RocksDBKeyedStateBackend`` creates one column
+   family per state; timers live in ``_timer_state/...`` families).
+3. Per state, the live view of its column family's tables (newest sequence number wins,
+   deletions and range deletions hide older versions, merge operands of list state are joined
+   with ``,``) restricted to the handle's key groups: a key outside them (left by a rescaled
+   restore before compaction) is ignored, as Flink's restore ignores it.
+4. Each live key is ``key-group prefix | key | namespace [| map user key]`` and each value the
+   state serializer's bytes -- exactly the pairs of the canonical savepoint format
+   (``RocksDBKeySerializationUtils``, ``SerializedCompositeKeyBuilder``), so the canonical
+   format's pair decoders (:func:`formats.flink.keyed.pair_decoder`) decode them.
+
+Sizes are real: a state's bytes are its column family's SST files, shared among its key groups
+in proportion to their keys and values. The MANIFEST, when the handle has one, confirms the live
+file set: an SST file the MANIFEST does not list as live, or a live one the handle lacks, is a
+corruption error; ``CURRENT`` must name that MANIFEST. Every file of the handle is read, so each
+is checked to be present with the size the metadata states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from formats.flink.javaio import DataReader
+from formats.flink.keyed import (
+    DecodedKeyed,
+    HeaderCache,
+    KeyedHeader,
+    cached_header,
+    merge_maps,
+    pair_decoder,
+    undecodable_key,
+)
+from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle
+from formats.flink.rocksdb import SstFile, live_range, open_sst
+from formats.flink.rocksdb.manifest import read_manifest
+from statecore.errors import CorruptCheckpointError
+
+__all__ = ["RocksDBFile", "decode_incremental", "key_group_prefix"]
+
+#: Reads one of a handle's files: ``(stream, RocksDB name) -> (bytes, name for messages)``.
+FileReader = Callable[[StreamHandle, str], tuple[bytes, str]]
+
+
+@dataclass(frozen=True)
+class RocksDBFile:
+    """One file of a decoded handle: its RocksDB name, where it is stored, its size."""
+
+    local_name: str
+    stored: str  # a file name relative to the snapshot, ``shared/<name>``, or ``inline``
+    size: int
+    column_family: str | None = None  # SST files only
+
+
+@dataclass
+class DecodedIncremental:
+    """What :func:`decode_incremental` returns beside the entries: the files it read."""
+
+    files: list[RocksDBFile] = field(default_factory=list)
+
+
+def key_group_prefix(key_group: int, max_parallelism: int) -> bytes:
+    """The big-endian key-group prefix of a RocksDB key: 1 byte up to max parallelism 128.
+
+    Port of ``CompositeKeySerializationUtils.computeRequiredBytesInKeyGroupPrefix`` and
+    ``writeKeyGroup``.
+    """
+    return key_group.to_bytes(1 if max_parallelism <= 128 else 2, "big")
+
+
+def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: str,
+                       max_parallelism: int, headers: HeaderCache | None = None,
+                       stored: Callable[[StreamHandle, str], str] | None = None
+                       ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental]:
+    """Decode every live entry of one incremental handle (see the module doc).
+
+    ``read`` fetches a file's bytes; ``stored`` names where a file is (for plans and verify).
+    """
+    meta, _ = read(handle.meta, "meta data")
+    header = cached_header(meta, f"{where}: meta data", headers)
+    if header.key is None:
+        raise undecodable_key(where, header)
+    info = DecodedIncremental()
+    info.files.append(RocksDBFile("(meta data)", stored(handle.meta, "(meta data)")
+                                  if stored is not None else "(meta data)", len(meta)))
+    families: dict[str, list[SstFile]] = {}
+    manifests = []
+    for local, stream in handle.files:
+        shown = stored(stream, local) if stored is not None else local
+        if local.endswith(".sst"):
+            data, name = read(stream, local)
+            table = open_sst(data, f"{where}: {local} ({name})")
+            family = table.properties.column_family_name or "default"
+            families.setdefault(family, []).append(table)
+            info.files.append(RocksDBFile(local, shown, len(data), family))
+        elif local.startswith("MANIFEST-"):
+            data, name = read(stream, local)
+            manifests.append((local, data, name))
+            info.files.append(RocksDBFile(local, shown, len(data)))
+        else:  # CURRENT, OPTIONS-*: read too, so every file is checked (present, its size)
+            data, name = read(stream, local)
+            if local == "CURRENT":
+                _check_current(data, f"{where}: {local} ({name})", handle)
+            info.files.append(RocksDBFile(local, shown, len(data)))
+    for local, data, name in manifests:
+        _check_manifest(data, f"{where}: {local} ({name})", handle, families)
+    decoded = DecodedKeyed({s.name: [] for s in header.states},
+                           {s.name: {} for s in header.states})
+    prefix = 1 if max_parallelism <= 128 else 2
+    start = key_group_prefix(handle.first_key_group, max_parallelism)
+    end = (key_group_prefix(handle.last_key_group + 1, max_parallelism)
+           if handle.last_key_group + 1 < (1 << (8 * prefix)) else None)
+    k = DataReader(b"", where)
+    v = DataReader(b"", where)
+    for state in header.states:
+        tables = families.get(state.name, [])
+        if not tables:
+            continue
+        out = decoded.entries[state.name]
+        sizes = decoded.state_key_group_bytes[state.name]
+        decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out)
+        items = live_range(tables, start, end if end is not None else b"\xff" * (prefix + 1))
+        for key, value in items:
+            if len(key) < prefix:
+                raise CorruptCheckpointError(f"{where}: state {state.name!r}: a key of "
+                                             f"{len(key)} bytes has no key-group prefix")
+            key_group = int.from_bytes(key[:prefix], "big")
+            if not handle.first_key_group <= key_group <= handle.last_key_group:
+                continue  # outside the handle's range: Flink ignores it on restore
+            k.data, k.pos, k.end = key, prefix, len(key)
+            v.data, v.pos, v.end = value, 0, len(value)
+            decode_pair(k, v, key_group)
+            sizes[key_group] = sizes.get(key_group, 0) + len(key) + len(value)
+        if state.kind == "map":
+            decoded.entries[state.name] = merge_maps(out)
+        _on_disk(sizes, sum(len(table.data) for table in tables))
+    for state_sizes in decoded.state_key_group_bytes.values():
+        for key_group, size in state_sizes.items():
+            decoded.key_group_bytes[key_group] = decoded.key_group_bytes.get(key_group, 0) + size
+    return header, decoded, info
+
+
+def _on_disk(sizes: dict[int, int], disk: int) -> None:
+    """Scale a state's bytes per key group (its keys and values) to its SST files' size.
+
+    A state's real size is its column family's files; their compression and block overhead
+    are shared among its key groups in proportion to their data.
+    """
+    logical = sum(sizes.values())
+    if not logical:
+        return
+    groups = sorted(sizes)
+    shares = [sizes[g] * disk // logical for g in groups]
+    shares[-1] += disk - sum(shares)  # the rounding rest: the totals stay exact
+    for g, share in zip(groups, shares, strict=True):
+        sizes[g] = share
+
+
+def _check_current(data: bytes, where: str, handle: FlinkIncrementalHandle) -> None:
+    """``CURRENT`` names the handle's MANIFEST (one line, ``MANIFEST-<number>``)."""
+    named = data.decode("ascii", "replace").strip()
+    manifests = {local for local, _ in handle.files if local.startswith("MANIFEST-")}
+    if manifests and named not in manifests:
+        raise CorruptCheckpointError(f"{where}: names {named[:40]!r}, the handle's MANIFEST is "
+                                     f"{', '.join(sorted(manifests))}")
+
+
+def _check_manifest(data: bytes, where: str, handle: FlinkIncrementalHandle,
+                    families: dict[str, list[SstFile]]) -> None:
+    """The MANIFEST's live SST files are exactly the handle's (by file number)."""
+    manifest = read_manifest(data, where)
+    live = {f.file_name for cf in manifest.column_families.values() for f in cf.live_files()}
+    held = {local for local, _ in handle.files if local.endswith(".sst")}
+    if live != held:
+        missing, extra = sorted(live - held), sorted(held - live)
+        raise CorruptCheckpointError(
+            f"{where}: the MANIFEST's live files differ from the handle's: "
+            + "; ".join(filter(None, [f"missing {', '.join(missing[:5])}" if missing else "",
+                                      f"not live {', '.join(extra[:5])}" if extra else ""])))
