@@ -1,18 +1,31 @@
-"""The README's examples run as written."""
+"""The README's and the reference pages' python examples run as written; the README opens with
+the two set-up commands and has an example of every command."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = README.parent / "docs"
+PAGES = [README, *sorted(DOCS.glob("*.md"))]
 
 
-def test_readme_python_examples_run() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
-    assert blocks, "the README has no python example"
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), {})
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.DOTALL)
+
+
+def test_readme_has_a_python_example() -> None:
+    assert python_blocks(README), "the README has no python example"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)],
+                         ids=lambda p: p.relative_to(README.parent).as_posix())
+def test_python_examples_run(page: Path) -> None:
+    for block in python_blocks(page):
+        exec(compile(block, str(page), "exec"), {})
 
 
 def test_readme_opens_with_the_two_setup_commands() -> None:
