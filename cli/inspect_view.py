@@ -18,8 +18,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from cli.values import format_size, format_value
-from formats.export import jsonable
+from cli.values import format_size, format_value, to_json_value
 from formats.inspect import CheckpointSummary, InspectReport, OperatorSummary
 from formats.key_group_stats import KeyGroupHistogram
 from formats.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
@@ -276,14 +275,10 @@ def draw_inspect(console: Console, report: InspectReport) -> None:
 # -- JSON -----------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    return None if value is VOID_NAMESPACE else jsonable(value)
-
-
 def _entry_json(e: Entry) -> dict[str, Any]:
-    return {"subtask": e.subtask, "key_group": e.key_group, "key": _plain(e.key),
-            "namespace": _plain(e.namespace), "value": _plain(e.value),
-            "ttl_timestamp": _plain(e.ttl_timestamp), "bytes": e.bytes}
+    return {"subtask": e.subtask, "key_group": e.key_group, "key": to_json_value(e.key),
+            "namespace": to_json_value(e.namespace), "value": to_json_value(e.value),
+            "ttl_timestamp": to_json_value(e.ttl_timestamp), "bytes": e.bytes}
 
 
 def _state_entries_json(report: InspectReport, states: Sequence[StateEntries]
@@ -344,7 +339,7 @@ def inspect_json(report: InspectReport) -> dict[str, Any]:
     if report.lookup is not None:
         document["lookup"] = {
             "key": report.lookup.key,
-            "locations": [{"operator": report.operator(uid).to_json(), "key": _plain(key),
+            "locations": [{"operator": report.operator(uid).to_json(), "key": to_json_value(key),
                            "key_group": kg, "subtask": st}
                           for uid, key, kg, st in report.lookup.locations],
             "states": _state_entries_json(report, report.lookup.states)}

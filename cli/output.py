@@ -383,6 +383,8 @@ def _with_chains_json(layout: MapLayout | SnapshotLayout) -> dict[str, Any]:
             out[field.name] = _chains_json(value)
         elif field.name == "snapshots":
             out[field.name] = [_with_chains_json(s) for s in value]
+        elif isinstance(value, tuple | list):  # structure (versions...), not a state value
+            out[field.name] = [to_json_value(v) for v in value]
         else:
             out[field.name] = to_json_value(value)
     return out
@@ -445,7 +447,7 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
                 "line": step.line_number,
                 "source": step.source,
                 "op": step.op,
-                "args": to_json_value(step.args),
+                "args": [to_json_value(a) for a in step.args],
                 "result": to_json_value(step.result),
                 "copied": [{"key": to_json_value(k), "namespace": to_json_value(n)}
                            for k, n in step.copied],

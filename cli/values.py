@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
+from formats.export import jsonable
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
 
@@ -30,20 +30,29 @@ def format_value(value: Any) -> str:
 
 
 def to_json_value(value: Any) -> Any:
-    """Convert to JSON-native values; the void namespace is ``null``, the rest ``repr``."""
+    """A value as every JSON document holds it (docs/json.md, "Values").
+
+    As ``export`` writes JSON (:func:`formats.export.jsonable`, strict: non-finite floats as
+    strings), the void namespace as ``null``, a map entry as its key, namespace and state, and
+    anything JSON has no form for as its ``repr``.
+    """
     if value is None or value is VOID_NAMESPACE:
         return None
-    if isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
     if isinstance(value, StateEntry):
         return {"key": to_json_value(value.key), "namespace": to_json_value(value.namespace),
                 "state": to_json_value(value.state)}
-    if isinstance(value, list | tuple):
-        return [to_json_value(v) for v in value]
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: to_json_value(v) for k, v in value.items()}
+    return _leaves(jsonable(value))
+
+
+def _leaves(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if value is VOID_NAMESPACE:
+        return None
+    if isinstance(value, list):
+        return [_leaves(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _leaves(v) for k, v in value.items()}
     return repr(value)
 
 

@@ -42,7 +42,9 @@ def test_summary_in_both_modes_and_json_has_no_views() -> None:
     assert code == 0 and err == ""
     assert "purchases (Purchases per user)" in out and "recent_events  keyed list  36 entries" \
         in out
-    assert "│       0 │ 0-63       │     154 │" in out
+    assert "115-154 entries" in out  # the subtasks summed up on the operator's line
+    code, out, _ = run("inspect", "--all", KEYED)
+    assert code == 0 and "│ purchases │       0 │ 0-63       │     154 │" in out
 
 
 # -- --key-groups ------------------------------------------------------------------------------
