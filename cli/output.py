@@ -34,6 +34,7 @@ from rich.text import Text
 from cli.inspect_view import draw_inspect, inspect_json
 from cli.values import format_size, format_value, to_json_value
 from formats.build import BuildSummary
+from formats.convert import ConvertResult
 from formats.diff import Difference, DiffReport
 from formats.export import ExportResult
 from formats.inspect import InspectReport
@@ -89,6 +90,10 @@ class Output(ABC):
     @abstractmethod
     def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> None:
         """Show a rescale plan, then (``run`` given) carry it out and show what was written."""
+
+    @abstractmethod
+    def convert(self, result: ConvertResult) -> None:
+        """Say what a conversion wrote."""
 
     @abstractmethod
     def verify(self, report: VerifyReport) -> None:
@@ -202,6 +207,12 @@ class TextOutput(Output):
             f"{result.files_written} written, {result.entries_written:,} entries rewritten"
             + (f", {result.entries_dropped:,} expired entries dropped"
                if result.entries_dropped else "") + f" in {result.seconds:.2f} s")
+
+    def convert(self, result: ConvertResult) -> None:
+        self.console.print(
+            f"wrote {escape(result.location)}: a {result.format.capitalize()} canonical savepoint "
+            f"of {result.source_format}'s state, {result.entries:,} keyed entries in "
+            f"{result.files} files ({format_size(result.bytes)}) in {result.seconds:.2f} s")
 
     def verify(self, report: VerifyReport) -> None:
         self.console.print(f"checked {report.location}: {report.files} files, "
@@ -561,6 +572,12 @@ class JsonOutput(Output):
         if run is not None:
             document["result"] = rescale_result_json(run())
         self._emit(document)
+
+    def convert(self, result: ConvertResult) -> None:
+        self._emit({"location": result.location, "format": result.format,
+                    "source_format": result.source_format, "files": result.files,
+                    "bytes": result.bytes, "entries": result.entries,
+                    "seconds": result.seconds})
 
     def verify(self, report: VerifyReport) -> None:
         self._emit(verify_json(report))

@@ -29,7 +29,7 @@ import pyarrow as pa
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 from statecore.serializers import TypeSerializer, parse_type
 
-__all__ = ["arrow_type", "from_arrow", "is_scalar", "to_arrow", "value_from_text"]
+__all__ = ["arrow_type", "from_arrow", "is_scalar", "split_spec", "to_arrow", "value_from_text"]
 
 _SCALARS: dict[str, pa.DataType] = {
     "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
@@ -185,3 +185,12 @@ def _from_json(value: Any, spec: str) -> Any:
     if head in _SCALARS and not isinstance(value, list | dict):
         return value
     raise ValueError(f"JSON {json.dumps(value)} does not fit {spec}")
+
+
+def split_spec(spec: str) -> tuple[str, list[str]]:
+    """A type spec's head and arguments (a scalar has none).
+
+    ``map<string,list<int64>>`` -> ``("map", ["string", "list<int64>"])``. The spec is
+    validated, and aliases normalised.
+    """
+    return _parts(spec)

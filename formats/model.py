@@ -37,7 +37,13 @@ from statecore.checkpoint import (
     OperatorMetadata,
     StateMetadata,
 )
-from statecore.errors import CheckpointError, CorruptCheckpointError, StatectlError
+from statecore.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    InvalidArgumentError,
+    StatectlError,
+    UnsupportedFormatError,
+)
 from statecore.key_groups import KeyGroupRange, assign_to_key_group
 from statecore.keyed_backend import HeapKeyedStateBackend
 from statecore.keyed_state import StateKind
@@ -46,9 +52,10 @@ from statecore.operator_backend import (
     OperatorStateMode,
     OperatorStateSnapshotEntry,
 )
+from statecore.rescale_plan import RescalePlan
 from statecore.serializers import VOID_NAMESPACE
 
-__all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "state_of"]
+__all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "WrittenSnapshot", "state_of"]
 
 #: Rows read at once by :meth:`Checkpoint.keyed_entries` (whole key groups, at least one).
 ENTRY_BATCH_ROWS = 65536
@@ -56,6 +63,16 @@ ENTRY_BATCH_ROWS = 65536
 #: ``(kind, message)`` of a data file that is missing or damaged; kinds: ``unsafe-path``,
 #: ``missing-file``, ``size``, ``checksum``.
 FileProblem = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class WrittenSnapshot:
+    """What writing a snapshot in a format's own files produced."""
+
+    location: str
+    files: int
+    bytes: int
+    entries: int
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,17 @@ class Checkpoint(ABC):
         """Where a data file's state is, as the format stores it (plans show this)."""
         return (relative,)
 
+    def write_rescaled(self, plan: RescalePlan, location: str, *,
+                       checkpoint_id: int | None = None, compress: bool = False
+                       ) -> WrittenSnapshot:
+        """Write this checkpoint rescaled as ``plan`` says, in its own format's kind of output.
+
+        A Flink snapshot writes a canonical savepoint that Flink restores
+        (:mod:`formats.flink.rewrite`); statectl's format has its own rewrite
+        (:func:`formats.rescale.rescale_checkpoint`), so the model has none.
+        """
+        raise UnsupportedFormatError(f"{self.format_name} snapshots are not rewritten this way")
+
     def download_units(self, uid: str) -> list[DownloadUnit]:
         """What a restore of an operator fetches whole, with the key groups it covers.
 
@@ -143,6 +171,21 @@ class Checkpoint(ABC):
         """The key group each row's key hashes to (reference §1.2), for ``verify``."""
         assert op.key_type is not None
         result: np.ndarray = key_groups(table.column("key"), op.key_type, op.max_parallelism)
+        return result
+
+    def new_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
+                       max_parallelism: int) -> np.ndarray:
+        """The key group each row of ``handle`` has at another max parallelism (reference §1.2).
+
+        The keys' Java hash decides; a key type whose hash cannot be computed (user code, such
+        as a POJO's ``hashCode``) is refused with an error naming the operator.
+        """
+        assert op.key_type is not None
+        try:
+            result: np.ndarray = key_groups(self.keyed_table(op.uid, handle, ["key"]).column(
+                "key"), op.key_type, max_parallelism)
+        except InvalidArgumentError as exc:
+            raise CorruptCheckpointError(f"a stored key cannot be hashed: {exc}") from exc
         return result
 
     # -- written once, over the primitives ---------------------------------------------------

@@ -111,8 +111,7 @@ def count_new_key_groups(checkpoint: Checkpoint, tasks: Sequence[RehashTask],
     out = []
     for op, _, handle in tasks:
         assert op.key_type is not None
-        groups = _new_key_groups(checkpoint.keyed_table(op.uid, handle, ["key"]), op.key_type,
-                                 max_parallelism)
+        groups = checkpoint.new_key_groups(op, handle, max_parallelism)
         out.append(np.bincount(groups, minlength=max_parallelism))
     return out
 
@@ -123,17 +122,10 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
     """The plan for ``checkpoint``; a max-parallelism change reads the keys to count entries.
 
     ``counter`` hashes the keys (default :func:`count_new_key_groups`; Spark's runs in tasks).
-    A Flink snapshot's plan is what Flink does on restore, so its max parallelism cannot
-    change: Flink refuses to restore keyed state at another one (reference §3).
+    Within one max parallelism a Flink snapshot's plan is what Flink does on restore; Flink
+    refuses to restore keyed state at another max parallelism (reference §3), so a plan that
+    changes it is statectl's rewrite, which writes a savepoint Flink restores.
     """
-    if checkpoint.format_name != "statectl" and max_parallelism is not None:
-        changed = sorted({op.max_parallelism for op in checkpoint.metadata.operators
-                          if op.key_type is not None and op.max_parallelism != max_parallelism})
-        if changed:
-            raise UnsupportedFormatError(
-                f"a {checkpoint.format_name.capitalize()} snapshot keeps its max parallelism "
-                f"({', '.join(map(str, changed))}) on restore; --max-parallelism cannot "
-                f"change it (only statectl checkpoints can be re-hashed)")
     rehashed: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
     if max_parallelism is not None:
         tasks: list[tuple[str, RehashTask]] = [
@@ -161,8 +153,11 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
 
 def _downloads(checkpoint: Checkpoint, plan: RescalePlan
                ) -> dict[tuple[str, int], tuple[tuple[str, int], ...]]:
-    """Flink's rule for incremental handles on restore: a new subtask downloads every handle
-    whose key-group range intersects its own (``RocksDBIncrementalRestoreOperation``)."""
+    """Flink's rule for incremental handles on restore: whole handles per new subtask.
+
+    A new subtask downloads every handle whose key-group range intersects its own
+    (``RocksDBIncrementalRestoreOperation``).
+    """
     out: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}
     for op in plan.operators:
         units = checkpoint.download_units(op.uid)
@@ -199,8 +194,10 @@ def rescale_checkpoint(
     ``keyed_writer`` rewrites one keyed state (default :func:`write_keyed_locally`; the Spark
     engine passes its own): metadata, operator state and publishing stay here.
     """
-    checkpoint = check_source(checkpoint)
     started = time.perf_counter()
+    if not isinstance(checkpoint, StatectlCheckpoint):
+        return _rewrite_in_own_format(checkpoint, location, plan, started, drop_expired,
+                                      checkpoint_id)
     source = checkpoint.metadata
     if len(plan.operators) != len(source.operators) or any(
             p.uid != op.uid for p, op in zip(plan.operators, source.operators, strict=True)):
@@ -238,6 +235,30 @@ def rescale_checkpoint(
     return RescaleResult(location, mode, metadata, stats.linked,
                          stats.written, stats.entries, stats.dropped,
                          time.perf_counter() - started)
+
+
+def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescalePlan,
+                           started: float, drop_expired: bool,
+                           checkpoint_id: int | None) -> RescaleResult:
+    """A source of another format writes its own kind of output.
+
+    A Flink snapshot writes a canonical savepoint (:meth:`formats.model.Checkpoint.
+    write_rescaled`).
+    """
+    if drop_expired:
+        raise UnsupportedFormatError(
+            f"--drop-expired: a {checkpoint.format_name.capitalize()} snapshot does not record "
+            f"its states' TTL, so statectl cannot tell what expired; rescale without it")
+    written = checkpoint.write_rescaled(plan, location, checkpoint_id=checkpoint_id)
+    source = checkpoint.metadata
+    operators = tuple(replace(op, parallelism=p.new_parallelism,
+                              max_parallelism=p.new_max_parallelism, subtasks=())
+                      for op, p in zip(source.operators, plan.operators, strict=True))
+    metadata = CheckpointMetadata(source.checkpoint_id if checkpoint_id is None
+                                  else checkpoint_id, CheckpointKind.SAVEPOINT,
+                                  int(time.time() * 1000), operators, ())
+    return RescaleResult(location, "rehash" if plan.rehash else "compact", metadata, 0,
+                         written.files, written.entries, 0, time.perf_counter() - started)
 
 
 @dataclass

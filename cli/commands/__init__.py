@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.commands.build import build_command
+from cli.commands.convert import convert_command
 from cli.commands.diff import diff_command
 from cli.commands.export import export_command
 from cli.commands.inspect import inspect_command
@@ -16,6 +17,7 @@ from cli.commands.verify import verify_command
 __all__ = [
     "COMMANDS",
     "build_command",
+    "convert_command",
     "diff_command",
     "export_command",
     "inspect_command",
@@ -27,5 +29,5 @@ __all__ = [
 
 #: Every subcommand, registered by :mod:`cli.main` under its own name.
 COMMANDS: tuple[click.Command, ...] = (build_command, inspect_command, snapshot_command,
-                                       rescale_command, verify_command, diff_command,
-                                       export_command, trace_command)
+                                       rescale_command, convert_command, verify_command,
+                                       diff_command, export_command, trace_command)

@@ -8,7 +8,7 @@ from cli.output import Output
 from cli.params import TIMESTAMP, allow_pickle, engine_options
 from formats.engines import open_engine
 from formats.open import open_checkpoint
-from formats.rescale import check_source, check_target, plan_checkpoint, rescale_checkpoint
+from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
 
 __all__ = ["rescale_command"]
 
@@ -58,7 +58,6 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     checkpoint = open_checkpoint(source, allow_pickle=allow_pickle())
     runner.check_source(checkpoint)
     if out is not None and not plan_only:
-        check_source(checkpoint)
         check_target(out)
     plan = plan_checkpoint(checkpoint, parallelism, max_parallelism,
                            runner.rehash_counter() if max_parallelism is not None else None)

@@ -56,8 +56,9 @@ from formats.flink.metadata import (
 )
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
+from formats.flink.rewrite import rewrite_flink_savepoint
 from formats.flink.serializers import Codec
-from formats.model import Checkpoint, DownloadUnit, FileProblem
+from formats.model import Checkpoint, DownloadUnit, FileProblem, WrittenSnapshot
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -74,6 +75,7 @@ from statecore.errors import (
     CorruptCheckpointError,
     StatectlError,
     UnsafePathError,
+    UnsupportedFormatError,
 )
 from statecore.key_groups import (
     KeyGroupRange,
@@ -81,6 +83,7 @@ from statecore.key_groups import (
     compute_key_group_range_for_operator_index,
 )
 from statecore.operator_backend import OperatorStateMode
+from statecore.rescale_plan import RescalePlan
 
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
@@ -184,13 +187,20 @@ class FlinkCheckpoint(Checkpoint):
                  metadata: CheckpointMetadata, tables: dict[str, _Table],
                  problems: list[Problem], key_codecs: dict[str, Codec],
                  stored: dict[str, tuple[str, ...]],
-                 downloads: dict[str, list[DownloadUnit]]) -> None:
+                 downloads: dict[str, list[DownloadUnit]],
+                 keyed_headers: dict[str, KeyedHeader] | None = None,
+                 operator_files: dict[str, DecodedOperatorState] | None = None,
+                 unpickled: bool = False) -> None:
         super().__init__(location, metadata)
         self.fs, self.root = fs, root
         self.flink = flink
         self._tables = tables
         self._stored = stored
         self._downloads = downloads
+        self._keyed_headers = keyed_headers or {}
+        self._operator_files = operator_files or {}
+        #: values were unpickled for display (``allow_pickle``): never write them back
+        self.unpickled = unpickled
         self.problems = problems
         self.key_codecs = key_codecs
 
@@ -222,6 +232,36 @@ class FlinkCheckpoint(Checkpoint):
         self._path_table(relative)
         return self._stored[relative]
 
+    # -- what a savepoint writer carries over -------------------------------------------------
+
+    def keyed_header(self, uid: str) -> KeyedHeader | None:
+        """An operator's keyed state header as Flink wrote it: key serializer, state metas."""
+        return self._keyed_headers.get(self.operator(uid).uid)
+
+    def decoded_rows(self, relative: str) -> list[tuple[int, Any, Any, Any]]:
+        """A virtual file's entries ``(key_group, key, namespace, value)`` as decoded.
+
+        A timer state's value is the sorted list of timestamps of the key and namespace.
+        """
+        return self._path_table(relative).rows
+
+    def decoded_operator_state(self, relative: str) -> DecodedOperatorState:
+        """The decoded operator state behind a virtual file, its meta info as Flink wrote it."""
+        self._path_table(relative)
+        return self._operator_files[relative]
+
+    def flink_operator(self, uid: str) -> FlinkOperator:
+        """The operator as ``_metadata`` stores it (its coordinator state among others)."""
+        op_id = self.operator(uid).operator_id
+        return next(o for o in self.flink.operators if o.operator_id == op_id)
+
+    def write_rescaled(self, plan: RescalePlan, location: str, *,
+                       checkpoint_id: int | None = None, compress: bool = False
+                       ) -> WrittenSnapshot:
+        """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.rewrite`)."""
+        return rewrite_flink_savepoint(self, plan, location, checkpoint_id=checkpoint_id,
+                                       compress=compress)
+
     def download_units(self, uid: str) -> list[DownloadUnit]:
         """An operator's incremental (RocksDB) handles: each is downloaded whole on restore."""
         return list(self._downloads.get(self.operator(uid).uid, ()))
@@ -252,6 +292,32 @@ class FlinkCheckpoint(Checkpoint):
             raise CorruptCheckpointError(f"{handle.file}: {table.num_rows} rows, "
                                          f"{len(expected)} decoded keys")
         return expected
+
+    def new_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
+                       max_parallelism: int) -> np.ndarray:
+        """Key groups at ``max_parallelism`` by the key serializer's own hash (Flink's)."""
+        codec = self.key_codecs.get(op.uid)
+        if codec is None or codec.java_hash is None:
+            shown = codec.name if codec is not None else "?"
+            raise UnsupportedFormatError(
+                f"operator {op.identity.label}: the key group of a {shown} key cannot be "
+                f"computed (its hashCode is not known to statectl), so its keys cannot be "
+                f"re-hashed to another max parallelism")
+        java_hash = codec.java_hash
+        out = np.empty(len(self.decoded_rows(handle.file)), dtype=np.int32)
+        cache: dict[Any, int] = {}
+        for i, row in enumerate(self.decoded_rows(handle.file)):
+            marker = getattr(row[1], "binary", row[1])
+            group = cache.get(marker)
+            if group is None:
+                try:
+                    group = cache[marker] = compute_key_group_for_key_hash(
+                        java_hash(row[1]), max_parallelism)
+                except (TypeError, ValueError) as exc:
+                    raise CorruptCheckpointError(f"{handle.file}: a key cannot be hashed: "
+                                                 f"{exc}") from exc
+            out[i] = group
+        return out
 
     def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
         """The key group by the key serializer's own hash (a ``Row``'s is not a tuple's).
@@ -295,7 +361,8 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
     metadata = CheckpointMetadata(flink.checkpoint_id, kind, created, operators, files)
     return FlinkCheckpoint(fs, root, location, flink, metadata, builder.tables,
                            builder.problems, builder.key_codecs, builder.stored,
-                           builder.downloads)
+                           builder.downloads, builder.keyed_headers, builder.operator_files,
+                           allow_pickle)
 
 
 def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int) -> bytes:
@@ -347,6 +414,10 @@ class _Builder:
         self.operator_stored: dict[int, tuple[str, ...]] = {}  # id(decoded state) -> files
         #: each operator's incremental handles: what a restore downloads whole (plans)
         self.downloads: dict[str, list[DownloadUnit]] = {}
+        #: what a savepoint writer carries over: each operator's keyed header, and the
+        #: decoded operator state behind each virtual file
+        self.keyed_headers: dict[str, KeyedHeader] = {}
+        self.operator_files: dict[str, DecodedOperatorState] = {}  # virtual file -> state
 
     # -- streams --------------------------------------------------------------------------
 
@@ -456,6 +527,7 @@ class _Builder:
                 assert header.key is not None
                 key_type = header.key.spec
                 self.key_codecs[uid] = header.key
+                self.keyed_headers.setdefault(uid, header)
                 held = KeyGroupRange(handle.first_key_group, handle.last_key_group)
                 key_ranges[st.index] = held if st.index not in key_ranges else KeyGroupRange(
                     min(held.start, key_ranges[st.index].start),
@@ -588,6 +660,7 @@ class _Builder:
                       ds: DecodedOperatorState, stored: tuple[str, ...]) -> OperatorStateHandle:
         name = self.virtual_name(
             f"flink/op-{op_index}/operator/{_safe(state.name)}/{subtask}", stored)
+        self.operator_files[name] = ds
         self.tables[name] = _Table(ds.elements, _operator_schema(state), False, ds.bytes,
                                    [(len(ds.elements), ds.bytes)],
                                    where=f"operator state {state.name!r} of operator "

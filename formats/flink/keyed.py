@@ -71,6 +71,8 @@ class StateInfo:
     namespace: Codec | None = None
     element: Codec | None = None  # list element / map value / timer (canonical layout)
     user_key: Codec | None = None
+    #: the meta info's bytes exactly as Flink wrote them (a savepoint writer carries them over)
+    raw: bytes = b""
 
     @property
     def serializer_names(self) -> dict[str, str]:
@@ -86,6 +88,8 @@ class KeyedHeader:
     key: Codec | None
     states: list[StateInfo]
     size: int = 0  # bytes of the header
+    #: the key serializer snapshot's bytes as Flink wrote them (proxy version included)
+    key_snapshot_raw: bytes = b""
 
 
 @dataclass
@@ -106,12 +110,17 @@ def read_keyed_header(r: DataReader) -> KeyedHeader:
             f"{r.where}: keyed state written with serialization proxy version {version}; "
             f"statectl reads version {KEYED_PROXY_VERSION} (Flink 1.17 and later)")
     compressed = r.boolean()
+    at = r.pos
     key_snapshot = read_snapshot(r)
+    key_raw = r.data[at:r.pos]
     states = [read_state_info(r) for _ in range(r.count("states", 10, r.i16()))]
-    return KeyedHeader(compressed, key_snapshot, codec_for(key_snapshot), states, r.pos - start)
+    return KeyedHeader(compressed, key_snapshot, codec_for(key_snapshot), states, r.pos - start,
+                       key_raw)
 
 
 def read_state_info(r: DataReader) -> StateInfo:
+    """One ``StateMetaInfoSnapshot`` (reference §6.1); its bytes are kept in ``raw``."""
+    start = r.pos
     name = r.utf()
     ordinal = r.i32()
     if not 0 <= ordinal < len(STATE_TYPES):
@@ -124,7 +133,7 @@ def read_state_info(r: DataReader) -> StateInfo:
     for _ in range(r.count("state serializers", 4)):
         key = r.utf()
         serializers[key] = read_snapshot(r)
-    info = StateInfo(name, STATE_TYPES[ordinal], options, serializers)
+    info = StateInfo(name, STATE_TYPES[ordinal], options, serializers, raw=r.data[start:r.pos])
     _assign_codecs(info)
     return info
 
