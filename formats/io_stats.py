@@ -1,7 +1,8 @@
 """Counting what a read costs: a ``pyarrow.fs`` filesystem that counts the bytes read.
 
-``CountingHandler`` wraps the local filesystem in a ``pyarrow.fs.PyFileSystem`` handler and
-records, per path opened for input, the bytes actually read through it. The benchmarks use it
+``CountingHandler`` wraps a filesystem (the local one unless given another, e.g. an
+``S3FileSystem``) in a ``pyarrow.fs.PyFileSystem`` handler and records, per path opened for
+input, the bytes actually read through it. The benchmarks use it
 to show that ``inspect`` reads only metadata and footers; the tests, that ``inspect --key``
 reads only the row groups of the key's key group. Open a checkpoint through it with
 ``open_checkpoint(path, filesystem=pyarrow.fs.PyFileSystem(handler))``.
@@ -54,10 +55,15 @@ class CountingReader:
 
 
 class CountingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
-    """The local filesystem, counting the bytes read from every file opened for input."""
+    """A filesystem (local by default), counting the bytes read from every file opened for input.
 
-    def __init__(self) -> None:
-        self.fs = pafs.LocalFileSystem()
+    Over S3 the bytes read through the handler are the object bytes fetched (a pyarrow S3
+    file reads by ranged GETs of the bytes asked for; ``tests/test_s3_server.py`` checks the
+    count against the server's own).
+    """
+
+    def __init__(self, fs: Any = None) -> None:
+        self.fs = pafs.LocalFileSystem() if fs is None else fs
         self.counts: dict[str, int] = {}
 
     def __eq__(self, other: object) -> bool:
@@ -70,7 +76,7 @@ class CountingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
         return id(self)
 
     def get_type_name(self) -> str:
-        return "counting+local"
+        return f"counting+{self.fs.type_name}"
 
     def normalize_path(self, path: str) -> str:
         return str(self.fs.normalize_path(path))

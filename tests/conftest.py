@@ -1,4 +1,5 @@
-"""Shared fixtures: where the Flink oracle vectors and fixtures live (see ``oracle.py``)."""
+"""Shared fixtures: where the Flink oracle vectors and fixtures live (see ``oracle.py``), and a
+real S3 server (``s3_server.py``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from pathlib import Path
 
 import pytest
 from oracle import oracle_files, resolve_flink_fixtures_dir, resolve_oracle_dir
+
+# A real S3 server (SeaweedFS) for the tests that need one: see s3_server.py.
+from s3_server import s3, s3_server, s3_server_factory  # noqa: F401
 
 #: Test arguments that are parametrized with every oracle file of one kind, by file name.
 ORACLE_FILE_ARGUMENTS = {
