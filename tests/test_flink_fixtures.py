@@ -24,9 +24,9 @@ import pytest
 
 from formats.arrow_types import arrow_type, from_arrow
 from formats.columns import operator_schema, value_spec
+from formats.diff import diff_checkpoints
 from formats.export import export_checkpoint
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.diff import diff_checkpoints
 from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint
