@@ -241,8 +241,8 @@ class TextOutput(Output):
         for d in report.differences:
             table.add_row(d.change, escape(d.operator.label), escape(d.state or ""),
                           escape(_difference_key(d)),
-                          "" if d.left is None else escape(format_value(to_json_value(d.left))),
-                          "" if d.right is None else escape(format_value(to_json_value(d.right))))
+                          "" if d.left is None else escape(format_value(d.left)),
+                          "" if d.right is None else escape(format_value(d.right)))
         self.console.print(table)
         shown = len(report.differences)
         if shown < report.found:

@@ -15,7 +15,11 @@ __all__ = ["format_size", "format_value", "to_json_value"]
 _PLAIN_WORD = re.compile(r"[^\s\"'\[\]{}#,:@()]+")
 
 def format_value(value: Any) -> str:
-    """Render a key, namespace or state compactly: bare words plain, the rest as JSON."""
+    """Render a key, namespace or state compactly: bare words plain, the rest as JSON.
+
+    Tuples read as JSON arrays here (for people); JSON documents write them as objects
+    (:func:`to_json_value`).
+    """
     if value is VOID_NAMESPACE:
         return "VOID"
     if isinstance(value, str) and _PLAIN_WORD.fullmatch(value):
