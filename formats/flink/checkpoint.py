@@ -58,7 +58,13 @@ from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
 from formats.flink.rewrite import rewrite_flink_savepoint
 from formats.flink.serializers import Codec
-from formats.model import Checkpoint, DownloadUnit, FileProblem, WrittenSnapshot
+from formats.model import (
+    Checkpoint,
+    DownloadUnit,
+    FileProblem,
+    WrittenSnapshot,
+    state_of,
+)
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -231,6 +237,24 @@ class FlinkCheckpoint(Checkpoint):
         """
         self._path_table(relative)
         return self._stored[relative]
+
+    def keyed_entries(self, uid: str, state_name: str,
+                      key_groups: KeyGroupRange | None = None
+                      ) -> Iterator[tuple[int, Any, Any, Any]]:
+        """The decoded entries themselves, in key-group order (the model's contract).
+
+        A Flink snapshot is decoded when opened: its entries need no trip through Arrow.
+        """
+        op = self.operator(uid)
+        state_of(op, state_name, "keyed")
+        handles = sorted((h for st in op.subtasks for h in st.keyed if h.state == state_name),
+                         key=lambda h: h.key_group_range.start)
+        for handle in handles:
+            rows = self.decoded_rows(handle.file)
+            if key_groups is None:
+                yield from rows
+            else:
+                yield from (row for row in rows if row[0] in key_groups)
 
     # -- what a savepoint writer carries over -------------------------------------------------
 
@@ -603,7 +627,7 @@ class _Builder:
                 # no codec: an unknown timer serializer with no timers (else decoding failed)
                 meta = StateMetadata(info.name, "keyed", "list", "int64", namespace_type=(
                     info.value.spec if info.value is not None else "bytes"))
-                yield meta, list(iter_timers(entries))
+                yield meta, iter_timers(entries)
                 continue
             element = info.element.spec if info.element is not None else "bytes"
             if info.kind == "map":

@@ -35,7 +35,6 @@ from formats.flink.keyed import (
     HeaderCache,
     KeyedHeader,
     cached_header,
-    merge_maps,
     pair_decoder,
     undecodable_key,
 )
@@ -139,8 +138,6 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
             v.data, v.pos, v.end = value, 0, len(value)
             decode_pair(k, v, key_group)
             sizes[key_group] = sizes.get(key_group, 0) + len(key) + len(value)
-        if state.kind == "map":
-            decoded.entries[state.name] = merge_maps(out)
         _on_disk(sizes, sum(len(table.data) for table in tables))
     for state_sizes in decoded.state_key_group_bytes.values():
         for key_group, size in state_sizes.items():

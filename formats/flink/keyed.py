@@ -21,7 +21,7 @@ corrupt chunk fails to inflate or decodes to inconsistent data, which is reporte
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,7 @@ from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import VOID_NAMESPACE
 
 __all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "StateInfo", "cached_header",
-           "decode_keyed_stream", "merge_maps", "pair_decoder", "read_keyed_header",
+           "decode_keyed_stream", "pair_decoder", "read_keyed_header",
            "read_state_info", "undecodable_key", "unframe_snappy"]
 
 KEYED_PROXY_VERSION = 6
@@ -488,9 +488,6 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
                 break
             state_id = next_id
         decoded.key_group_bytes[key_group] = end - offset
-    for state in states:  # map entries arrive one pair per user key: merge them per key
-        if state.kind == "map":
-            decoded.entries[state.name] = merge_maps(decoded.entries[state.name])
 
 
 PairDecoder = Callable[[DataReader, DataReader, int], None]
@@ -663,21 +660,20 @@ def _at_end(r: DataReader, what: str) -> None:
         raise r.fail(f"{r.remaining} bytes left after the {what}")
 
 
-def merge_maps(entries: list[tuple[int, Any, Any, Any]]) -> list[tuple[int, Any, Any, Any]]:
-    merged: dict[tuple[int, Any, Any], dict[Any, Any]] = {}
-    for key_group, key, namespace, pair in entries:
-        merged.setdefault((key_group, key, namespace), {}).update(pair)
-    return [(kg, key, ns, value) for (kg, key, ns), value in merged.items()]
-
-
 def iter_timers(entries: list[tuple[int, Any, Any, Any]]
-                ) -> Iterator[tuple[int, Any, Any, list[int]]]:
+                ) -> list[tuple[int, Any, Any, list[int]]]:
     """Timer entries grouped per (key, namespace): the sorted timestamps."""
     grouped: dict[tuple[int, Any, Any], list[int]] = {}
+    get = grouped.get
     for key_group, key, namespace, timestamp in entries:
-        grouped.setdefault((key_group, key, namespace), []).append(timestamp)
-    for (key_group, key, namespace), stamps in grouped.items():
-        yield key_group, key, namespace, sorted(stamps)
+        group = (key_group, key, namespace)
+        stamps = get(group)
+        if stamps is None:
+            grouped[group] = [timestamp]
+        else:
+            stamps.append(timestamp)
+    return [(kg, key, ns, stamps if len(stamps) == 1 else sorted(stamps))
+            for (kg, key, ns), stamps in grouped.items()]
 
 
 Reader = Callable[[DataReader], Any]
