@@ -194,16 +194,16 @@ def check_manifest(checkpoint: Checkpoint, out: Path, fmt: str,
     tables = manifest["tables"]
     wanted = [(op.uid, s.name) for op in checkpoint.metadata.operators for s in op.states
               if states is None or s.name in states]
-    assert [(t["operator"], t["state"]) for t in tables] == wanted
+    assert [(t["operator"]["uid"], t["state"]) for t in tables] == wanted
     on_disk = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert on_disk == {t["path"] for t in tables} | {"_export.json"}
     assert len({t["path"] for t in tables}) == len(tables)
     for t in tables:
-        state = state_of(checkpoint, t["operator"], t["state"])
+        state = state_of(checkpoint, t["operator"]["uid"], t["state"])
         assert (t["scope"], t["kind"]) == (state.scope, state.kind)
         assert t["path"].endswith("." + fmt)
     assert not list(out.parent.glob("*.inprogress-*"))
-    return {(t["operator"], t["state"]): out / t["path"] for t in tables}
+    return {(t["operator"]["uid"], t["state"]): out / t["path"] for t in tables}
 
 
 def read_back(checkpoint: Checkpoint, out: Path, fmt: str, states: set[str] | None = None
@@ -214,7 +214,8 @@ def read_back(checkpoint: Checkpoint, out: Path, fmt: str, states: set[str] | No
     values stay as the text formats hold them (JSON parsed).
     """
     files = check_manifest(checkpoint, out, fmt, states)
-    manifest_rows = {(t["operator"], t["state"]): t["rows"] for t in manifest_of(out)["tables"]}
+    manifest_rows = {(t["operator"]["uid"], t["state"]): t["rows"]
+                     for t in manifest_of(out)["tables"]}
     tables = {}
     for (uid, name), path in files.items():
         state = state_of(checkpoint, uid, name)
@@ -299,8 +300,9 @@ def test_samples_export_their_content(tmp_path: Path, sample: Path, fmt: str) ->
     assert result.format == fmt and result.location == str(tmp_path / "out")
     tables = check_export(checkpoint, tmp_path / "out", fmt)
     assert result.rows == sum(len(rows) for rows in tables.values())
-    assert [(t.operator, t.state, t.rows) for t in result.tables] == [
-        (t["operator"], t["state"], t["rows"]) for t in manifest_of(tmp_path / "out")["tables"]]
+    assert [(t.operator.uid, t.state, t.rows) for t in result.tables] == [
+        (t["operator"]["uid"], t["state"], t["rows"])
+        for t in manifest_of(tmp_path / "out")["tables"]]
     if sample == EMPTY:
         assert tables == {} and sorted(p.name for p in (tmp_path / "out").iterdir()) == [
             "_export.json"]

@@ -89,7 +89,7 @@ def exported(checkpoint: Checkpoint, out: Path, fmt: str) -> Content:
     manifest = json.loads((out / "_export.json").read_text())
     content: Content = {}
     for table in manifest["tables"]:
-        uid, name = table["operator"], table["state"]
+        uid, name = table["operator"]["uid"], table["state"]
         state = next(s for s in checkpoint.operator(uid).states if s.name == name)
         path = out / table["path"]
         if fmt == "parquet":
