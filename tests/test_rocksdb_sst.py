@@ -110,3 +110,36 @@ def test_sst_file_writer_external_file(tmp_path):
     ingested = open_sst((tmp_path / "ext.sst").read_bytes(), "ext.sst", largest_seqno=77)
     assert {s for _, s, _, _ in ingested.entries()} == {77}
     assert list(live_items([table])) == items
+
+
+@pytest.mark.parametrize("index", ["binary", "two_level"])
+def test_a_lookup_reads_only_the_blocks_it_needs(tmp_path, index, monkeypatch):
+    options = rocksdict_options(compression="snappy", checksum="xxh3", index=index,
+                                block_size=256, metadata_block_size=128)
+    expected = _write_db(tmp_path / "db", options, seed=5, files=1, keys=3000)
+    (table,) = _tables(tmp_path / "db")
+    assert table.properties.num_data_blocks > 100
+    reads: list[str] = []
+    original = type(table).read_block
+
+    def counting(self, handle, kind, **kwargs):
+        reads.append(kind)
+        return original(self, handle, kind, **kwargs)
+
+    monkeypatch.setattr(type(table), "read_block", counting)
+    for key, value in expected[:: len(expected) // 7]:
+        reads.clear()
+        assert list(live_range([table], key, key + b"\x00")) == [(key, value)]
+        assert reads.count("data") <= 2, reads
+        assert reads.count("index partition") <= (2 if index == "two_level" else 0), reads
+        assert len(reads) <= 5, reads
+
+
+def test_package_api_is_pinned():
+    import formats.flink.rocksdb as rocksdb
+
+    assert set(rocksdb.__all__) == {
+        "RangeTombstone", "SstFile", "TableProperties", "ValueType", "has_block_based_magic",
+        "live_items", "live_range", "open_sst"}
+    for name in rocksdb.__all__:
+        assert getattr(rocksdb, name) is not None

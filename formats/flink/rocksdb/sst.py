@@ -125,6 +125,7 @@ class SstFile:
         else:
             raise corrupt(name, "format_version 6 table without a rocksdb.index meta block")
         self._index = self._index_block(self.index_handle, "index")
+        self._tombstones: tuple[RangeTombstone, ...] | None = None
 
     def __repr__(self) -> str:
         return (f"SstFile({self.name!r}, format_version={self.footer.format_version}, "
@@ -322,8 +323,11 @@ class SstFile:
         Each entry's key is the internal key ``(start, sequence, kTypeRangeDeletion)`` and its
         value the exclusive end user key.
         """
+        if self._tombstones is not None:
+            return list(self._tombstones)
         handle = self.meta_blocks.get(RANGE_DEL_BLOCK)
         if handle is None:
+            self._tombstones = ()
             return []
         where = f"{self.name} (range deletion block at offset {handle.offset})"
         tombstones = []
@@ -336,6 +340,7 @@ class SstFile:
                                      f"deletion block")
             sequence = self.global_seqno or trailer >> 8
             tombstones.append(RangeTombstone(key[:-8], value, sequence))
+        self._tombstones = tuple(tombstones)  # read once: lookups ask for them every time
         return tombstones
 
 
