@@ -25,7 +25,8 @@ APT_HINT = "apt-get install -y librocksdb-dev  (Debian's RocksDB C library, used
 
 COMPRESSIONS = {"none": 0, "snappy": 1, "zlib": 2, "bzip2": 3, "lz4": 4, "lz4hc": 5, "zstd": 7}
 CHECKSUMS = {"crc32c": 1, "xxhash": 2, "xxhash64": 3, "xxh3": 4}
-INDEX_TYPES = {"binary": 0, "hash": 1, "two_level": 2}
+#: ``BlockBasedTableOptions::IndexType``; 3 is kBinarySearchWithFirstKey.
+INDEX_TYPES = {"binary": 0, "hash": 1, "two_level": 2, "first_key": 3}
 
 
 def rocksdict_options(*, compression: str = "snappy", checksum: str = "xxh3",
