@@ -94,6 +94,16 @@ def test_format_versions_and_index_types(tmp_path, format_version, index):
         assert all(t.footer.base_context_checksum for t in _tables(tmp_path / "db"))
 
 
+def test_data_blocks_with_a_hash_index(tmp_path):
+    options = rocksdict_options(compression="none", data_block_hash=True, block_size=2048)
+    expected = _write_db(tmp_path / "db", options, seed=11)
+    _check_db(tmp_path / "db", expected)
+    table = _tables(tmp_path / "db")[0]
+    _, handle = next(table.index_entries())
+    block = table.read_block(handle, "data")
+    assert int.from_bytes(block[-4:], "little") >> 31 == 1  # the hash index bit
+
+
 def test_sst_file_writer_external_file(tmp_path):
     """``SstFileWriter`` output (an external file, version 2, sequence numbers 0)."""
     import rocksdict
