@@ -306,7 +306,11 @@ class ColumnFamily:
 
 @dataclass
 class Manifest:
-    """The state a MANIFEST replays to: live column families (by id) and the last counters."""
+    """The state a MANIFEST replays to: live column families (by id) and the last counters.
+
+    The counters are the last values the edits record; RocksDB's recovered ``VersionSet``
+    reserves one more file number (``next_file_number + 1``, what ``ldb manifest_dump`` prints).
+    """
 
     column_families: dict[int, ColumnFamily]
     last_sequence: int | None = None
