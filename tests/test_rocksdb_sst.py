@@ -18,6 +18,7 @@ from rocksdb_writers import rocksdict_options
 from formats.flink.rocksdb import live_items, live_range, open_sst
 from formats.flink.rocksdb.compression import COMPRESSION_NAMES
 from formats.flink.rocksdb.manifest import read_manifest
+from statecore.errors import CorruptCheckpointError
 
 COMPRESSION_CODES = {"none": 0, "snappy": 1, "zlib": 2, "bz2": 3, "lz4": 4, "lz4hc": 5, "zstd": 7}
 
@@ -120,6 +121,17 @@ def test_sst_file_writer_external_file(tmp_path):
     ingested = open_sst((tmp_path / "ext.sst").read_bytes(), "ext.sst", largest_seqno=77)
     assert {s for _, s, _, _ in ingested.entries()} == {77}
     assert list(live_items([table])) == items
+    # Ingestion with write_global_seqno rewrites the field in place, leaving the properties
+    # block's checksum as written (taken with the field at 0): still a valid file.
+    at = table.properties.global_seqno_offset
+    assert at is not None
+    data = (tmp_path / "ext.sst").read_bytes()
+    rewritten = open_sst(data[:at] + (77).to_bytes(8, "little") + data[at + 8:], "ext.sst")
+    assert {s for _, s, _, _ in rewritten.entries()} == {77}
+    broken = bytearray(data)
+    broken[at - 3] ^= 1  # elsewhere in the properties block: a real mismatch
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+        open_sst(bytes(broken), "ext.sst")
 
 
 @pytest.mark.parametrize("index", ["binary", "two_level"])
