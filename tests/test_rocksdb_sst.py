@@ -13,6 +13,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rocksdb_writers import rocksdict_options
 
 from formats.flink.rocksdb import live_items, live_range, open_sst
@@ -165,3 +167,45 @@ def test_package_api_is_pinned():
         "live_items", "live_range", "open_sst"}
     for name in rocksdb.__all__:
         assert getattr(rocksdb, name) is not None
+
+
+# -- hypothesis: RocksDB 9.8 (format_version 6) against a dict model ---------------------------
+
+MODEL_KEYS = [b"k%02d" % i for i in range(10)]
+_key = st.sampled_from(MODEL_KEYS)
+_operation = st.one_of(
+    st.tuples(st.just("put"), _key, st.binary(max_size=300)),
+    st.tuples(st.just("delete"), _key),
+    st.tuples(_key, _key).map(lambda ks: ("delete_range", min(ks), max(ks))),
+)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(_operation, min_size=1, max_size=12), min_size=1, max_size=5),
+       compression=st.sampled_from(["none", "snappy", "lz4", "zstd"]),
+       checksum=st.sampled_from(["crc32c", "xxhash", "xxhash64", "xxh3"]))
+def test_format_version_6_live_view_equals_the_model(tmp_path_factory, batches, compression,
+                                                      checksum):
+    import rocksdict
+
+    path = tmp_path_factory.mktemp("db")
+    db = rocksdict.Rdict(str(path), rocksdict_options(
+        compression=compression, checksum=checksum, format_version=6, block_size=64))
+    model: dict[bytes, bytes] = {}
+    for batch in batches:
+        for op, *args in batch:
+            if op == "put":
+                db[args[0]] = args[1]
+                model[args[0]] = args[1]
+            elif op == "delete":
+                db.delete(args[0])
+                model.pop(args[0], None)
+            else:
+                db.delete_range(args[0], args[1])
+                for key in [k for k in model if args[0] <= k < args[1]]:
+                    del model[key]
+        db.flush()
+    db.close()
+    tables = _tables(path)
+    assert list(live_items(tables)) == sorted(model.items())
