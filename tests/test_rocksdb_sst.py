@@ -4,7 +4,8 @@ Every block compression x every checksum type, format versions 2..6, binary / ha
 (partitioned) indexes, small blocks (many blocks, restart intervals, prefix compression, values
 over 127 bytes for multi-byte varints), deletions and range deletions over several files: the
 live view equals what RocksDB itself iterates, a range read equals its range, and the MANIFEST
-lists exactly the SST files left in the directory.
+lists exactly the SST files left in the directory. A hypothesis test checks format_version 6
+files of random operations against a dict model.
 """
 
 from __future__ import annotations
