@@ -25,12 +25,13 @@ APT_HINT = "apt-get install -y librocksdb-dev  (Debian's RocksDB C library, used
 
 COMPRESSIONS = {"none": 0, "snappy": 1, "zlib": 2, "bzip2": 3, "lz4": 4, "lz4hc": 5, "zstd": 7}
 CHECKSUMS = {"crc32c": 1, "xxhash": 2, "xxhash64": 3, "xxh3": 4}
-INDEX_TYPES = {"binary": 0, "hash": 1, "two_level": 2}
+#: ``BlockBasedTableOptions::IndexType``; 3 is kBinarySearchWithFirstKey.
+INDEX_TYPES = {"binary": 0, "hash": 1, "two_level": 2, "first_key": 3}
 
 
 def rocksdict_options(*, compression: str = "snappy", checksum: str = "xxh3",
                       format_version: int = 5, index: str = "binary", block_size: int = 4096,
-                      metadata_block_size: int = 4096) -> Any:
+                      metadata_block_size: int = 4096, data_block_hash: bool = False) -> Any:
     """rocksdict ``Options`` (raw bytes mode, no auto compaction) for one table configuration."""
     try:
         import rocksdict as rd
@@ -47,6 +48,9 @@ def rocksdict_options(*, compression: str = "snappy", checksum: str = "xxh3",
                           "two_level": rd.BlockBasedIndexType.two_level_index_search}[index]())
     table.set_block_size(block_size)
     table.set_metadata_block_size(metadata_block_size)
+    if data_block_hash:  # kDataBlockBinaryAndHash: a hash map after each data block's restarts
+        table.set_data_block_index_type(rd.DataBlockIndexType.binary_and_hash())
+        table.set_data_block_hash_ratio(0.75)
     opts.set_block_based_table_factory(table)
     if index == "hash":  # the hash index needs a prefix extractor (it adds prefix meta blocks)
         opts.set_prefix_extractor(rd.SliceTransform.create_fixed_prefix(6))

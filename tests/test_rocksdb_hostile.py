@@ -269,3 +269,25 @@ def test_fuzzed_uncompressed_partitioned_table_fails_cleanly(tmp_path):
     assert table.properties.index_partitions and table.range_tombstones()
     count = _check_cases(_read_sst, data, seed=7, flips=1500, cuts=100, label=path.name)
     assert count == 3200
+
+
+def test_fuzzed_format_version_6_table_fails_cleanly(tmp_path):
+    """Format version 6 (footer checksum, context checksums, index in the metaindex), written by
+    RocksDB 9.8 uncompressed with a partitioned index and a range deletion."""
+    import rocksdict
+    from rocksdb_writers import rocksdict_options
+
+    db = rocksdict.Rdict(str(tmp_path / "db"), rocksdict_options(
+        compression="none", format_version=6, index="two_level", block_size=128,
+        metadata_block_size=128))
+    for i in range(150):
+        db[b"key-%03d" % i] = b"v" * (i % 140)
+    db.delete_range(b"key-010", b"key-020")
+    db.flush()
+    db.close()
+    (path,) = (tmp_path / "db").glob("*.sst")
+    data = path.read_bytes()
+    table = open_sst(data, path.name)
+    assert table.footer.format_version == 6 and table.properties.index_partitions
+    count = _check_cases(_read_sst, data, seed=6, flips=1000, cuts=100, label=path.name)
+    assert count == 2200

@@ -118,6 +118,18 @@ def test_levels_partitioned_index_and_single_deletes(tmp_path, format_version):
         assert list(live_range(tables, lo, hi)) == [(k, model[k]) for k in keys if lo <= k < hi]
 
 
+@pytest.mark.parametrize("format_version", [3, 5])
+def test_index_with_first_keys(tmp_path, format_version):
+    """``kBinarySearchWithFirstKey``: each index value carries its block's first key."""
+    model = write_batches(tmp_path, flink_like_batches(rounds=3), index="first_key",
+                          format_version=format_version, block_size=200)
+    tables, _ = read_db(tmp_path)
+    assert {t.properties.index_type for t in tables} == {3}
+    assert list(live_items(tables)) == sorted(model.items())
+    keys = sorted(model)
+    assert list(live_range(tables, keys[7], keys[9])) == [(k, model[k]) for k in keys[7:9]]
+
+
 def test_merge_operand_order_and_delete_below_merges(tmp_path):
     batches = [
         [("put", b"a", b"base"), ("put", b"b", b"base"), ("put", b"c", b"base")],

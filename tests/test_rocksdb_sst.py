@@ -4,7 +4,8 @@ Every block compression x every checksum type, format versions 2..6, binary / ha
 (partitioned) indexes, small blocks (many blocks, restart intervals, prefix compression, values
 over 127 bytes for multi-byte varints), deletions and range deletions over several files: the
 live view equals what RocksDB itself iterates, a range read equals its range, and the MANIFEST
-lists exactly the SST files left in the directory.
+lists exactly the SST files left in the directory. A hypothesis test checks format_version 6
+files of random operations against a dict model.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rocksdb_writers import rocksdict_options
 
 from formats.flink.rocksdb import live_items, live_range, open_sst
 from formats.flink.rocksdb.compression import COMPRESSION_NAMES
 from formats.flink.rocksdb.manifest import read_manifest
+from statecore.errors import CorruptCheckpointError
 
 COMPRESSION_CODES = {"none": 0, "snappy": 1, "zlib": 2, "bz2": 3, "lz4": 4, "lz4hc": 5, "zstd": 7}
 
@@ -94,6 +98,16 @@ def test_format_versions_and_index_types(tmp_path, format_version, index):
         assert all(t.footer.base_context_checksum for t in _tables(tmp_path / "db"))
 
 
+def test_data_blocks_with_a_hash_index(tmp_path):
+    options = rocksdict_options(compression="none", data_block_hash=True, block_size=2048)
+    expected = _write_db(tmp_path / "db", options, seed=11)
+    _check_db(tmp_path / "db", expected)
+    table = _tables(tmp_path / "db")[0]
+    _, handle = next(table.index_entries())
+    block = table.read_block(handle, "data")
+    assert int.from_bytes(block[-4:], "little") >> 31 == 1  # the hash index bit
+
+
 def test_sst_file_writer_external_file(tmp_path):
     """``SstFileWriter`` output (an external file, version 2, sequence numbers 0)."""
     import rocksdict
@@ -110,3 +124,89 @@ def test_sst_file_writer_external_file(tmp_path):
     ingested = open_sst((tmp_path / "ext.sst").read_bytes(), "ext.sst", largest_seqno=77)
     assert {s for _, s, _, _ in ingested.entries()} == {77}
     assert list(live_items([table])) == items
+    # Ingestion with write_global_seqno rewrites the field in place, leaving the properties
+    # block's checksum as written (taken with the field at 0): still a valid file.
+    at = table.properties.global_seqno_offset
+    assert at is not None
+    data = (tmp_path / "ext.sst").read_bytes()
+    rewritten = open_sst(data[:at] + (77).to_bytes(8, "little") + data[at + 8:], "ext.sst")
+    assert {s for _, s, _, _ in rewritten.entries()} == {77}
+    broken = bytearray(data)
+    broken[at - 3] ^= 1  # elsewhere in the properties block: a real mismatch
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+        open_sst(bytes(broken), "ext.sst")
+
+
+@pytest.mark.parametrize("index", ["binary", "two_level"])
+def test_a_lookup_reads_only_the_blocks_it_needs(tmp_path, index, monkeypatch):
+    options = rocksdict_options(compression="snappy", checksum="xxh3", index=index,
+                                block_size=256, metadata_block_size=128)
+    expected = _write_db(tmp_path / "db", options, seed=5, files=1, keys=3000)
+    (table,) = _tables(tmp_path / "db")
+    assert table.properties.num_data_blocks > 100
+    reads: list[str] = []
+    original = type(table).read_block
+
+    def counting(self, handle, kind, **kwargs):
+        reads.append(kind)
+        return original(self, handle, kind, **kwargs)
+
+    monkeypatch.setattr(type(table), "read_block", counting)
+    for key, value in expected[:: len(expected) // 7]:
+        reads.clear()
+        assert list(live_range([table], key, key + b"\x00")) == [(key, value)]
+        assert reads.count("data") <= 2, reads
+        assert reads.count("index partition") <= (2 if index == "two_level" else 0), reads
+        assert len(reads) <= 5, reads
+
+
+def test_package_api_is_pinned():
+    import formats.flink.rocksdb as rocksdb
+
+    assert set(rocksdb.__all__) == {
+        "RangeTombstone", "SstFile", "TableProperties", "ValueType", "has_block_based_magic",
+        "live_items", "live_range", "open_sst"}
+    for name in rocksdb.__all__:
+        assert getattr(rocksdb, name) is not None
+
+
+# -- hypothesis: RocksDB 9.8 (format_version 6) against a dict model ---------------------------
+
+MODEL_KEYS = [b"k%02d" % i for i in range(10)]
+_key = st.sampled_from(MODEL_KEYS)
+_operation = st.one_of(
+    st.tuples(st.just("put"), _key, st.binary(max_size=300)),
+    st.tuples(st.just("delete"), _key),
+    st.tuples(_key, _key).map(lambda ks: ("delete_range", min(ks), max(ks))),
+)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(_operation, min_size=1, max_size=12), min_size=1, max_size=5),
+       compression=st.sampled_from(["none", "snappy", "lz4", "zstd"]),
+       checksum=st.sampled_from(["crc32c", "xxhash", "xxhash64", "xxh3"]))
+def test_format_version_6_live_view_equals_the_model(tmp_path_factory, batches, compression,
+                                                      checksum):
+    import rocksdict
+
+    path = tmp_path_factory.mktemp("db")
+    db = rocksdict.Rdict(str(path), rocksdict_options(
+        compression=compression, checksum=checksum, format_version=6, block_size=64))
+    model: dict[bytes, bytes] = {}
+    for batch in batches:
+        for op, *args in batch:
+            if op == "put":
+                db[args[0]] = args[1]
+                model[args[0]] = args[1]
+            elif op == "delete":
+                db.delete(args[0])
+                model.pop(args[0], None)
+            else:
+                db.delete_range(args[0], args[1])
+                for key in [k for k in model if args[0] <= k < args[1]]:
+                    del model[key]
+        db.flush()
+    db.close()
+    tables = _tables(path)
+    assert list(live_items(tables)) == sorted(model.items())

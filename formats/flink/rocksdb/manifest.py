@@ -116,7 +116,7 @@ def read_log_records(data: Buffer, name: str, log_number: int | None = None) -> 
         kind = record_type - _RECYCLABLE_OFFSET if recyclable and record_type <= 8 else record_type
         if kind == _FULL:
             if fragments is not None:
-                raise corrupt(name, f"log record at byte {pos}: full record inside a fragmented one")
+                raise corrupt(name, f"log record at byte {pos}: full record inside a fragment")
             yield payload
         elif kind == _FIRST:
             if fragments is not None:
@@ -306,7 +306,11 @@ class ColumnFamily:
 
 @dataclass
 class Manifest:
-    """The state a MANIFEST replays to: live column families (by id) and the last counters."""
+    """The state a MANIFEST replays to: live column families (by id) and the last counters.
+
+    The counters are the last values the edits record; RocksDB's recovered ``VersionSet``
+    reserves one more file number (``next_file_number + 1``, what ``ldb manifest_dump`` prints).
+    """
 
     column_families: dict[int, ColumnFamily]
     last_sequence: int | None = None

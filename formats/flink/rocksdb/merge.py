@@ -117,6 +117,7 @@ def _live(tables: Sequence[SstFile], start: bytes | None, end: bytes | None,
           delimiter: bytes) -> Iterator[tuple[bytes, bytes]]:
     merges_allowed = _check_tables(tables)
     tombstones = TombstoneMap(t for table in tables for t in table.range_tombstones())
+    covering = tombstones.covering if tombstones else None
     streams = [_stream(table, start, end) for table in tables]
     merged: Iterable[tuple[bytes, int, bytes]]
     if len(streams) == 1:
@@ -144,8 +145,8 @@ def _live(tables: Sequence[SstFile], start: bytes | None, end: bytes | None,
                     return
                 continue
             done = False
-            if tombstones:
-                floor = tombstones.covering(key)
+            if covering is not None:
+                floor = covering(key)
         elif done:
             continue
         trailer = -neg_trailer

@@ -125,6 +125,7 @@ class SstFile:
         else:
             raise corrupt(name, "format_version 6 table without a rocksdb.index meta block")
         self._index = self._index_block(self.index_handle, "index")
+        self._tombstones: tuple[RangeTombstone, ...] | None = None
 
     def __repr__(self) -> str:
         return (f"SstFile({self.name!r}, format_version={self.footer.format_version}, "
@@ -132,10 +133,13 @@ class SstFile:
 
     # -- blocks -----------------------------------------------------------------------------
 
-    def read_block(self, handle: BlockHandle, kind: str, *, compressed: bool = True) -> bytes:
+    def read_block(self, handle: BlockHandle, kind: str, *, compressed: bool = True,
+                   verify: bool | None = None) -> bytes:
         """The contents of the block at ``handle``, ``kind`` naming it in errors.
 
-        Bounds-checked, checksum-verified (unless ``verify_checksums`` is off), decompressed.
+        Bounds-checked, checksum-verified (``verify``, by default the table's
+        ``verify_checksums``) and decompressed; ``compressed=False`` for the blocks RocksDB
+        never compresses.
         """
         where = f"{self.name} ({kind} block at offset {handle.offset})"
         offset, size = handle.offset, handle.size
@@ -146,7 +150,7 @@ class SstFile:
         data = self.data
         block = data[offset:end]
         compression = data[end]
-        if self.verify_checksums:
+        if self.verify_checksums if verify is None else verify:
             self._verify(block, offset, where)
         if compression and not compressed:
             raise corrupt(where, f"block is {COMPRESSION_NAMES.get(compression, compression)}-"
@@ -197,14 +201,12 @@ class SstFile:
         if handle is None:
             raise corrupt(self.name, "no properties block in the metaindex")
         where = f"{self.name} (properties block at offset {handle.offset})"
-        verify, self.verify_checksums = self.verify_checksums, False
-        try:
-            block = self.read_block(handle, "properties", compressed=False)
-        finally:
-            self.verify_checksums = verify
+        # Parsed before it is verified, as ReadTablePropertiesHelper does: the global seqno's
+        # offset is needed to verify an ingested file.
+        block = self.read_block(handle, "properties", compressed=False, verify=False)
         entries = decode_meta_block(block, where)
         props = parse_properties([(k, v, handle.offset + o) for k, v, o in entries], where)
-        if verify and not self._checksum_matches(self.data, handle):
+        if self.verify_checksums and not self._checksum_matches(self.data, handle):
             # An ingested file whose global seqno was rewritten in place: its checksum was taken
             # with the field at 0 (the retry of ReadTablePropertiesHelper).
             at = props.global_seqno_offset
@@ -322,8 +324,11 @@ class SstFile:
         Each entry's key is the internal key ``(start, sequence, kTypeRangeDeletion)`` and its
         value the exclusive end user key.
         """
+        if self._tombstones is not None:
+            return list(self._tombstones)
         handle = self.meta_blocks.get(RANGE_DEL_BLOCK)
         if handle is None:
+            self._tombstones = ()
             return []
         where = f"{self.name} (range deletion block at offset {handle.offset})"
         tombstones = []
@@ -336,6 +341,7 @@ class SstFile:
                                      f"deletion block")
             sequence = self.global_seqno or trailer >> 8
             tombstones.append(RangeTombstone(key[:-8], value, sequence))
+        self._tombstones = tuple(tombstones)  # read once: lookups ask for them every time
         return tombstones
 
 
