@@ -126,18 +126,29 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
         out = decoded.entries[state.name]
         sizes = decoded.state_key_group_bytes[state.name]
         decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out)
+        # only the handle's key groups: a key outside them is ignored, as Flink's restore does
         items = live_range(tables, start, end if end is not None else b"\xff" * (prefix + 1))
+        run_group, run_bytes = -1, 0  # keys come in key-group order: sizes summed per run
         for key, value in items:
-            if len(key) < prefix:
+            n = len(key)
+            if n < prefix:
                 raise CorruptCheckpointError(f"{where}: state {state.name!r}: a key of "
-                                             f"{len(key)} bytes has no key-group prefix")
-            key_group = int.from_bytes(key[:prefix], "big")
-            if not handle.first_key_group <= key_group <= handle.last_key_group:
-                continue  # outside the handle's range: Flink ignores it on restore
-            k.data, k.pos, k.end = key, prefix, len(key)
-            v.data, v.pos, v.end = value, 0, len(value)
+                                             f"{n} bytes has no key-group prefix")
+            key_group = key[0] if prefix == 1 else key[0] << 8 | key[1]
+            k.data = key
+            k.pos = prefix
+            k.end = n
+            v.data = value
+            v.pos = 0
+            v.end = m = len(value)
             decode_pair(k, v, key_group)
-            sizes[key_group] = sizes.get(key_group, 0) + len(key) + len(value)
+            if key_group != run_group:
+                if run_bytes:
+                    sizes[run_group] = run_bytes
+                run_group, run_bytes = key_group, 0
+            run_bytes += n + m
+        if run_bytes:
+            sizes[run_group] = run_bytes
         _on_disk(sizes, sum(len(table.data) for table in tables))
     for state_sizes in decoded.state_key_group_bytes.values():
         for key_group, size in state_sizes.items():
