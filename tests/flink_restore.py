@@ -16,10 +16,13 @@ equals the expected values. How (DESIGN "Ground truth"; the fixture README's "Ve
   (``expected.json`` ``input``: the ``FIX_*`` variables).
 * Speed: the cases run in long-lived drivers, compiled once and cached
   (``tests/flink_jobs/RestoreDriver.java`` for ``java``, ``sql``, ``types``: one JVM;
-  ``tests/flink_jobs/pyds_driver.py`` for ``pyds``: one PyFlink process). Each case gets its own
-  MiniCluster; the verification records are in place before the job starts and the job is
-  cancelled as soon as it printed every expected line, instead of the fixed sleeps of the
-  fixture scripts (about 20 s a restore there, 1-3 s here once the JVM is warm).
+  ``tests/flink_jobs/pyds_driver.py`` for ``pyds``: one PyFlink process), each with one
+  MiniCluster (8 slots: ``parallelism <= 8``) that runs the cases one after the other, submitted
+  through its REST endpoint like any remote cluster, each with its own configuration (state
+  backend, restore path). The verification records are in place before the job starts and the
+  job is cancelled as soon as it printed every expected line, instead of the fixed sleeps of the
+  fixture scripts: about 20 s a restore there; here ~1 s (java), ~1.5 s (sql), ~5 s (pyds) once
+  the driver is warm, plus ~8-15 s for the first case of a driver.
 
 Flink comes from a virtualenv with ``apache-flink==2.3.0`` (``$STATECTL_FLINK_VENV``, default
 ``<repo>/.venv-flink``, made by ``make flink-venv``; it cannot share the project venv: apache-beam
@@ -470,14 +473,16 @@ class FlinkRestorer:
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         if family == "jvm":
             log_file = logs / f"flink-jvm-{self._count}.log"
-            command = ["java", f"-Dlog.file={log_file}",
+            (self.workdir / "tmp").mkdir(exist_ok=True)
+            command = ["java", f"-Dlog.file={log_file}", f"-Dstatectl.tmp={self.workdir / 'tmp'}",
                        f"-Dlog4j.configurationFile={b.log4j}", *JVM_OPTIONS,
                        "-cp", f"{b.lib}/*:{b.classes}", "RestoreDriver"]
         else:
             ident = f"statectl-pyds-{self._count}"
             log_file = logs / f"flink-{ident}-python-{os.uname().nodename}.log"
+            (self.workdir / "tmp").mkdir(exist_ok=True)
             env.update(FLINK_LOG_DIR=str(logs), LOG4J_PROPERTIES=str(b.log4j),
-                       FLINK_IDENT_STRING=ident)
+                       FLINK_IDENT_STRING=ident, STATECTL_TMP=str(self.workdir / "tmp"))
             command = [str(b.python), str(b.root / "pyds_driver.py"), str(b.jobs)]
         driver = _Driver(command, env, log_file, logs / f"driver-{family}-{self._count}.stderr")
         self._drivers[family] = driver

@@ -23,6 +23,8 @@ import org.apache.flink.connector.file.src.FileSource;
 import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.fs.Path;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
@@ -58,6 +60,31 @@ import org.slf4j.LoggerFactory;
 public class RestoreDriver {
 
     private static final Logger LOG = LoggerFactory.getLogger(RestoreDriver.class);
+
+    /** Slots of the shared MiniCluster: the highest parallelism a case may ask for. */
+    static final int SLOTS = Integer.getInteger("statectl.slots", 8);
+    /** One MiniCluster for all cases (-Dstatectl.shared-cluster=false: one per case, as
+     *  executeAsync does by default; its start-up costs about a second per case). */
+    static final boolean SHARED_CLUSTER = Boolean.parseBoolean(System.getProperty("statectl.shared-cluster", "true"));
+    static MiniCluster cluster;
+    static int restPort;
+
+    /** Starts the shared MiniCluster (once); jobs reach it through its REST endpoint like a
+     *  remote cluster, so every kind (DataStream and SQL) is submitted the ordinary way. */
+    static void startCluster() throws Exception {
+        if (cluster != null) return;
+        Configuration cc = new Configuration();
+        cc.setString("rest.bind-port", "0");
+        cc.setString("rest.address", "localhost");
+        cc.setString("taskmanager.memory.managed.size", System.getProperty("statectl.managed-memory", "512m"));
+        String tmp = System.getProperty("statectl.tmp");
+        if (tmp != null) cc.setString("io.tmp.dirs", tmp);
+        cluster = new MiniCluster(new MiniClusterConfiguration.Builder().setConfiguration(cc)
+                .setNumTaskManagers(1).setNumSlotsPerTaskManager(SLOTS).build());
+        cluster.start();
+        restPort = cluster.getRestAddress().get().getPort();
+        LOG.info("statectl-restore shared MiniCluster at port {} with {} slots", restPort, SLOTS);
+    }
 
     /** System.out of the jobs: every line goes to the current case's file and is counted. */
     static final class Router extends OutputStream {
@@ -174,6 +201,11 @@ public class RestoreDriver {
         if (!inline.isEmpty()) conf.setString("execution.checkpointing.data-inline-threshold", inline);
         String restore = c.getOrDefault("restore", "");
         if (!restore.isEmpty()) conf.setString("execution.state-recovery.path", restore);
+        if (SHARED_CLUSTER) {
+            conf.setString("execution.target", "remote");
+            conf.setString("rest.address", "localhost");
+            conf.setString("rest.port", String.valueOf(restPort));
+        }
         return conf;
     }
 
@@ -222,6 +254,13 @@ public class RestoreDriver {
         }
     }
 
+    /** A DataStream environment for the case: on the shared MiniCluster (getExecutionEnvironment
+     *  would always start a local one) or on one of its own. */
+    static StreamExecutionEnvironment environment(Map<String, String> c) {
+        return SHARED_CLUSTER ? new StreamExecutionEnvironment(config(c))
+                : StreamExecutionEnvironment.getExecutionEnvironment(config(c));
+    }
+
     /** JavaStateJob.main's topology. */
     static JobClient submitJava(Map<String, String> c) throws Exception {
         String base = c.get("base");
@@ -230,7 +269,7 @@ public class RestoreDriver {
         final String prefix = c.getOrDefault("prefix", "k");
         final int prefixLen = prefix.length();
         final java.util.Set<Long> probes = JavaStateJob.probes(Integer.parseInt(c.getOrDefault("nkeys", "100")));
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(c));
+        StreamExecutionEnvironment env = environment(c);
         env.setParallelism(parallelism);
         env.setMaxParallelism(maxPar);
 
@@ -266,7 +305,7 @@ public class RestoreDriver {
         final int nkeys = Integer.parseInt(c.getOrDefault("nkeys", "100"));
         TypesJob.FIRE = false;
         TypesJob.WINDOW_EXTRA_SEEN.set(0);
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(c));
+        StreamExecutionEnvironment env = environment(c);
         env.setParallelism(parallelism);
         env.setMaxParallelism(maxPar);
 
@@ -340,6 +379,13 @@ public class RestoreDriver {
         JobClient client = null;
         try {
             router.start(new FileOutputStream(c.get("out")), Pattern.compile(c.get("count_regex")));
+            if (SHARED_CLUSTER) {
+                if (Integer.parseInt(c.get("parallelism")) > SLOTS) {
+                    throw new IllegalArgumentException("parallelism " + c.get("parallelism") + " > the "
+                            + SLOTS + " slots of the harness' MiniCluster (-Dstatectl.slots)");
+                }
+                startCluster();
+            }
             switch (kind) {
                 case "java": client = submitJava(c); break;
                 case "types": client = submitTypes(c); break;

@@ -54,6 +54,25 @@ def main(jobs_dir):
         jvm.java.lang.System.setOut(stream)
         return stream
 
+    cluster_port = []
+
+    def shared_cluster():
+        """The REST port of a MiniCluster in the gateway JVM, started once (as RestoreDriver)."""
+        if not cluster_port:
+            mc = jvm.org.apache.flink.runtime.minicluster
+            cc = jvm.org.apache.flink.configuration.Configuration()
+            cc.setString("rest.bind-port", "0")
+            cc.setString("rest.address", "localhost")
+            cc.setString("taskmanager.memory.managed.size", "512m")
+            if os.environ.get("STATECTL_TMP"):
+                cc.setString("io.tmp.dirs", os.environ["STATECTL_TMP"])
+            builder = mc.MiniClusterConfiguration.Builder().setConfiguration(cc)
+            cluster = mc.MiniCluster(builder.setNumTaskManagers(1).setNumSlotsPerTaskManager(8)
+                                     .build())
+            cluster.start()
+            cluster_port.append(cluster.getRestAddress().get().getPort())
+        return cluster_port[0]
+
     def tasks_all_running(offset):
         """Whether every task of the job started at log offset ``offset`` is RUNNING (restored)."""
         with open(log_file, "rb") as f:
@@ -105,8 +124,18 @@ def main(jobs_dir):
             conf.set_string("io.tmp.dirs", base + "/tmp")
             conf.set_string("python.executable", sys.executable)
             conf.set_string("python.client.executable", sys.executable)
+            # the Python operators hand their output on after at most this long (default 1 s)
+            conf.set_string("python.fn-execution.bundle.time", c.get("bundle_ms", "20"))
             conf.set_string("execution.state-recovery.path", c["restore"])
-            env = StreamExecutionEnvironment.get_execution_environment(conf)
+            if os.environ.get("STATECTL_SHARED_CLUSTER", "true") == "true":
+                conf.set_string("execution.target", "remote")
+                conf.set_string("rest.address", "localhost")
+                conf.set_string("rest.port", str(shared_cluster()))
+                env = StreamExecutionEnvironment(
+                    jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(
+                        conf._j_configuration))
+            else:
+                env = StreamExecutionEnvironment.get_execution_environment(conf)
             env.set_parallelism(int(c["parallelism"]))
             env.set_max_parallelism(int(c["max_parallelism"]))
             job_pyds.build(env, base)
