@@ -174,7 +174,8 @@ class RestoreResult:
     log during this case ('' when ok). ``seconds``: wall time of the restore in the warm driver
     (submission to cancellation); ``wall_seconds`` adds copying, driver start-up and the check.
     ``timings``: seconds from the case's start to ``submitted``, ``running`` (job status),
-    ``first_line`` and ``last_line`` (verification output), ``end``.
+    ``first_line`` and ``last_line`` (verification output), ``end``. ``flink_timing``: Flink's
+    own restore milestones from its log (:func:`restore_timing`).
     """
 
     case: RestoreCase
@@ -187,6 +188,7 @@ class RestoreResult:
     job_status: str
     output_lines: int
     expected_lines: int
+    flink_timing: RestoreTiming | None = None
 
     def report(self) -> str:
         """A multi-line account for an assertion message."""
@@ -336,6 +338,20 @@ def _fingerprint(root: Path) -> list[tuple[str, int, int]]:
             out.append((os.path.relpath(os.path.join(directory, name), root), stat.st_size,
                         stat.st_mtime_ns))
     return sorted(out)
+
+
+def _missing_external_files(snapshot: Path) -> list[str]:
+    """A hint for a failed restore: absolute ``file:`` paths named in ``_metadata`` that point
+    outside the snapshot and do not exist (a RocksDB incremental checkpoint names its
+    ``shared/`` files so; inline handles name such paths too, harmlessly)."""
+    data = (snapshot / "_metadata").read_bytes()
+    paths = {m.decode() for m in re.findall(rb"file:(/[\x21-\x7e]+)", data)}
+    missing = sorted(p for p in paths if not os.path.exists(p)
+                     and not p.startswith(str(snapshot.resolve()) + os.sep))
+    if not missing:
+        return []
+    return [f"note: _metadata names {len(missing)} absolute paths that do not exist here, e.g. "
+            f"{missing[0]} (a RocksDB incremental checkpoint reads its shared/ files from there)"]
 
 
 def _escape(value: object) -> str:
@@ -539,6 +555,8 @@ class FlinkRestorer:
             problems.append(f"Flink printed {lines} of the {expect} verification lines")
         if out.is_file() and reply.get("status") != "failed":
             problems += self._check(case, out, b)
+        if problems:
+            problems += _missing_external_files(case.snapshot)
         if _fingerprint(case.snapshot) != before:
             problems.append(f"the input snapshot {case.snapshot} changed during the restore")
         start_ms = int(reply.get("start", 0))
@@ -550,7 +568,7 @@ class FlinkRestorer:
             case=case, ok=ok, problems=problems, flink_log="" if ok else log_excerpt(log_text),
             seconds=timings.get("end", 0.0), wall_seconds=time.monotonic() - started,
             timings=timings, job_status=reply.get("job_status", ""), output_lines=lines,
-            expected_lines=expect)
+            expected_lines=expect, flink_timing=restore_timing(log_text))
 
     def generate(self, base: Path, *, parallelism: int, max_parallelism: int,
                  fixture_input: FixtureInput, backend: str = "hashmap",
@@ -728,10 +746,12 @@ def restore_timing(log_text: str) -> RestoreTiming:
             if "CheckpointCoordinator" in line and "Restoring job" in line:
                 started = t
             continue
-        if "Starting to restore from state handle" in line:
+        if ("Starting to restore from state handle" in line
+                or "Starting RocksDB incremental recovery" in line):
             first = t if first is None else first
             handles += 1
-        elif "Finished restoring from state handle" in line:
+        elif ("Finished restoring from state handle" in line
+              or "Finished RocksDB incremental recovery" in line):
             restored = t
         elif ("executiongraph.ExecutionGraph" in line
               and "switched from INITIALIZING to RUNNING" in line):

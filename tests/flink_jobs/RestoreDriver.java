@@ -23,6 +23,9 @@ import org.apache.flink.connector.file.src.FileSource;
 import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.fs.Path;
+import org.apache.flink.runtime.execution.ExecutionState;
+import org.apache.flink.runtime.executiongraph.AccessExecutionGraph;
+import org.apache.flink.runtime.executiongraph.AccessExecutionVertex;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
 import org.apache.flink.streaming.api.datastream.DataStream;
@@ -36,26 +39,30 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Restores Flink snapshots in verification mode, many in one JVM, one after the other (statectl's
- * test harness, tests/flink_restore.py, drives it).
+ * test harness, tests/flink_restore.py, drives it); also generates snapshots (mode=generate).
  *
- * <p>Each line on stdin is one case: tab-separated key=value pairs (values with \t, \n, \\ escaped
- * as \\t, \\n, \\\\). Keys: id, kind (java | types | sql), base (a fresh directory whose input/
- * already holds the verification records), restore (file:// URI of the snapshot), parallelism,
- * max_parallelism, backend (hashmap | rocksdb), prefix and nkeys (the FIX_* input parameters),
- * out (file for the job's stdout), expect (number of output lines matching count_regex after
- * which the job has printed everything), count_regex, timeout_ms, quiet_ms (give up waiting for
- * more lines after this long without one). For each case one line goes to stdout:
- * {@code RESULT<TAB>key=value...} with status (done | failed | timeout), the job's final status,
- * the counted lines, millisecond timestamps (start, submitted, running, first_line, last_line,
- * end) and the byte range of the Flink log written during the case (log_from, log_to).
+ * <p>Each line on stdin is one case: tab-separated key=value pairs (values with \t, \n, \\
+ * escaped as \\t, \\n, \\\\). Keys: id, kind (java | types | sql), base (a fresh directory
+ * whose input/ already holds the verification records), restore (file:// URI of the snapshot),
+ * parallelism, max_parallelism, backend (hashmap | rocksdb), prefix and nkeys (the FIX_* input
+ * parameters), out (file for the job's stdout), expect (number of output lines matching
+ * count_regex after which the job has printed everything), count_regex, timeout_ms, quiet_ms
+ * (once every task has restored its state, give up waiting for more lines after this long
+ * without one). For each case one line goes to stdout: {@code RESULT<TAB>key=value...} with
+ * status (done | failed | timeout), the job's final status, the counted lines, millisecond
+ * timestamps (start, submitted, running, first_line, last_line, end), the byte range of the
+ * Flink log written during the case (log_from, log_to) and the error.
  *
- * <p>The job topologies are those of the fixture jobs (JavaStateJob.main, TypesJob.main,
- * job_sql.py), built here from their own classes with the same uids, names, key selectors and
- * state, so that Flink maps the snapshot's state onto them exactly as onto the originals (an
- * operator whose state finds no match fails the restore). What differs: no fixed sleeps (the
- * verification records are in place before the job starts and the job is cancelled as soon as it
- * printed every expected line), no restarts (restart-strategy none: a failed restore fails the
- * case at once), no periodic checkpoints during the short run, and no System.exit.
+ * <p>All cases run on one MiniCluster started here (8 slots, -Dstatectl.slots), reached through
+ * its REST endpoint like a remote cluster, so DataStream and SQL jobs are submitted the ordinary
+ * way, each with its own configuration (state backend, restore path); its start-up (about a
+ * second) is paid once. The job topologies are those of the fixture jobs (JavaStateJob.main,
+ * TypesJob.main, job_sql.py), built here from their own classes with the same uids, names, key
+ * selectors and state, so that Flink maps the snapshot's state onto them exactly as onto the
+ * originals (an operator whose state finds no match fails the restore). What differs: no fixed
+ * sleeps (the verification records are in place before the job starts and the job is cancelled
+ * as soon as it printed every expected line), no restarts (restart-strategy none: a failed restore
+ * fails the case at once), no periodic checkpoints during the short run, and no System.exit.
  */
 public class RestoreDriver {
 
@@ -179,6 +186,21 @@ public class RestoreDriver {
     static long logSize() {
         String f = System.getProperty("log.file");
         return f == null ? 0 : new File(f).length();
+    }
+
+    /** Whether every task of the job is RUNNING, i.e. has restored its state (on the shared
+     *  cluster; a per-case cluster does not say, so: true). */
+    static boolean allTasksRunning(JobClient client) {
+        if (cluster == null) return true;
+        try {
+            AccessExecutionGraph g = cluster.getExecutionGraph(client.getJobID()).get();
+            for (AccessExecutionVertex v : g.getAllExecutionVertices()) {
+                if (v.getExecutionState() != ExecutionState.RUNNING) return false;
+            }
+            return true;
+        } catch (Exception e) {
+            return false;
+        }
     }
 
     /** The configuration of the fixture jobs (for a verification run unless said otherwise). */
@@ -351,14 +373,17 @@ public class RestoreDriver {
         return ss.execute().getJobClient().orElseThrow();
     }
 
+    /** The innermost cause first (usually the reason), then the chain from the outside. */
     static String rootCause(Throwable e) {
-        StringBuilder b = new StringBuilder();
-        for (Throwable x = e; x != null && b.length() < 4000; x = x.getCause()) {
-            if (b.length() > 0) b.append(" <- ");
-            b.append(x.getClass().getName()).append(": ").append(x.getMessage());
+        Throwable root = e;
+        StringBuilder chain = new StringBuilder();
+        for (Throwable x = e; x != null; x = x.getCause()) {
+            root = x;
+            if (chain.length() < 3000) chain.append(" <- ").append(x.getClass().getName()).append(": ")
+                    .append(String.valueOf(x.getMessage()).split("\n", 2)[0]);
             if (x.getCause() == x) break;
         }
-        return b.toString();
+        return root.getClass().getName() + ": " + root.getMessage() + " [" + chain.substring(4) + "]";
     }
 
     static Map<String, String> runCase(Map<String, String> c, Router router) {
@@ -395,6 +420,7 @@ public class RestoreDriver {
             submitted = System.currentTimeMillis();
             long deadline = start + timeout;
             long typesExtra = Long.parseLong(c.getOrDefault("types_extra", "0"));
+            long restored = 0;
             while (true) {
                 JobStatus s = client.getJobStatus().get();
                 long now = System.currentTimeMillis();
@@ -414,8 +440,11 @@ public class RestoreDriver {
                     TypesJob.FIRE = true;     // fire every restored window (TypesJob's verification mode)
                 }
                 if (router.matched() >= expect) break;
+                // not all lines: give up once every task has restored and nothing came for `quiet`
+                if (restored == 0 && allTasksRunning(client)) restored = now;
                 long last = router.lastLine();
-                if (last > 0 && now - last > quiet) break;
+                if (restored > 0 && now - Math.max(last, restored) > quiet
+                        && (last > 0 || now - restored > 3 * quiet)) break;
                 if (now > deadline) {
                     status = "timeout";
                     break;

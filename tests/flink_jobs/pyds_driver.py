@@ -142,6 +142,7 @@ def main(jobs_dir):
             client = env.execute_async(f"restore-pyds-{c['id']}")._j_job_client
             submitted = time.time()
             staged = c.get("staged", "")
+            restored = 0
             pattern = re.compile(c["count_regex"], re.M)
             expect = int(c.get("expect", "1"))
             deadline = start + int(c.get("timeout_ms", "120000")) / 1000
@@ -151,10 +152,10 @@ def main(jobs_dir):
                 now = time.time()
                 if s.name() == "RUNNING" and not running:
                     running = now
-                if staged and running and tasks_all_running(r["log_from"]):
-                    # the verification records go in once the restored job runs (see the harness)
-                    os.rename(staged, os.path.join(base, "input", "part-1.txt"))
-                    staged = ""
+                if running and not restored and tasks_all_running(r["log_from"]):
+                    restored = now
+                    if staged:   # the verification records go in once the job runs (see harness)
+                        os.rename(staged, os.path.join(base, "input", "part-1.txt"))
                 if s.isGloballyTerminalState():
                     job_status, status = s.name(), "failed"
                     try:
@@ -169,7 +170,9 @@ def main(jobs_dir):
                     last, lines = now, n
                 if lines >= expect:
                     break
-                if last and now - last > quiet:
+                # not all lines: give up once every task has restored and nothing came for `quiet`
+                if restored and now - max(last, restored) > quiet and (
+                        last or now - restored > 3 * quiet):
                     break
                 if now > deadline:
                     status = "timeout"
