@@ -17,15 +17,16 @@ Then every snapshot is restored by Flink (``tests/flink_restore.py``) with one m
 key and every one of the 1M keys' state is checked (``check_verify.py``); the log of the
 canonical savepoint's restore gives the "JVM anchor": Flink's own restore time, from the
 JobManager's ``Restoring job`` line to the last task RUNNING, and the time reading the state
-handles alone (:func:`flink_restore.restore_timing`).
+handles alone (:func:`flink_restore.restore_timing`). The verification records reach the jobs only
+after every task has restored (``hold_input``), so the restore does not share the CPU with them.
 
 Everything goes to ``~/.cache/statectl-bench/flink-big-<hash>`` (``$STATECTL_BENCH_CACHE``), the
-hash covering this file, the harness and its drivers, the fixture jobs, the parameters and the
-Flink version; a
-folder is complete when its ``manifest.json`` exists (paths relative to it, sizes, timings,
-verification). Usage: ``.venv/bin/python bench/flink_big.py [--anchor] [--keys N]``; prints the
-manifest's summary and the folder. ``--anchor`` measures Flink's restore of the canonical
-savepoint again (the figure in the manifest is from the generation run).
+hash covering this file, RestoreDriver.java, JavaStateJob.java, fixture_input.py, the parameters
+and the Flink version (:func:`cache_dir`); a folder is complete when its ``manifest.json`` exists
+(paths relative to it, sizes, timings, verification). Usage: ``.venv/bin/python
+bench/flink_big.py [--anchor] [--keys N]``; prints the manifest's summary and the folder.
+``--anchor`` measures Flink's restore of the canonical savepoint again (the figure in the
+manifest is from the generation run). Other benchmarks call :func:`snapshots`.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ from flink_restore import (  # noqa: E402
     RestoreCase,
     RestoreResult,
     _model_env,
-    _tree_digest,
     build,
     fixture_jobs_dir,
 )
@@ -67,10 +67,14 @@ RESTORE_TIMEOUT = 1800.0
 
 
 def cache_dir(parameters: dict[str, int]) -> Path:
-    hasher = hashlib.sha256(Path(__file__).read_bytes())
-    hasher.update((ROOT / "tests" / "flink_restore.py").read_bytes())
-    _tree_digest(hasher, DRIVER_SOURCES)
-    _tree_digest(hasher, fixture_jobs_dir())
+    """The cache folder: a hash of what decides the snapshots' content (this generator, the
+    driver's generate mode, the job and its input model, the parameters, Flink's version), not
+    of the rest of the harness, whose changes need no new 10-minute generation."""
+    jobs = fixture_jobs_dir()
+    hasher = hashlib.sha256()
+    for source in (Path(__file__), DRIVER_SOURCES / "RestoreDriver.java",
+                   jobs / "java" / "JavaStateJob.java", jobs / "fixture_input.py"):
+        hasher.update(source.read_bytes() + b"\0")
     hasher.update(json.dumps(parameters, sort_keys=True).encode() + FLINK_VERSION.encode())
     root = Path(os.environ.get("STATECTL_BENCH_CACHE",
                                Path.home() / ".cache" / "statectl-bench"))
@@ -118,7 +122,8 @@ def verify(restorer: FlinkRestorer, folder: Path, entry: dict[str, Any],
            fixture_input: FixtureInput, backend: str, parallelism: int) -> RestoreResult:
     case = RestoreCase(snapshot=folder / entry["path"], job="java", parallelism=parallelism,
                        max_parallelism=PARAMETERS["max_parallelism"], backend=backend,
-                       input=fixture_input, name=entry["path"], timeout=RESTORE_TIMEOUT)
+                       input=fixture_input, name=entry["path"], timeout=RESTORE_TIMEOUT,
+                       hold_input=True)
     result = restorer.restore(case)
     if not result.ok:
         raise SystemExit(f"verification failed:\n{result.report()}")
@@ -135,6 +140,7 @@ def result_summary(result: RestoreResult) -> dict[str, Any]:
             "parallelism": result.case.parallelism, "seconds": round(result.seconds, 2),
             "flink_restore_seconds": rounded(timing and timing.restore_seconds),
             "flink_state_seconds": rounded(timing and timing.state_seconds),
+            "cpu_seconds_until_restored": rounded(result.timings.get("cpu_restored_seconds")),
             "state_handles": timing and timing.state_handles,
             "verified_keys": result.case.input.keys}
 
@@ -170,13 +176,13 @@ def generate(folder: Path, parameters: dict[str, int]) -> dict[str, Any]:
         generation_seconds = time.monotonic() - started
         snapshots = {
             "heap-checkpoint": snapshot_entry(
-                folder, only(heap.glob("checkpoints/*/chk-*")), kind="checkpoint",
+                folder, retained_checkpoint(heap), kind="checkpoint",
                 fmt="native", backend="hashmap", parallelism=p),
             "canonical-savepoint": snapshot_entry(
                 folder, only(heap.glob("savepoints/canonical/savepoint-*")), kind="savepoint",
                 fmt="canonical", backend="hashmap", parallelism=p),
         }
-        rocks_chk = only(rocks.glob("checkpoints/*/chk-*"))
+        rocks_chk = retained_checkpoint(rocks)
         snapshots["rocksdb-incremental-checkpoint"] = snapshot_entry(
             folder, rocks_chk, kind="checkpoint", fmt="native", backend="rocksdb",
             parallelism=p, extra=(rocks_chk.parent / "shared",))
@@ -204,6 +210,7 @@ def generate(folder: Path, parameters: dict[str, int]) -> dict[str, Any]:
         "jvm_anchor": {"snapshot": "canonical-savepoint", "backend": "hashmap",
                        "flink_restore_seconds": anchor["flink_restore_seconds"],
                        "flink_state_seconds": anchor["flink_state_seconds"],
+                       "cpu_seconds_until_restored": anchor["cpu_seconds_until_restored"],
                        "keys": fixture_input.keys,
                        "bytes": snapshots["canonical-savepoint"]["bytes"]},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -220,6 +227,16 @@ def only(paths: Any) -> Path:
     if len(found) != 1:
         raise SystemExit(f"expected one snapshot, found {found}")
     return Path(found[0])
+
+
+def retained_checkpoint(base: Path) -> Path:
+    """The completed checkpoint a generation run left (num-retained 1). A checkpoint still in
+    flight when the job was cancelled leaves an empty ``chk-N``: removed."""
+    complete = [m.parent for m in base.glob("checkpoints/*/chk-*/_metadata")]
+    for chk in base.glob("checkpoints/*/chk-*"):
+        if chk not in complete:
+            shutil.rmtree(chk)
+    return only(complete)
 
 
 def snapshots(parameters: dict[str, int] | None = None) -> tuple[Path, dict[str, Any]]:
@@ -260,7 +277,8 @@ def summary(folder: Path, manifest: dict[str, Any]) -> str:
     a = manifest["jvm_anchor"]
     lines.append(f"  JVM anchor: Flink restores the canonical savepoint ({a['bytes'] / 1e6:.0f} MB,"
                  f" {a['keys']:,} keys) in {a['flink_restore_seconds']} s "
-                 f"(state handles read in {a['flink_state_seconds']} s)")
+                 f"(state handles read in {a['flink_state_seconds']} s; "
+                 f"{a.get('cpu_seconds_until_restored')} CPU s)")
     return "\n".join(lines)
 
 

@@ -118,7 +118,9 @@ class RestoreCase:
     max_parallelism``) on ``backend``, expected to hold the state that ``input`` describes.
 
     ``max_parallelism`` must be the snapshot's (Flink refuses another for keyed state).
-    ``timeout`` bounds the job's run in seconds.
+    ``timeout`` bounds the job's run in seconds. ``hold_input``: the verification records
+    reach the job only once every task has restored its state (always for ``pyds``), so that
+    Flink's restore time in the log is not mixed with processing (a second or less later).
     """
 
     snapshot: Path
@@ -129,6 +131,7 @@ class RestoreCase:
     input: FixtureInput = FixtureInput()
     name: str = ""
     timeout: float = 120.0
+    hold_input: bool = False
 
     def __post_init__(self) -> None:
         if self.job not in JOB_KINDS:
@@ -174,7 +177,9 @@ class RestoreResult:
     log during this case ('' when ok). ``seconds``: wall time of the restore in the warm driver
     (submission to cancellation); ``wall_seconds`` adds copying, driver start-up and the check.
     ``timings``: seconds from the case's start to ``submitted``, ``running`` (job status),
-    ``first_line`` and ``last_line`` (verification output), ``end``. ``flink_timing``: Flink's
+    ``restored`` (every task RUNNING), ``first_line`` and ``last_line`` (verification output),
+    ``end``; and the driver JVM's CPU seconds during the case (``cpu_seconds``) and until
+    restored (``cpu_restored_seconds``; not for ``pyds``). ``flink_timing``: Flink's
     own restore milestones from its log (:func:`restore_timing`).
     """
 
@@ -561,8 +566,10 @@ class FlinkRestorer:
             problems.append(f"the input snapshot {case.snapshot} changed during the restore")
         start_ms = int(reply.get("start", 0))
         timings = {k: (int(reply[k]) - start_ms) / 1000 for k in
-                   ("submitted", "running", "first_line", "last_line", "end")
+                   ("submitted", "running", "restored", "first_line", "last_line", "end")
                    if int(reply.get(k, 0) or 0) > 0}
+        timings.update({k.removesuffix("_ms") + "_seconds": int(reply[k]) / 1000
+                        for k in ("cpu_ms", "cpu_restored_ms") if reply.get(k)})
         ok = not problems
         return RestoreResult(
             case=case, ok=ok, problems=problems, flink_log="" if ok else log_excerpt(log_text),
@@ -638,23 +645,27 @@ class FlinkRestorer:
         fields: dict[str, object] = {}
         if case.job == "types":
             extra = _run_model(b, case.input, "types_input.py", "--extra")
-            (base / "input" / "part-1.txt").write_text(extra, encoding="utf-8")
+            target = base / "input" / (".staged" if case.hold_input else "part-1.txt")
+            target.write_text(extra, encoding="utf-8")
+            if case.hold_input:
+                fields["staged"] = target
             windows = int(_run_model(b, case.input, "-c", (
                 "import types_input as ti; p = ti.params(); print(sum(len(ti.windows(j, p, "
                 "n_extra=len(ti.EXTRA_AMOUNTS))) for j in range(p['nkeys'])))")))
             fields["types_extra"] = 3 * n
             return 6 * n + windows, fields
         records = "".join(f"{case.input.key_prefix}{j},{EXTRA_VALUE}\n" for j in range(n))
-        if case.job == "pyds":
+        lines = {"java": 3 * n + 1, "sql": 2 * n, "pyds": 2 * n + 1}[case.job]
+        if case.job == "pyds" or case.hold_input:
             # PyFlink 2.3 fails ("A serializer has already been registered for the state") when
             # records reach the Python operators while the restored job is still initialising:
             # the driver moves the file in once every task is RUNNING.
             staged = base / "input" / ".staged"
             staged.write_text(records)
             fields["staged"] = staged
-            return 2 * n + 1, fields
-        (base / "input" / "part-1.txt").write_text(records)
-        return {"java": 3 * n + 1, "sql": 2 * n}[case.job], fields
+        else:
+            (base / "input" / "part-1.txt").write_text(records)
+        return lines, fields
 
     @staticmethod
     def _check(case: RestoreCase, out: Path, b: Build) -> list[str]:

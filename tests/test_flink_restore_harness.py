@@ -80,8 +80,10 @@ def test_java_canonical_savepoint_heap(flink_restorer: FlinkRestorer) -> None:
 
 
 def test_java_canonical_savepoint_on_rocksdb(flink_restorer: FlinkRestorer) -> None:
-    # a canonical savepoint is backend-independent: the heap set's savepoint restores on RocksDB
-    assert_restored(flink_restorer, savepoint_case("java", backend="rocksdb", parallelism=1))
+    # a canonical savepoint is backend-independent: the heap set's savepoint restores on RocksDB;
+    # hold_input: the verification records arrive only once every task has restored
+    assert_restored(flink_restorer, savepoint_case("java", backend="rocksdb", parallelism=1,
+                                                   hold_input=True))
 
 
 def test_java_rocksdb_canonical_savepoint(flink_restorer: FlinkRestorer) -> None:

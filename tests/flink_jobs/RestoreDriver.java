@@ -48,10 +48,12 @@ import org.slf4j.LoggerFactory;
  * parameters), out (file for the job's stdout), expect (number of output lines matching
  * count_regex after which the job has printed everything), count_regex, timeout_ms, quiet_ms
  * (once every task has restored its state, give up waiting for more lines after this long
- * without one). For each case one line goes to stdout: {@code RESULT<TAB>key=value...} with
+ * without one), staged (a file moved to input/part-1.txt once every task has restored, when the
+ * verification records must not arrive earlier). For each case one line goes to stdout: {@code RESULT<TAB>key=value...} with
  * status (done | failed | timeout), the job's final status, the counted lines, millisecond
- * timestamps (start, submitted, running, first_line, last_line, end), the byte range of the
- * Flink log written during the case (log_from, log_to) and the error.
+ * timestamps (start, submitted, running, restored (every task RUNNING), first_line, last_line,
+ * end), this JVM's CPU time during the case and until restored (cpu_ms, cpu_restored_ms), the
+ * byte range of the Flink log written during the case (log_from, log_to) and the error.
  *
  * <p>All cases run on one MiniCluster started here (8 slots, -Dstatectl.slots), reached through
  * its REST endpoint like a remote cluster, so DataStream and SQL jobs are submitted the ordinary
@@ -181,6 +183,13 @@ public class RestoreDriver {
 
     static String escape(String s) {
         return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "");
+    }
+
+    /** CPU time of this JVM so far, in milliseconds (all its threads: Flink's and ours). */
+    static long cpuMillis() {
+        java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        return os instanceof com.sun.management.OperatingSystemMXBean
+                ? ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime() / 1_000_000 : 0;
     }
 
     static long logSize() {
@@ -390,6 +399,7 @@ public class RestoreDriver {
         Map<String, String> r = new LinkedHashMap<>();
         r.put("id", c.get("id"));
         long start = System.currentTimeMillis();
+        long cpuStart = cpuMillis();
         long logFrom = logSize();
         LOG.info("statectl-restore case {} begin: {}", c.get("id"), c);
         long timeout = Long.parseLong(c.getOrDefault("timeout_ms", "120000"));
@@ -421,6 +431,7 @@ public class RestoreDriver {
             long deadline = start + timeout;
             long typesExtra = Long.parseLong(c.getOrDefault("types_extra", "0"));
             long restored = 0;
+            String staged = c.getOrDefault("staged", "");
             while (true) {
                 JobStatus s = client.getJobStatus().get();
                 long now = System.currentTimeMillis();
@@ -441,7 +452,15 @@ public class RestoreDriver {
                 }
                 if (router.matched() >= expect) break;
                 // not all lines: give up once every task has restored and nothing came for `quiet`
-                if (restored == 0 && allTasksRunning(client)) restored = now;
+                if (restored == 0 && allTasksRunning(client)) {
+                    restored = now;
+                    r.put("restored", String.valueOf(now));
+                    r.put("cpu_restored_ms", String.valueOf(cpuMillis() - cpuStart));
+                    if (!staged.isEmpty()) {   // verification records held back until restored
+                        java.nio.file.Files.move(java.nio.file.Paths.get(staged),
+                                java.nio.file.Paths.get(c.get("base"), "input", "part-1.txt"));
+                    }
+                }
                 long last = router.lastLine();
                 if (restored > 0 && now - Math.max(last, restored) > quiet
                         && (last > 0 || now - restored > 3 * quiet)) break;
@@ -492,6 +511,7 @@ public class RestoreDriver {
         r.put("first_line", String.valueOf(router.firstLine()));
         r.put("last_line", String.valueOf(router.lastLine()));
         r.put("end", String.valueOf(System.currentTimeMillis()));
+        r.put("cpu_ms", String.valueOf(cpuMillis() - cpuStart));
         r.put("log_from", String.valueOf(logFrom));
         r.put("log_to", String.valueOf(logSize()));
         r.put("error", error);
