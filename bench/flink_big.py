@@ -249,7 +249,8 @@ def snapshots(parameters: dict[str, int] | None = None) -> tuple[Path, dict[str,
         with open(folder.parent / f".{folder.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (folder / "manifest.json").is_file():
-                print(f"generating {folder} (once; about 5 minutes on 2 cores)", flush=True)
+                print(f"generating {folder} (once: about 4 minutes on 2 cores, then as long "
+                      f"again to restore every snapshot in Flink and check all keys)", flush=True)
                 generate(folder, parameters)
     return folder, json.loads((folder / "manifest.json").read_text())
 
