@@ -209,8 +209,9 @@ class RestoreResult:
 
 
 def flink_venv() -> Path:
-    """``$STATECTL_FLINK_VENV``, else ``<repo>/.venv-flink``."""
-    return Path(os.environ.get("STATECTL_FLINK_VENV", REPO_ROOT / ".venv-flink"))
+    """``$STATECTL_FLINK_VENV`` (a relative path is relative to the repository root), else
+    ``<repo>/.venv-flink``."""
+    return REPO_ROOT / os.environ.get("STATECTL_FLINK_VENV", ".venv-flink")
 
 
 def pyflink_lib(venv: Path | None = None) -> Path:
