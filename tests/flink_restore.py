@@ -21,8 +21,9 @@ equals the expected values. How (DESIGN "Ground truth"; the fixture README's "Ve
   through its REST endpoint like any remote cluster, each with its own configuration (state
   backend, restore path). The verification records are in place before the job starts and the
   job is cancelled as soon as it printed every expected line, instead of the fixed sleeps of the
-  fixture scripts: about 20 s a restore there; here ~1 s (java), ~1.5 s (sql), ~5 s (pyds) once
-  the driver is warm, plus ~8-15 s for the first case of a driver.
+  fixture scripts (16-29 s a restore there, even with ``RUNSECS=0``). Here, once a driver is
+  warm: 1-1.5 s (java, types), 2 s (sql), 4.5-7 s (pyds); the first case of a driver 6.5 s
+  (java), 9 s (sql) or 13-15 s (pyds).
 
 Flink comes from a virtualenv with ``apache-flink==2.3.0`` (``$STATECTL_FLINK_VENV``, default
 ``<repo>/.venv-flink``, made by ``make flink-venv``; it cannot share the project venv: apache-beam
@@ -592,10 +593,14 @@ class FlinkRestorer:
         ``savepoint``, ``checkpoint_id``; millisecond timestamps ``start``, ``processed``,
         ``savepoint_done``, ``checkpoint_done``, ``end``); raises RuntimeError on failure.
         """
-        driver = self._driver("java")
         n = fixture_input.keys
         last = n - 1
-        count = last + 1 if fixture_input.count_mod == 0 else last % fixture_input.count_mod + 1
+        mod = fixture_input.count_mod
+        count = last + 1 if mod == 0 else last % mod + 1
+        if mod and count != min(mod, n):
+            raise ValueError(f"the last input record is key {last}'s only if it has the most "
+                             f"records: need (keys - 1) % count_mod == count_mod - 1")
+        driver = self._driver("java")
         self._count += 1
         fields: dict[str, object] = dict(
             id=self._count, mode="generate", kind="java", base=base, parallelism=parallelism,
