@@ -1,12 +1,18 @@
 """Restores snapshots of the PyFlink DataStream fixture job (job_pyds.py), many in one process.
 
 The counterpart of RestoreDriver.java for the job whose functions are Python: it runs in the
-venv that has apache-flink (PyFlink starts one gateway JVM for the whole process; every case gets
-its own MiniCluster and Python workers, as job_pyds.py's own runs do). Same protocol: one case per
-stdin line (tab-separated key=value: id, base, restore, parallelism, max_parallelism, backend,
-prefix, nkeys, out, expect, count_regex, timeout_ms, quiet_ms), one ``RESULT`` line per case on
-stdout. The topology is job_pyds.build() itself, with the module's input parameters (PREFIX,
-PROBES, ...) set per case; its functions are pickled by value, so the workers see those values.
+venv that has apache-flink. PyFlink starts one gateway JVM for the whole process; like
+RestoreDriver, it starts one MiniCluster there (8 slots) and submits every case to it through its
+REST endpoint (``STATECTL_SHARED_CLUSTER=false``: a MiniCluster per case, as job_pyds.py's own
+runs); each job starts its own Python workers. Same protocol: one case per stdin line
+(tab-separated key=value: id, base, restore, parallelism, max_parallelism, backend, prefix,
+nkeys, out, expect, count_regex, timeout_ms, quiet_ms, staged), one ``RESULT`` line per case on
+stdout. ``staged``: PyFlink 2.3 fails ("A serializer has already been registered for the
+state") when records reach the Python operators while the restored job still initialises, so the
+harness always stages the verification records; they go in once every task is RUNNING (read
+from the Flink log). The topology is job_pyds.build() itself, with the module's input
+parameters (PREFIX, PROBES, ...) set per case; its functions are pickled by value, so the workers
+see those values. Python bundles are flushed every 20 ms (default 1 s) to get the output sooner.
 
 Usage (the harness does this): ``<flink venv>/bin/python pyds_driver.py JOBS_DIR``.
 """
