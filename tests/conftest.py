@@ -3,6 +3,7 @@ real S3 server (``s3_server.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,19 @@ def oracle_dir() -> Path:
 @pytest.fixture(scope="session")
 def flink_fixtures_dir() -> Path:
     return resolve_flink_fixtures_dir()
+
+
+@pytest.fixture(scope="session")
+def flink_restorer() -> Iterator[object]:
+    """Real Flink restores (``flink_restore.FlinkRestorer``), its drivers shared by the session."""
+    from flink_restore import FlinkRestorer, FlinkUnavailable, build
+
+    try:
+        build()
+    except FlinkUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with FlinkRestorer() as restorer:
+        yield restorer
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
