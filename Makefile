@@ -10,7 +10,11 @@ FLINK_VERSION := 2.3.0
 FLINK_VENV    := .venv-flink
 FLINK_STAMP   := $(FLINK_VENV)/.installed-$(FLINK_VERSION)
 
-.PHONY: demo test test-slow bench lint venv flink-venv clean
+# RocksDB's own tools for the SST reader's differential tests (sst_dump, ldb) and its C library
+# (written through ctypes: merges and single deletions); from Debian, installed when missing.
+ROCKSDB_DEBS := librocksdb-dev rocksdb-tools
+
+.PHONY: demo test test-slow bench lint venv flink-venv system-deps clean
 
 venv: $(STAMP)
 
@@ -29,11 +33,19 @@ $(FLINK_STAMP):
 	$(FLINK_VENV)/bin/python -m pip install --quiet apache-flink==$(FLINK_VERSION)
 	touch $(FLINK_STAMP)
 
-test: lint $(FLINK_STAMP)
+system-deps:
+	@if ! command -v sst_dump >/dev/null 2>&1 || ! ldconfig -p | grep -q librocksdb; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  echo "installing $(ROCKSDB_DEBS) (apt-get)"; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(ROCKSDB_DEBS) >/dev/null; \
+	fi
+
+test: lint $(FLINK_STAMP) system-deps
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q
 
-test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+test-slow: $(STAMP) $(FLINK_STAMP) system-deps
+	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q -m slow
 
 demo: $(STAMP)
 	$(PY) -m cli.demo
