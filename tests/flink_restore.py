@@ -60,7 +60,7 @@ from typing import IO, Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DRIVER_SOURCES = Path(__file__).resolve().parent / "flink_jobs"
-JOB_KINDS = ("java", "sql", "pyds", "types")
+JOB_KINDS = ("java", "sql", "pyds", "types", "bootstrap")
 BACKENDS = ("hashmap", "rocksdb")
 FLINK_VERSION = "2.3.0"
 #: The value of the verification record of every key (fixture_input.EXTRA_VALUE).
@@ -72,6 +72,7 @@ OUTPUT_LINE = {
     "pyds": r"^(\d+> )?(STR|LONG|BCAST) ",
     "sql": r"\+[IU]\[",
     "types": r"^(\d+> )?(POJO|TUPLE|WINDOW) ",
+    "bootstrap": r"^(\d+> )?BOOT ",
 }
 #: JVM options of the fixture jobs (run_java.sh).
 JVM_OPTIONS = ("--add-opens", "java.base/java.util=ALL-UNNAMED",
@@ -113,6 +114,16 @@ class FixtureInput:
 
 
 @dataclasses.dataclass(frozen=True)
+class BootstrapState:
+    """What a ``bootstrap`` restore must print: every key's state, and how the job declares it."""
+
+    expected: dict[str, dict[str, Any]]
+    states: str  # BootstrapJob's spec: name:kind:type[:type],...
+    uid: str = "build"
+    ttl_ms: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class RestoreCase:
     """One restore: ``snapshot`` (a savepoint or checkpoint directory holding ``_metadata``)
     restored by the fixture job ``job`` at ``parallelism`` (``1 <= parallelism <=
@@ -133,6 +144,10 @@ class RestoreCase:
     name: str = ""
     timeout: float = 120.0
     hold_input: bool = False
+    #: ``bootstrap`` (a savepoint statectl converted from a ``statectl build`` checkpoint): the
+    #: expected state of every key (``{key: {state: value}}``, as BootstrapJob prints it), the
+    #: states' spec (BootstrapJob's), the keyed operator's uid and the TTL the job declares
+    bootstrap: BootstrapState | None = None
 
     def __post_init__(self) -> None:
         if self.job not in JOB_KINDS:
@@ -304,10 +319,12 @@ def build() -> Build:
         staging = Path(tempfile.mkdtemp(prefix="build-", dir=cache_root()))
         try:
             _copy_tree(jobs, staging / "jobs", skip=("__pycache__", ".jar"))
-            for name in ("RestoreDriver.java", "pyds_driver.py", "log4j2.properties"):
+            for name in ("RestoreDriver.java", "BootstrapJob.java", "pyds_driver.py",
+                         "log4j2.properties"):
                 shutil.copyfile(DRIVER_SOURCES / name, staging / name)
             (staging / "classes").mkdir()
-            sources = [staging / "RestoreDriver.java", staging / "jobs/java/JavaStateJob.java",
+            sources = [staging / "RestoreDriver.java", staging / "BootstrapJob.java",
+                       staging / "jobs/java/JavaStateJob.java",
                        staging / "jobs/java/TypesJob.java"]
             done = subprocess.run(["javac", "-nowarn", "-d", str(staging / "classes"),
                                    "-cp", f"{lib}/*", *map(str, sources)],
@@ -649,6 +666,13 @@ class FlinkRestorer:
         (base / "rules" / "rules-0.txt").write_text("")
         n = case.input.keys
         fields: dict[str, object] = {}
+        if case.job == "bootstrap":
+            assert case.bootstrap is not None
+            keys = sorted(case.bootstrap.expected)
+            (base / "input" / "part-1.txt").write_text("".join(f"{k}\n" for k in keys))
+            fields.update(states=case.bootstrap.states, uid=case.bootstrap.uid,
+                          ttl_ms=case.bootstrap.ttl_ms)
+            return len(keys), fields
         if case.job == "types":
             extra = _run_model(b, case.input, "types_input.py", "--extra")
             target = base / "input" / (".staged" if case.hold_input else "part-1.txt")
@@ -676,6 +700,9 @@ class FlinkRestorer:
     @staticmethod
     def _check(case: RestoreCase, out: Path, b: Build) -> list[str]:
         """The fixture checker's verdict on the job's output: [] or its findings."""
+        if case.job == "bootstrap":
+            assert case.bootstrap is not None
+            return _check_bootstrap(case.bootstrap, out)
         if case.job == "types":
             args = [str(b.jobs / "check_verify_types.py"), str(out)]
         else:
@@ -687,6 +714,28 @@ class FlinkRestorer:
         findings = [ln.strip() for ln in done.stdout.splitlines()[1:] if ln.strip()]
         findings = [f for f in findings if f != str(out)]
         return findings or [f"checker failed: {done.stdout}{done.stderr}".strip()]
+
+
+def _check_bootstrap(state: BootstrapState, out: Path) -> list[str]:
+    """Every key printed once, its state equal to the expected (lists in order, maps as sets
+    of entries): [] or the differences (the first 20)."""
+    printed: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for line in out.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^(\d+> )?BOOT (.*)$", line)
+        if match:
+            document = json.loads(match.group(2))
+            if document["key"] in printed:
+                problems.append(f"key {document['key']!r} printed twice")
+            printed[document["key"]] = document["state"]
+    for key, want in sorted(state.expected.items()):
+        got = printed.get(key)
+        if got != want:
+            problems.append(f"key {key!r}: Flink restored {got}, statectl wrote {want}")
+    extra = sorted(printed.keys() - state.expected.keys())
+    if extra:
+        problems.append(f"keys Flink printed that statectl did not write: {extra[:5]}")
+    return problems[:20]
 
 
 def _model_env(fixture_input: FixtureInput) -> dict[str, str]:

@@ -42,7 +42,7 @@ import org.slf4j.LoggerFactory;
  * test harness, tests/flink_restore.py, drives it); also generates snapshots (mode=generate).
  *
  * <p>Each line on stdin is one case: tab-separated key=value pairs (values with \t, \n, \\
- * escaped as \\t, \\n, \\\\). Keys: id, kind (java | types | sql), base (a fresh directory
+ * escaped as \\t, \\n, \\\\). Keys: id, kind (java | types | sql | bootstrap), base (a fresh directory
  * whose input/ already holds the verification records), restore (file:// URI of the snapshot),
  * parallelism, max_parallelism, backend (hashmap | rocksdb), prefix and nkeys (the FIX_* input
  * parameters), out (file for the job's stdout), expect (number of output lines matching
@@ -361,6 +361,24 @@ public class RestoreDriver {
         return env.executeAsync("restore-types-" + c.get("id"));
     }
 
+    /** BootstrapJob: a savepoint statectl converted from a `statectl build` checkpoint. The
+     *  keyed operator has the build's uid; the spec names its states (BootstrapJob's doc). */
+    static JobClient submitBootstrap(Map<String, String> c) throws Exception {
+        String base = c.get("base");
+        StreamExecutionEnvironment env = environment(c);
+        env.setParallelism(Integer.parseInt(c.get("parallelism")));
+        env.setMaxParallelism(Integer.parseInt(c.get("max_parallelism")));
+        FileSource<String> src = FileSource.forRecordStreamFormat(new TextLineInputFormat("UTF-8"), new Path(base + "/input"))
+                .monitorContinuously(Duration.ofMillis(500)).build();
+        String uid = c.getOrDefault("uid", "build");
+        env.fromSource(src, WatermarkStrategy.noWatermarks(), "keys").uid("bootstrap-keys")
+                .keyBy((KeySelector<String, String>) k -> k, Types.STRING)
+                .process(new BootstrapJob.PrintState(c.get("states"), Long.parseLong(c.getOrDefault("ttl_ms", "0"))))
+                .uid(uid).name(uid)
+                .print().uid("bootstrap-print");
+        return env.executeAsync("restore-bootstrap-" + c.get("id"));
+    }
+
     /** job_sql.py's statement set. */
     static JobClient submitSql(Map<String, String> c) throws Exception {
         String base = c.get("base");
@@ -425,6 +443,7 @@ public class RestoreDriver {
                 case "java": client = submitJava(c); break;
                 case "types": client = submitTypes(c); break;
                 case "sql": client = submitSql(c); break;
+                case "bootstrap": client = submitBootstrap(c); break;
                 default: throw new IllegalArgumentException("unknown kind " + kind);
             }
             submitted = System.currentTimeMillis();
