@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import math
 import re
 from typing import Any
 
+from formats.export import temporal_json
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
+from statecore.values import Instant, LocalDateTime, LocalTime
 
 __all__ = ["format_size", "format_value", "to_json_value"]
 
@@ -24,9 +28,21 @@ def format_value(value: Any) -> str:
         except ValueError:
             return value  # would read back as the same bare word
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_readable)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _readable(value: Any) -> Any:
+    """Text for a value JSON has no form for: instants and times as ISO-8601, dates, decimals.
+
+    Anything else is refused (``format_value`` then shows its ``repr``).
+    """
+    if isinstance(value, Instant | LocalTime | LocalDateTime | decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)
 
 
 def to_json_value(value: Any) -> Any:
@@ -44,7 +60,8 @@ def to_json_value(value: Any) -> Any:
         return [to_json_value(v) for v in value]
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {k: to_json_value(v) for k, v in value.items()}
-    return repr(value)
+    converted = temporal_json(value)  # instants (epoch ms), dates, times, decimals
+    return converted if converted is not value else repr(value)
 
 
 def format_size(count: int) -> str:

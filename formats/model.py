@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from formats.arrow_types import from_arrow
+from formats.arrow_types import from_arrow, pydict
 from formats.columns import join_ttl, keyed_schema, operator_schema, ttl_spec, value_spec
 from formats.key_hash import key_groups
 from statecore.checkpoint import (
@@ -292,7 +292,7 @@ class Checkpoint(ABC):
 def _pydict(table: pa.Table, relative: str) -> dict[str, list[Any]]:
     """A table's columns as Python lists; a value Python cannot hold is corruption."""
     try:
-        columns: dict[str, list[Any]] = table.to_pydict()
+        columns: dict[str, list[Any]] = pydict(table)
     except (pa.ArrowException, ValueError, OverflowError) as exc:  # incl. UnicodeDecodeError
         raise CorruptCheckpointError(f"{relative}: {exc}") from exc
     return columns

@@ -161,8 +161,10 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
 
 def _downloads(checkpoint: Checkpoint, plan: RescalePlan
                ) -> dict[tuple[str, int], tuple[tuple[str, int], ...]]:
-    """Flink's rule for incremental handles on restore: a new subtask downloads every handle
-    whose key-group range intersects its own (``RocksDBIncrementalRestoreOperation``)."""
+    """Flink's rule for incremental handles on restore (``RocksDBIncrementalRestoreOperation``).
+
+    A new subtask downloads every handle whose key-group range intersects its own.
+    """
     out: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}
     for op in plan.operators:
         units = checkpoint.download_units(op.uid)
@@ -289,7 +291,7 @@ def prepare_rows(table: pa.Table, job: KeyedJob) -> tuple[pa.Table, np.ndarray[A
     max-parallelism change); rows are not reordered.
     """
     state, dropped = job.state, 0
-    if job.drop_expired and state.ttl:
+    if job.drop_expired and state.ttl is not None and state.ttl > 0:
         before = table.num_rows
         table = drop_expired_rows(table, state, job.now)
         dropped = before - table.num_rows
@@ -466,7 +468,7 @@ def drop_expired_rows(table: pa.Table, state: StateMetadata, now: int) -> pa.Tab
     Value-like states lose expired rows; list and map states lose expired elements and then
     the rows left empty, as Flink's full-snapshot cleanup does (reference §9.5).
     """
-    assert state.ttl is not None
+    assert state.ttl is not None and state.ttl > 0, "expiry needs the TTL"
     ttl_column = table.column("ttl_timestamp").combine_chunks()
     value_column = table.column("value").combine_chunks()
     if state.kind not in ("list", "map"):

@@ -17,9 +17,11 @@ Mapping decisions (DESIGN "Real Flink checkpoints and savepoints"):
 - Timers (``_timer_state/...`` priority queues) are keyed list state of ``int64`` timestamps per
   (key, namespace), sorted.
 - Values of serializers statectl cannot decode are raw ``bytes`` where Flink delimits them (the
-  canonical format and operator state); the heap format cannot be read past them.
-- A TTL-wrapped value is ``tuple<int64, T>``: (last access timestamp, value); the TTL itself is
-  not in a Flink snapshot.
+  canonical format and operator state); the heap format cannot be read past them. Kryo values
+  are ``kryo<class>`` bytes (:mod:`formats.flink.typecodecs`).
+- A TTL state (``TtlSerializer`` values) is the model's TTL state: its values in ``value``, their
+  last-access timestamps in ``ttl_timestamp``, ``ttl`` :data:`~statecore.checkpoint.TTL_UNKNOWN`
+  (the TTL itself is in the job's ``StateTtlConfig``, not in the snapshot).
 - Sizes are Flink's encoded bytes per state and subtask (state blocks of the heap format,
   key/value pairs of the canonical format, elements of operator state).
 """
@@ -37,7 +39,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.columns import keyed_schema, operator_schema
+from formats.arrow_types import to_arrow
+from formats.columns import keyed_schema, operator_schema, split_ttl, ttl_spec, value_spec
 from formats.flink.incremental import decode_incremental
 from formats.flink.keyed import (
     DecodedKeyed,
@@ -59,6 +62,7 @@ from formats.flink.pickled import unpickle_keyed, unpickle_operator
 from formats.flink.serializers import Codec
 from formats.model import Checkpoint, DownloadUnit, FileProblem
 from statecore.checkpoint import (
+    TTL_UNKNOWN,
     CheckpointKind,
     CheckpointMetadata,
     FileInfo,
@@ -72,6 +76,7 @@ from statecore.checkpoint import (
 from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
+    InvalidArgumentError,
     StatectlError,
     UnsafePathError,
 )
@@ -114,30 +119,46 @@ class _Table:
 
     def __init__(self, rows: list[Any], schema: pa.Schema, keyed: bool, flink_bytes: int,
                  row_groups: list[tuple[int, int]], key_codec: Codec | None = None,
-                 max_parallelism: int = 0, where: str = "") -> None:
+                 max_parallelism: int = 0, where: str = "",
+                 state: StateMetadata | None = None, key_type: str | None = None) -> None:
         self.rows, self.schema, self.keyed, self.where = rows, schema, keyed, where
         self.flink_bytes, self.row_groups = flink_bytes, row_groups
         self.key_codec, self.max_parallelism = key_codec, max_parallelism
+        self.state, self.key_type = state, key_type
         self._table: pa.Table | None = None
 
     @property
     def table(self) -> pa.Table:
         if self._table is None:
             rows = self.rows
+            state = self.state
             if self.keyed:
+                assert state is not None and self.key_type is not None
+                key = _converter(self.key_type)
                 columns: dict[str, list[Any]] = {"key_group": [r[0] for r in rows],
-                                                 "key": [_arrow_value(r[1]) for r in rows]}
+                                                 "key": [key(r[1]) for r in rows]}
                 if "namespace" in self.schema.names:
-                    columns["namespace"] = [_arrow_value(r[2]) for r in rows]
-                columns["value"] = [_arrow_value(r[3]) for r in rows]
+                    namespace = _converter(state.namespace_type)
+                    columns["namespace"] = [namespace(r[2]) for r in rows]
+                value = _converter(value_spec(state))
+                if state.ttl is not None:  # TtlValue wrappers: values and their timestamps
+                    split = [split_ttl(state, r[3]) for r in rows]
+                    stamps = _converter(ttl_spec(state))
+                    columns["value"] = [value(v) for v, _ in split]
+                    columns["ttl_timestamp"] = [stamps(t) for _, t in split]
+                else:
+                    columns["value"] = [value(r[3]) for r in rows]
             elif "key" in self.schema.names:  # broadcast (key, value) pairs
-                columns = {"key": [_arrow_value(k) for k, _ in rows],
-                           "value": [_arrow_value(v) for _, v in rows]}
+                assert state is not None and state.user_key_type is not None
+                key, value = _converter(state.user_key_type), _converter(state.value_type)
+                columns = {"key": [key(k) for k, _ in rows],
+                           "value": [value(v) for _, v in rows]}
             else:
-                columns = {"value": [_arrow_value(v) for v in rows]}
+                value = _arrow_value if state is None else _converter(state.value_type)
+                columns = {"value": [value(v) for v in rows]}
             try:
                 self._table = _arrow_table(columns, self.schema)
-            except CorruptCheckpointError as exc:
+            except (CorruptCheckpointError, InvalidArgumentError) as exc:
                 raise CorruptCheckpointError(f"{self.where}: {exc}") from exc
         return self._table
 
@@ -534,12 +555,14 @@ class _Builder:
                 yield meta, list(iter_timers(entries))
                 continue
             element = info.element.spec if info.element is not None else "bytes"
+            ttl = TTL_UNKNOWN if info.element is not None and info.element.ttl else None
             if info.kind == "map":
                 user_key = info.user_key.spec if info.user_key is not None else "bytes"
-                meta = StateMetadata(info.name, "keyed", "map", element, user_key, namespace)
+                meta = StateMetadata(info.name, "keyed", "map", element, user_key, namespace,
+                                     ttl)
             elif info.kind in _KINDS:
                 meta = StateMetadata(info.name, "keyed", info.kind, element,
-                                     namespace_type=namespace)
+                                     namespace_type=namespace, ttl=ttl)
             else:
                 meta = StateMetadata(info.name, "keyed", "value", "bytes",
                                      namespace_type=namespace)
@@ -581,7 +604,7 @@ class _Builder:
         self.tables[name] = _Table(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
-                                   f"#{op_index}, subtask {subtask}")
+                                   f"#{op_index}, subtask {subtask}", state, key_type)
         return KeyedStateHandle(state.name, name, key_group_range, tuple(groups))
 
     def operator_file(self, op_index: int, state: StateMetadata, subtask: int,
@@ -591,7 +614,7 @@ class _Builder:
         self.tables[name] = _Table(ds.elements, _operator_schema(state), False, ds.bytes,
                                    [(len(ds.elements), ds.bytes)],
                                    where=f"operator state {state.name!r} of operator "
-                                   f"#{op_index}, subtask {subtask}")
+                                   f"#{op_index}, subtask {subtask}", state=state)
         return OperatorStateHandle(state.name, _MODES[ds.mode][1], name, 0, len(ds.elements))
 
 
@@ -612,6 +635,21 @@ def _safe(name: str) -> str:
 
 
 _PLAIN = (int, str, bytes, float, bool, type(None))
+#: words only the specs of the types real jobs keep contain (struct, enum, java.time...)
+_TYPED_WORDS = ("struct<", "enum<", "timestamp[", "date32", "local_", "bigint", "decimal",
+                "kryo<", "global_window")
+
+
+@functools.lru_cache(maxsize=1024)
+def _converter(spec: str) -> Callable[[Any], Any]:
+    """How a decoded value of ``spec`` becomes what ``pa.array`` takes.
+
+    The plain types (numbers, strings, bytes, lists, maps, tuples of them) by
+    :func:`_arrow_value`, which needs no type; the others by :func:`formats.arrow_types.to_arrow`.
+    """
+    if any(word in spec for word in _TYPED_WORDS):
+        return to_arrow(spec)
+    return _arrow_value
 
 
 def _arrow_value(value: Any) -> Any:

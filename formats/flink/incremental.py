@@ -35,6 +35,7 @@ from formats.flink.keyed import (
     HeaderCache,
     KeyedHeader,
     cached_header,
+    in_state,
     merge_maps,
     pair_decoder,
     undecodable_key,
@@ -42,7 +43,7 @@ from formats.flink.keyed import (
 from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle
 from formats.flink.rocksdb import SstFile, live_range, open_sst
 from formats.flink.rocksdb.manifest import read_manifest
-from statecore.errors import CorruptCheckpointError
+from statecore.errors import CheckpointError, CorruptCheckpointError
 
 __all__ = ["RocksDBFile", "decode_incremental", "key_group_prefix"]
 
@@ -128,17 +129,20 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
         sizes = decoded.state_key_group_bytes[state.name]
         decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out)
         items = live_range(tables, start, end if end is not None else b"\xff" * (prefix + 1))
-        for key, value in items:
-            if len(key) < prefix:
-                raise CorruptCheckpointError(f"{where}: state {state.name!r}: a key of "
-                                             f"{len(key)} bytes has no key-group prefix")
-            key_group = int.from_bytes(key[:prefix], "big")
-            if not handle.first_key_group <= key_group <= handle.last_key_group:
-                continue  # outside the handle's range: Flink ignores it on restore
-            k.data, k.pos, k.end = key, prefix, len(key)
-            v.data, v.pos, v.end = value, 0, len(value)
-            decode_pair(k, v, key_group)
-            sizes[key_group] = sizes.get(key_group, 0) + len(key) + len(value)
+        try:
+            for key, value in items:
+                if len(key) < prefix:
+                    raise CorruptCheckpointError(f"{where}: state {state.name!r}: a key of "
+                                                 f"{len(key)} bytes has no key-group prefix")
+                key_group = int.from_bytes(key[:prefix], "big")
+                if not handle.first_key_group <= key_group <= handle.last_key_group:
+                    continue  # outside the handle's range: Flink ignores it on restore
+                k.data, k.pos, k.end = key, prefix, len(key)
+                v.data, v.pos, v.end = value, 0, len(value)
+                decode_pair(k, v, key_group)
+                sizes[key_group] = sizes.get(key_group, 0) + len(key) + len(value)
+        except CheckpointError as exc:
+            raise in_state(exc, state) from exc
         if state.kind == "map":
             decoded.entries[state.name] = merge_maps(out)
         _on_disk(sizes, sum(len(table.data) for table in tables))
