@@ -46,7 +46,7 @@ from statecore.operator_backend import (
     OperatorStateMode,
     OperatorStateSnapshotEntry,
 )
-from statecore.serializers import VOID_NAMESPACE
+from statecore.serializers import VOID_NAMESPACE, parse_type
 
 __all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "state_of"]
 
@@ -135,15 +135,33 @@ class Checkpoint(ABC):
     def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
         """The key group of ``key`` in ``op`` (reference §1.2); ``None``: not computable."""
         assert op.key_type is not None
+        if self.unknown_key_hash(op) is not None:
+            return None
         group: int = assign_to_key_group(key, op.max_parallelism, op.key_type)
         return group
 
     def expected_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
                             table: pa.Table) -> np.ndarray | None:
-        """The key group each row's key hashes to (reference §1.2), for ``verify``."""
+        """The key group each row's key hashes to (reference §1.2), for ``verify``.
+
+        ``None`` when the key type's hash is not computable (:meth:`unknown_key_hash`).
+        """
         assert op.key_type is not None
+        if self.unknown_key_hash(op) is not None:
+            return None
         result: np.ndarray = key_groups(table.column("key"), op.key_type, op.max_parallelism)
         return result
+
+    def unknown_key_hash(self, op: OperatorMetadata) -> str | None:
+        """Why the key groups of ``op``'s keys cannot be computed; ``None`` when they can.
+
+        A POJO's ``hashCode`` is user code, an enum's ``Object.hashCode`` (identity-based), a
+        Kryo object's its class's: statectl has none of them.
+        """
+        if op.key_type is None:
+            return None
+        serializer = parse_type(op.key_type)
+        return None if serializer.hashable else serializer.unhashable
 
     # -- written once, over the primitives ---------------------------------------------------
 

@@ -53,6 +53,7 @@ from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
     InvalidArgumentError,
+    UnknownKeyHashError,
     UnsupportedFormatError,
 )
 from statecore.operator_backend import OperatorStateMode
@@ -136,6 +137,13 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
                 f"change it (only statectl checkpoints can be re-hashed)")
     rehashed: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
     if max_parallelism is not None:
+        for op in checkpoint.metadata.operators:
+            reason = checkpoint.unknown_key_hash(op)
+            if op.key_type is not None and op.max_parallelism != max_parallelism and reason:
+                raise UnknownKeyHashError(
+                    f"operator {op.uid!r} cannot change its max parallelism to "
+                    f"{max_parallelism}: its keys ({op.key_type}) would each need their key "
+                    f"group at the new max parallelism, and that is not computable: {reason}")
         tasks: list[tuple[str, RehashTask]] = [
             (state.name, (op, st.index, handle))
             for op in checkpoint.metadata.operators

@@ -86,6 +86,7 @@ from statecore.key_groups import (
     compute_key_group_range_for_operator_index,
 )
 from statecore.operator_backend import OperatorStateMode
+from statecore.serializers import parse_type
 
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
@@ -277,10 +278,21 @@ class FlinkCheckpoint(Checkpoint):
     def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
         """The key group by the key serializer's own hash (a ``Row``'s is not a tuple's).
 
-        ``None`` for a ``RowData`` key, whose hash is over a binary form a typed key lacks.
+        ``None`` for a ``RowData`` key, whose hash is over a binary form a typed key lacks, and
+        for keys whose hash statectl cannot compute (:meth:`unknown_key_hash`).
         """
         codec = self.key_codecs.get(op.uid)
         return None if codec is None else key_group_of(codec, key, op.max_parallelism)
+
+    def unknown_key_hash(self, op: OperatorMetadata) -> str | None:
+        """Why the key serializer's ``hashCode`` is unknown to statectl; ``None`` if known."""
+        codec = self.key_codecs.get(op.uid)
+        if codec is None or codec.java_hash is not None:
+            return None
+        serializer = parse_type(codec.spec)
+        if not serializer.hashable:
+            return serializer.unhashable
+        return f"a Java {codec.name} key hashes by identity (Object.hashCode)"
 
     def verify_checksum(self, relative: str) -> None:
         """Flink files carry no checksums; decoding them completely is the check (at open)."""
