@@ -31,6 +31,7 @@ import pyarrow as pa
 from formats.arrow_types import from_arrow, pydict
 from formats.columns import join_ttl, keyed_schema, operator_schema, ttl_spec, value_spec
 from formats.key_hash import key_groups
+from formats.sources import SourceProgress
 from statecore.checkpoint import (
     CheckpointMetadata,
     KeyedStateHandle,
@@ -151,6 +152,13 @@ class Checkpoint(ABC):
             return None
         result: np.ndarray = key_groups(table.column("key"), op.key_type, op.max_parallelism)
         return result
+
+    def sources(self) -> tuple[SourceProgress, ...]:
+        """What the job's sources have read (their splits and enumerators), where known.
+
+        Statectl's own checkpoints keep source offsets as operator state: none here.
+        """
+        return ()
 
     def unknown_key_hash(self, op: OperatorMetadata) -> str | None:
         """Why the key groups of ``op``'s keys cannot be computed; ``None`` when they can.

@@ -32,7 +32,7 @@ import functools
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -60,7 +60,9 @@ from formats.flink.metadata import (
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
 from formats.flink.serializers import Codec
+from formats.flink.sources import READER_STATE, source_progress
 from formats.model import Checkpoint, DownloadUnit, FileProblem
+from formats.sources import SourceProgress
 from statecore.checkpoint import (
     TTL_UNKNOWN,
     CheckpointKind,
@@ -215,6 +217,7 @@ class FlinkCheckpoint(Checkpoint):
         self._downloads = downloads
         self.problems = problems
         self.key_codecs = key_codecs
+        self._sources: tuple[SourceProgress, ...] | None = None
 
     # -- the virtual files ------------------------------------------------------------------
 
@@ -283,6 +286,34 @@ class FlinkCheckpoint(Checkpoint):
         """
         codec = self.key_codecs.get(op.uid)
         return None if codec is None else key_group_of(codec, key, op.max_parallelism)
+
+    def sources(self) -> tuple[SourceProgress, ...]:
+        """Every source operator's reader splits and enumerator state (:mod:`.sources`).
+
+        A source operator: one with coordinator state or ``SourceReaderState``. Decoded when
+        first asked for.
+        """
+        if self._sources is None:
+            found = []
+            for flink_op, op in zip(self.flink.operators, self.metadata.operators, strict=True):
+                readers = [(st.index, [e for entry in self.operator_entries(op.uid, st.index)
+                                       if entry.name == READER_STATE
+                                       for e in entry.elements])
+                           for st in op.subtasks
+                           if any(h.state == READER_STATE for h in st.operator)]
+                coordinator = flink_op.coordinator_state
+                state = None
+                if coordinator is not None:
+                    state = coordinator.data if coordinator.kind == "inline" else None
+                if coordinator is None and not readers:
+                    continue
+                progress = source_progress(op.uid, state, readers, f"operator {op.uid}")
+                if coordinator is not None and state is None:
+                    progress = replace(progress, notes=(
+                        *progress.notes, "enumerator state in a file statectl does not read"))
+                found.append(progress)
+            self._sources = tuple(found)
+        return self._sources
 
     def unknown_key_hash(self, op: OperatorMetadata) -> str | None:
         """Why the key serializer's ``hashCode`` is unknown to statectl; ``None`` if known."""
