@@ -37,15 +37,17 @@ _SUBTASK_STYLES = ("cyan", "magenta")
 LOOKUP_NAMESPACES = 10
 #: Longest value drawn in a table cell before it is cut with "…".
 CELL_WIDTH = 48
+#: Longest value ``--key`` draws (one key's state, one line each: a POJO shows whole).
+LOOKUP_WIDTH = 2000
 #: Characters of names on the summary's line of operators without state (one line).
 STATELESS_WIDTH = 60
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, width: int = CELL_WIDTH) -> str:
     if value is VOID_NAMESPACE:
         return "-"
     text = format_value(value)  # data: escaped, so "[b'..']" is not taken for rich markup
-    return escape(text if len(text) <= CELL_WIDTH else text[:CELL_WIDTH - 1] + "…")
+    return escape(text if len(text) <= width else text[:width - 1] + "…")
 
 
 # -- text -----------------------------------------------------------------------------------
@@ -296,7 +298,7 @@ def _lookup(console: Console, found: KeyLookup) -> None:
         for e in state.entries[:LOOKUP_NAMESPACES]:
             where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
             ttl = "" if e.ttl_timestamp is None else f"  (ttl timestamp {_cell(e.ttl_timestamp)})"
-            console.print(f"  {escape(state.state)}{where}: {_cell(e.value)}{ttl}")
+            console.print(f"  {escape(state.state)}{where}: {_cell(e.value, LOOKUP_WIDTH)}{ttl}")
         if len(state.entries) > LOOKUP_NAMESPACES:
             console.print(f"  {state.state}: {len(state.entries) - LOOKUP_NAMESPACES:,} more "
                           "namespaces (--namespace NS shows one; --output json lists all)",
