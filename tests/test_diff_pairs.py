@@ -179,7 +179,7 @@ def test_states_and_operators_added_removed_and_redeclared(tmp_path: Path) -> No
     assert ("removed", "state", "fresh") in scoped and ("added", "state", "per_window") in scoped
     other = keyed_checkpoint(tmp_path / "other", BASE, uid="renamed")
     report = diff(a, other)
-    assert {(d.change, d.scope, d.operator) for d in report.differences} == {
+    assert {(d.change, d.scope, d.operator.uid) for d in report.differences} == {
         ("removed", "operator", "op"), ("added", "operator", "renamed")}
 
 
