@@ -15,15 +15,17 @@ ttl_timestamp    TTL state: last-access time(s) in epoch ms, parallel to the val
 ===============  ==============================================================================
 
 Parquet keeps the Arrow types of the checkpoint's columns (a ``null`` column where a state has
-no key, namespace or TTL), and each ``key``, ``namespace``, ``value`` and ``ttl_timestamp``
-field carries its statectl type spec in the field metadata ``statectl.type`` (a POJO's fields,
-an enum's constants, a Kryo value's class). JSON Lines and CSV have no such types; they hold
-the canonical JSON forms of :func:`jsonable` (docs/flink-types.md): bytes base64, tuples
-arrays, structs (POJOs) and maps JSON objects (an array of ``{"key", "value"}`` objects when
-the keys are not strings), enums their constant names, instants epoch milliseconds, dates
-``YYYY-MM-DD``, non-finite floats the literals ``NaN``, ``Infinity`` and ``-Infinity``
-(outside strict JSON, but what Python's json, pyarrow and pandas read back as floats, so a
-column keeps one type); CSV holds nested values (lists, maps, tuples, structs) as JSON text.
+no key, namespace or TTL; nanosecond timestamps in microseconds when no value has a finer
+digit, as Spark reads no ``TIMESTAMP(NANOS)``), and each ``key``, ``namespace``, ``value`` and
+``ttl_timestamp`` field carries its statectl type spec in the field metadata
+``statectl.type`` (a POJO's fields, an enum's constants, a Kryo value's class). JSON Lines
+and CSV have no such types; they hold the canonical JSON forms of :func:`jsonable`
+(docs/flink-types.md): bytes base64, tuples arrays, structs (POJOs) and maps JSON objects (an
+array of ``{"key", "value"}`` objects when the keys are not strings), enums their constant
+names, instants epoch milliseconds, dates ``YYYY-MM-DD``, non-finite floats the literals
+``NaN``, ``Infinity`` and ``-Infinity`` (outside strict JSON, but what Python's json, pyarrow
+and pandas read back as floats, so a column keeps one type); CSV holds nested values (lists,
+maps, tuples, structs) as JSON text.
 
 Rows are what a job restoring the checkpoint sees, as ``statectl diff`` compares them: keyed
 entries per subtask, split list elements per subtask, union list state once per distinct range
@@ -285,7 +287,11 @@ def _file_name(taken: set[str], uid: str, state: str, ext: str) -> str:
 
 @dataclass(frozen=True)
 class StateExport:
-    """One state to export: where its table goes and the stored pieces to read."""
+    """One state to export: where its table goes and the stored pieces to read.
+
+    ``microseconds``: nanosecond timestamps are written as microseconds (Parquet readers such
+    as Spark refuse ``TIMESTAMP(NANOS)``); set only when no value has a finer digit.
+    """
 
     op: OperatorMetadata
     state: StateMetadata
@@ -294,10 +300,12 @@ class StateExport:
     staging: str
     path: str  # relative to the export directory
     pieces: tuple[tuple[int, Callable[[], pa.Table]], ...]  # (subtask, read)
+    microseconds: bool = False
 
     @property
     def schema(self) -> pa.Schema:
-        return _schema(self.op, self.state)
+        schema = _schema(self.op, self.state)
+        return _in_microseconds(schema) if self.microseconds else schema
 
     def write(self, path: str, pieces: Sequence[tuple[int, Callable[[], pa.Table]]],
               done: Callable[[], None] = lambda: None) -> int:
@@ -314,6 +322,40 @@ class StateExport:
         finally:
             writer.close()
         return writer.rows
+
+
+def _micro(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` with nanosecond timestamps in microseconds (time zone kept)."""
+    if pa.types.is_timestamp(data_type) and data_type.unit == "ns":
+        return pa.timestamp("us", tz=data_type.tz)
+    if pa.types.is_struct(data_type):
+        return pa.struct([data_type.field(i).with_type(_micro(data_type.field(i).type))
+                          for i in range(data_type.num_fields)])
+    if pa.types.is_map(data_type):
+        return pa.map_(_micro(data_type.key_type), _micro(data_type.item_type))
+    if pa.types.is_list(data_type):
+        return pa.list_(data_type.value_field.with_type(_micro(data_type.value_type)))
+    return data_type
+
+
+def _in_microseconds(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(_micro(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def _microseconds_suffice(schema: pa.Schema,
+                          pieces: Sequence[tuple[int, Callable[[], pa.Table]]]) -> bool:
+    """Whether every nanosecond timestamp of the pieces is a whole microsecond."""
+    micro = _in_microseconds(schema)
+    if micro.equals(schema):
+        return False
+    for _, read in pieces:
+        table = read()
+        try:
+            for field in table.schema:
+                table.column(field.name).cast(_micro(field.type), safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+    return True
 
 
 #: Writes one state's table; returns its path (relative) and rows. Local: one file.
@@ -360,7 +402,9 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     with staged(fs, final, out, "exporting to") as staging:
         for op, state, pieces in work:
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
-            path, rows = write(StateExport(op, state, fmt, fs, staging, name, pieces), step)
+            micro = fmt == "parquet" and _microseconds_suffice(_schema(op, state), pieces)
+            path, rows = write(StateExport(op, state, fmt, fs, staging, name, pieces, micro),
+                               step)
             exported.append(ExportedTable(op.identity, state.name, state.scope, state.kind, path,
                                           rows))
         manifest = {"checkpoint_id": checkpoint.metadata.checkpoint_id, "format": fmt,

@@ -409,8 +409,8 @@ def _canonical_savepoint(fixture_set: Path) -> tuple[Path, dict[str, Any]]:
                          ids=lambda p: p.name)
 def test_export_keeps_the_types(fixture_set: Path, tmp_path: Path) -> None:
     """Parquet: a POJO is a struct of its fields (names from the snapshot), instants
-    ``timestamp[ns, UTC]``, dates ``date32``, the specs in the field metadata; JSON Lines: the
-    canonical forms of ``expected.json``."""
+    ``timestamp[us, UTC]`` (no value has finer digits), dates ``date32``, the specs in the field
+    metadata; JSON Lines: the canonical forms of ``expected.json``."""
     root, _ = _canonical_savepoint(fixture_set)
     checkpoint = open_checkpoint(str(root))
     assert isinstance(checkpoint, FlinkCheckpoint)
@@ -432,8 +432,8 @@ def test_export_keeps_the_types(fixture_set: Path, tmp_path: Path) -> None:
             assert declared.startswith("struct<" + names[0] + ":")
             for i in range(value_field.type.num_fields):
                 field = value_field.type.field(i)
-                if declared.find(f",{field.name}:timestamp[ns]") >= 0:
-                    assert field.type == pa.timestamp("ns", tz="UTC")
+                if declared.find(f",{field.name}:timestamp[ns]") >= 0:  # Spark reads us
+                    assert field.type == pa.timestamp("us", tz="UTC")
         if declared == "date32":
             assert value_field.type == pa.date32()
         rows = [json.loads(line) for line in

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from cli_support import run, run_json
 from hypothesis import given, settings
@@ -30,7 +31,7 @@ from hypothesis import strategies as st
 
 from formats.arrow_types import arrow_type, from_arrow, pylist, to_arrow, value_from_text
 from formats.diff import diff_checkpoints
-from formats.export import jsonable
+from formats.export import export_checkpoint, jsonable
 from formats.flink.serializers import SerializerSnapshot, codec_for
 from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint
@@ -316,3 +317,23 @@ def test_diff_compares_pojo_values(pojo_keyed: str, tmp_path: Path) -> None:
     assert {json.dumps(d["right"], sort_keys=True) for d in document["differences"]} == {
         json.dumps({"at": 1_700_000_000_003, "status": "OFF", "amount": "3.50"}, sort_keys=True),
         json.dumps({"at": 1_700_000_000_004, "status": "ON", "amount": "4.5"}, sort_keys=True)}
+
+
+@pytest.mark.parametrize(("nanos", "unit"), [(123_456_000, "us"), (123_456_789, "ns")])
+def test_export_writes_instants_as_precisely_as_needed(tmp_path: Path, nanos: int,
+                                                       unit: str) -> None:
+    """Microseconds where no value has a finer digit (Spark reads no TIMESTAMP(NANOS)), else
+    nanoseconds: never a digit lost."""
+    backend: HeapKeyedStateBackend[Any] = HeapKeyedStateBackend("string", 8)
+    state = backend.get_value_state(value_state("at", "struct<at:timestamp[ns]>"))
+    backend.set_current_key("k")
+    value = Instant(1_700_000_000 * 10**9 + nanos)
+    state.update({"at": value})
+    root = str(tmp_path / "chk")
+    write_checkpoint(root, 1, [OperatorSnapshot("op", "op", 1, 8,
+                                                [SubtaskSnapshot(0, backend.snapshot())])])
+    result = export_checkpoint(open_checkpoint(root), str(tmp_path / "out"))
+    table = pq.read_table(tmp_path / "out" / result.tables[0].path)
+    assert table.schema.field("value").type.field(0).type == pa.timestamp(unit, tz="UTC")
+    assert from_arrow("struct<at:timestamp[ns]>")(pylist(table.column("value").cast(
+        pa.struct([("at", pa.timestamp("ns", tz="UTC"))])))[0]) == {"at": value}
