@@ -20,6 +20,7 @@ local_datetime      timestamp[ns] (no time zone)    :class:`statecore.values.Loc
 bigint              string (decimal digits)         int
 decimal             string (``BigDecimal`` text)    decimal.Decimal
 kryo<class>         binary                          bytes (Flink's Kryo bytes)
+opaque<class>       binary                          bytes (an undecoded serializer's)
 global_window       string (``GlobalWindow``)       str
 ==================  ==============================  ======================================
 
@@ -118,7 +119,7 @@ def arrow_type(spec: str) -> pa.DataType:
         return pa.struct([(name, arrow_type(field)) for name, field in _fields(args)])
     if head == "enum":
         return pa.string()
-    if head == "kryo":
+    if head in ("kryo", "opaque"):
         return pa.binary()
     raise UnsupportedFormatError(
         f"values of type {spec!r} cannot be stored in a checkpoint: declare a concrete type "
@@ -233,7 +234,7 @@ def to_arrow(spec: str) -> Callable[[Any], Any]:
         return scalar
     if head in _TYPED:
         return _checked(spec, _TO_TYPED[head])
-    if head in ("enum", "kryo"):
+    if head in ("enum", "kryo", "opaque"):
         return _checked(spec, lambda value: value)
     if head == "list":
         element = _nullable(to_arrow(args[0]))
@@ -306,7 +307,7 @@ _FROM_TYPED: dict[str, Callable[[Any], Any]] = {
 def from_arrow(spec: str) -> Callable[[Any], Any]:
     """The inverse of :func:`to_arrow`, applied to the values :func:`pylist` gives."""
     head, args = _parts(spec)
-    if head in _SCALARS or head in ("enum", "kryo"):
+    if head in _SCALARS or head in ("enum", "kryo", "opaque"):
         return lambda value: value
     if head in _TYPED:
         return _nullable(_FROM_TYPED[head])
@@ -354,7 +355,7 @@ def value_from_text(text: str, spec: str) -> Any:
             if text.lower() not in ("true", "false"):
                 raise ValueError("not true or false")
             value = text.lower() == "true"
-        elif head in ("bytes", "kryo"):
+        elif head in ("bytes", "kryo", "opaque"):
             value = bytes.fromhex(text.removeprefix("0x"))
         elif head in _TYPED:
             value = _typed_from_text(text.strip(), head)
@@ -415,7 +416,7 @@ def _from_json(value: Any, spec: str) -> Any:
                 for name, field in fields}
     if head == "map" and isinstance(value, dict):
         return {value_from_text(k, args[0]): _from_json(v, args[1]) for k, v in value.items()}
-    if head in ("bytes", "kryo") and isinstance(value, str):
+    if head in ("bytes", "kryo", "opaque") and isinstance(value, str):
         return bytes.fromhex(value)
     if head == "float32" and isinstance(value, int | float) and not isinstance(value, bool):
         return _float32(float(value))

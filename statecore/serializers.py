@@ -20,7 +20,9 @@ Types are named by specs (the Python value of each in brackets):
 - ``bigint`` [int, unbounded] and ``decimal`` [:class:`decimal.Decimal`, any precision, its
   scale kept]: ``java.math.BigInteger`` and ``BigDecimal``;
 - ``kryo<class name>`` [bytes]: a value Flink serialized with Kryo, as Flink's bytes, with the
-  class the serializer snapshot registered; never decoded further;
+  class the serializer snapshot registered; never decoded further; ``opaque<class name>``
+  [bytes]: the bytes of a value whose Flink serializer (its snapshot class named) statectl
+  does not decode;
 - ``global_window`` [the string ``"GlobalWindow"``]: the namespace of ``GlobalWindows``;
 - ``void`` (the void namespace) and ``any`` (an arbitrary Python value, deep-copied; in memory
   only: checkpoints need a declared type).
@@ -379,6 +381,12 @@ def _kryo_serializer(class_name: str) -> TypeSerializer[bytes]:
                           unhashable=f"statectl does not decode Kryo's {class_name} objects")
 
 
+def _opaque_serializer(class_name: str) -> TypeSerializer[bytes]:
+    return TypeSerializer(f"opaque<{class_name}>", None,
+                          check=lambda v: isinstance(v, bytes | bytearray),
+                          unhashable=f"statectl does not decode {class_name}'s values")
+
+
 def _split_arguments(text: str, spec: str) -> list[str]:
     parts: list[str] = []
     current: list[str] = []
@@ -461,8 +469,10 @@ def _parse(spec: str) -> TypeSerializer[Any]:
             return _enum_serializer([_name(a, "enum constant", spec) for a in args])
         if head == "kryo" and len(args) == 1:
             return _kryo_serializer(_name(args[0], "class name", spec))
+        if head == "opaque" and len(args) == 1:
+            return _opaque_serializer(_name(args[0], "class name", spec))
     known = (", ".join(sorted(_SCALARS)) + ", list<T>, map<K,V>, tuple<...>, "
-             "struct<name:T,...>, enum<A,...>, kryo<class>")
+             "struct<name:T,...>, enum<A,...>, kryo<class>, opaque<class>")
     raise InvalidArgumentError(f"unknown type {_short(spec)!r} (known: {known})")
 
 

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 from cli_support import run, run_json
 
+from formats.arrow_types import arrow_type
 from formats.export import export_checkpoint, jsonable
 from formats.flink.checkpoint import FlinkCheckpoint
 from formats.flink.javaio import DataReader
@@ -44,6 +45,7 @@ from formats.flink.serializers import (
 from formats.flink.sources import decode_enumerator, decode_reader_split, source_progress
 from formats.open import open_checkpoint
 from statecore.errors import StatectlError, UnsupportedFormatError
+from statecore.serializers import parse_type
 from statecore.values import Instant, LocalDateTime, LocalTime
 from tests.flink_fixtures import expected, require_fixtures, snapshot_ids, snapshots
 
@@ -350,12 +352,16 @@ def test_nesting_is_bounded() -> None:
 
 
 def test_an_undecodable_field_is_named() -> None:
-    from formats.flink.serializers import why_undecodable
+    from formats.flink.serializers import opaque_spec, why_undecodable
     unknown = _versioned("com.example.MySerializer$Snapshot", 1, b"\x00\x01")
     snapshot = _read(_pojo("Foo", [("ok", LONG), ("odd", unknown)]))
     assert codec_for(snapshot) is None
     assert why_undecodable(snapshot) == ("field 'odd' of POJO Foo: serializer snapshot "
                                          "com.example.MySerializer$Snapshot (not readable)")
+    assert opaque_spec(snapshot) == "opaque<Foo>"  # its values: bytes with their class
+    assert opaque_spec(snapshot.nested[1]) == "opaque<com.example.MySerializer$Snapshot>"
+    assert parse_type("opaque<Foo>").spec == "opaque<Foo>"
+    assert arrow_type("opaque<Foo>") == pa.binary()
 
 
 def test_a_kryo_value_of_a_class_without_known_layout() -> None:

@@ -59,7 +59,7 @@ from formats.flink.metadata import (
 )
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
-from formats.flink.serializers import Codec
+from formats.flink.serializers import Codec, opaque_spec
 from formats.flink.sources import READER_STATE, source_progress
 from formats.model import Checkpoint, DownloadUnit, FileProblem
 from formats.sources import SourceProgress
@@ -539,10 +539,13 @@ class _Builder:
                     continue
                 for ds in decoded_states:
                     kind, _mode = _MODES[ds.mode]
-                    value_spec = ds.value.spec if ds.value is not None else "bytes"
+                    serializers = ds.info.serializers if ds.info is not None else {}
+                    value_spec = ds.value.spec if ds.value is not None else opaque_spec(
+                        serializers.get("VALUE_SERIALIZER"))
                     states.setdefault(ds.name, StateMetadata(
                         ds.name, "operator", kind, value_spec,
-                        None if kind != "broadcast" else (ds.key.spec if ds.key else "bytes")))
+                        None if kind != "broadcast" else (ds.key.spec if ds.key else opaque_spec(
+                            serializers.get("KEY_SERIALIZER")))))
                 op_states.setdefault(st.index, []).extend(decoded_states)
                 for ds in decoded_states:
                     self.operator_stored[id(ds)] = (self.stored_as(op_handle.stream),)
@@ -597,10 +600,17 @@ class _Builder:
                     info.value.spec if info.value is not None else "bytes"))
                 yield meta, list(iter_timers(entries))
                 continue
-            element = info.element.spec if info.element is not None else "bytes"
+            value = info.serializers.get("VALUE_SERIALIZER")
+            nested = value.nested if value is not None else ()
+            if info.kind == "list" and nested:
+                value = nested[0]
+            elif info.kind == "map" and len(nested) == 2:
+                value = nested[1]
+            element = info.element.spec if info.element is not None else opaque_spec(value)
             ttl = TTL_UNKNOWN if info.element is not None and info.element.ttl else None
             if info.kind == "map":
-                user_key = info.user_key.spec if info.user_key is not None else "bytes"
+                user_key = info.user_key.spec if info.user_key is not None else opaque_spec(
+                    nested[0] if len(nested) == 2 else None)
                 meta = StateMetadata(info.name, "keyed", "map", element, user_key, namespace,
                                      ttl)
             elif info.kind in _KINDS:
@@ -680,7 +690,7 @@ def _safe(name: str) -> str:
 _PLAIN = (int, str, bytes, float, bool, type(None))
 #: words only the specs of the types real jobs keep contain (struct, enum, java.time...)
 _TYPED_WORDS = ("struct<", "enum<", "timestamp[", "date32", "local_", "bigint", "decimal",
-                "kryo<", "global_window")
+                "kryo<", "opaque<", "global_window")
 
 
 @functools.lru_cache(maxsize=1024)

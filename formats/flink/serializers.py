@@ -66,7 +66,7 @@ from statecore.serializers import VOID_NAMESPACE, parse_type
 from statecore.ttl import TtlValue
 
 __all__ = ["Codec", "RowDataTuple", "SerializerSnapshot", "codec_for", "read_snapshot",
-           "read_versioned_snapshot", "why_undecodable"]
+           "opaque_spec", "read_versioned_snapshot", "why_undecodable"]
 
 COMPOSITE_MAGIC = 911108
 NESTED_MAGIC = 1333245
@@ -440,6 +440,19 @@ def why_undecodable(snapshot: SerializerSnapshot, where: str = "") -> str:
     if snapshot.outer.get("unparsed"):
         return f"{where}serializer snapshot {snapshot.class_name} (not readable)"
     return f"{where}serializer {snapshot.class_name}"
+
+
+def opaque_spec(snapshot: SerializerSnapshot | None) -> str:
+    """The spec of a value statectl cannot decode: ``opaque<class>``, else ``bytes``.
+
+    The class of the values where the snapshot names it (a POJO's), else the snapshot's class.
+    """
+    if snapshot is None:
+        return "bytes"
+    name = snapshot.outer.get("class") or snapshot.class_name
+    if not isinstance(name, str) or len(name) > MAX_NAME or not _NAME.fullmatch(name):
+        return "bytes"
+    return f"opaque<{name}>"
 
 
 def _spec_checked(codec: Codec) -> Codec | None:
