@@ -55,7 +55,7 @@ from statecore.serializers import TIMESTAMP_UNITS, parse_type
 from statecore.values import Instant, LocalDateTime, LocalTime
 
 __all__ = ["arrow_type", "from_arrow", "is_scalar", "pydict", "pylist", "pyrows",
-           "storage_type", "to_arrow", "value_from_text"]
+           "storage_converter", "storage_type", "to_arrow", "value_from_text"]
 
 _SCALARS: dict[str, pa.DataType] = {
     "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
@@ -260,6 +260,53 @@ def to_arrow(spec: str) -> Callable[[Any], Any]:
             return {name: f(value[name]) for name, f in named}
         return record
     arrow_type(spec)  # raises for any / void
+    raise AssertionError(spec)
+
+
+@functools.lru_cache(maxsize=4096)
+def storage_converter(spec: str) -> Callable[[Any], Any] | None:
+    """What makes a *valid* value of ``spec`` one ``pa.array`` takes, without type checks.
+
+    ``None`` when the value is taken as it is (numbers, strings, bytes, enums, dates, lists
+    and structs of them). For values a decoder made, which have their types already; others
+    go through :func:`to_arrow`, which checks.
+    """
+    head, args = _parts(spec)
+    if head in _SCALARS or head in ("enum", "kryo", "opaque", "date32", "global_window"):
+        return None
+    if head in _TYPED:
+        return _nullable(_TO_TYPED[head])
+    if head == "list":
+        element = storage_converter(args[0])
+        if element is None:
+            return None
+        inner = _nullable(element)
+        return lambda value: None if value is None else [inner(v) for v in value]
+    if head == "map":
+        key, item = storage_converter(args[0]), storage_converter(args[1])
+        key_of = key or (lambda k: k)
+        item_of = _nullable(item) if item is not None else (lambda v: v)
+        return lambda value: None if value is None else [
+            (key_of(k), item_of(v)) for k, v in value.items()]
+    if head == "tuple":
+        fields = [_nullable(storage_converter(a) or (lambda v: v)) for a in args]
+        return lambda value: None if value is None else {
+            f"f{i}": f(v) for i, (f, v) in enumerate(zip(fields, value, strict=True))}
+    if head == "struct":
+        converted = [(name, _nullable(c)) for name, field in _fields(args)
+                     if (c := storage_converter(field)) is not None]
+        if not converted:
+            return None
+
+        def record(value: Any) -> Any:
+            if value is None:
+                return None
+            out = dict(value)
+            for name, convert in converted:
+                out[name] = convert(out[name])
+            return out
+        return record
+    arrow_type(spec)
     raise AssertionError(spec)
 
 

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.arrow_types import to_arrow
+from formats.arrow_types import storage_converter
 from formats.columns import keyed_schema, operator_schema, split_ttl, ttl_spec, value_spec
 from formats.flink.incremental import decode_incremental
 from formats.flink.keyed import (
@@ -133,37 +133,46 @@ class _Table:
     @property
     def table(self) -> pa.Table:
         if self._table is None:
-            rows = self.rows
-            state = self.state
-            if self.keyed:
-                assert state is not None and self.key_type is not None
-                key = _converter(self.key_type)
-                columns: dict[str, list[Any]] = {"key_group": [r[0] for r in rows],
-                                                 "key": [key(r[1]) for r in rows]}
-                if "namespace" in self.schema.names:
-                    namespace = _converter(state.namespace_type)
-                    columns["namespace"] = [namespace(r[2]) for r in rows]
-                value = _converter(value_spec(state))
-                if state.ttl is not None:  # TtlValue wrappers: values and their timestamps
-                    split = [split_ttl(state, r[3]) for r in rows]
-                    stamps = _converter(ttl_spec(state))
-                    columns["value"] = [value(v) for v, _ in split]
-                    columns["ttl_timestamp"] = [stamps(t) for _, t in split]
-                else:
-                    columns["value"] = [value(r[3]) for r in rows]
-            elif "key" in self.schema.names:  # broadcast (key, value) pairs
-                assert state is not None and state.user_key_type is not None
-                key, value = _converter(state.user_key_type), _converter(state.value_type)
-                columns = {"key": [key(k) for k, _ in rows],
-                           "value": [value(v) for _, v in rows]}
-            else:
-                value = _arrow_value if state is None else _converter(state.value_type)
-                columns = {"value": [value(v) for v in rows]}
+            try:
+                columns = self._columns()
+            except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+                raise CorruptCheckpointError(f"{self.where}: decoded values do not fit their "
+                                             f"declared types: {exc}") from exc
             try:
                 self._table = _arrow_table(columns, self.schema)
             except (CorruptCheckpointError, InvalidArgumentError) as exc:
                 raise CorruptCheckpointError(f"{self.where}: {exc}") from exc
         return self._table
+
+    def _columns(self) -> dict[str, list[Any]]:
+        """The rows in the model's columns, as ``pa.array`` takes them."""
+        rows = self.rows
+        state = self.state
+        if self.keyed:
+            assert state is not None and self.key_type is not None
+            key = _converter(self.key_type)
+            columns: dict[str, list[Any]] = {"key_group": [r[0] for r in rows],
+                                             "key": [key(r[1]) for r in rows]}
+            if "namespace" in self.schema.names:
+                namespace = _converter(state.namespace_type)
+                columns["namespace"] = [namespace(r[2]) for r in rows]
+            value = _converter(value_spec(state))
+            if state.ttl is not None:  # TtlValue wrappers: values and their timestamps
+                split = [split_ttl(state, r[3]) for r in rows]
+                stamps = _converter(ttl_spec(state))
+                columns["value"] = [value(v) for v, _ in split]
+                columns["ttl_timestamp"] = [stamps(t) for _, t in split]
+            else:
+                columns["value"] = [value(r[3]) for r in rows]
+        elif "key" in self.schema.names:  # broadcast (key, value) pairs
+            assert state is not None and state.user_key_type is not None
+            key, value = _converter(state.user_key_type), _converter(state.value_type)
+            columns = {"key": [key(k) for k, _ in rows],
+                       "value": [value(v) for _, v in rows]}
+        else:
+            value = _arrow_value if state is None else _converter(state.value_type)
+            columns = {"value": [value(v) for v in rows]}
+        return columns
 
     def expected(self) -> np.ndarray | None:
         codec = self.key_codec
@@ -518,13 +527,23 @@ class _Builder:
                     self.fail(exc, hw)
                     continue
                 assert header.key is not None
+                described = list(self.keyed_states(header, decoded))
+                try:  # every subtask's header declares the states alike
+                    for state_meta, _rows in described:
+                        _same_declaration(states.get(state_meta.name), state_meta, hw)
+                    if key_type is not None and key_type != header.key.spec:
+                        raise CorruptCheckpointError(f"{hw}: keys of type {header.key.spec}, "
+                                                     f"another subtask's are {key_type}")
+                except StatectlError as exc:
+                    self.fail(exc, hw)
+                    continue
                 key_type = header.key.spec
                 self.key_codecs[uid] = header.key
                 held = KeyGroupRange(handle.first_key_group, handle.last_key_group)
                 key_ranges[st.index] = held if st.index not in key_ranges else KeyGroupRange(
                     min(held.start, key_ranges[st.index].start),
                     max(held.end, key_ranges[st.index].end))
-                for state_meta, rows in self.keyed_states(header, decoded):
+                for state_meta, rows in described:
                     states.setdefault(state_meta.name, state_meta)
                     keyed.setdefault(st.index, []).append(
                         (state_meta.name, rows, decoded.state_key_group_bytes[state_meta.name],
@@ -537,15 +556,15 @@ class _Builder:
                 except StatectlError as exc:
                     self.fail(exc, hw)
                     continue
-                for ds in decoded_states:
-                    kind, _mode = _MODES[ds.mode]
-                    serializers = ds.info.serializers if ds.info is not None else {}
-                    value_spec = ds.value.spec if ds.value is not None else opaque_spec(
-                        serializers.get("VALUE_SERIALIZER"))
-                    states.setdefault(ds.name, StateMetadata(
-                        ds.name, "operator", kind, value_spec,
-                        None if kind != "broadcast" else (ds.key.spec if ds.key else opaque_spec(
-                            serializers.get("KEY_SERIALIZER")))))
+                declared = [self.operator_state(ds) for ds in decoded_states]
+                try:  # every subtask declares its operator states alike
+                    for meta in declared:
+                        _same_declaration(states.get(meta.name), meta, hw)
+                except StatectlError as exc:
+                    self.fail(exc, hw)
+                    continue
+                for meta in declared:
+                    states.setdefault(meta.name, meta)
                 op_states.setdefault(st.index, []).extend(decoded_states)
                 for ds in decoded_states:
                     self.operator_stored[id(ds)] = (self.stored_as(op_handle.stream),)
@@ -572,6 +591,18 @@ class _Builder:
                                 key_type, tuple(states.values()), tuple(subtasks),
                                 operator_id=op.operator_id,
                                 has_uid=op.uid is not None and op.uid == uid)
+
+    @staticmethod
+    def operator_state(ds: DecodedOperatorState) -> StateMetadata:
+        """The model's declaration of one decoded operator state."""
+        kind, _mode = _MODES[ds.mode]
+        serializers = ds.info.serializers if ds.info is not None else {}
+        value_spec = ds.value.spec if ds.value is not None else opaque_spec(
+            serializers.get("VALUE_SERIALIZER"))
+        return StateMetadata(
+            ds.name, "operator", kind, value_spec,
+            None if kind != "broadcast" else (ds.key.spec if ds.key else opaque_spec(
+                serializers.get("KEY_SERIALIZER"))))
 
     @staticmethod
     def unpickle(states: dict[str, StateMetadata], keyed: dict[int, list[tuple[Any, ...]]],
@@ -671,6 +702,14 @@ class _Builder:
         return OperatorStateHandle(state.name, _MODES[ds.mode][1], name, 0, len(ds.elements))
 
 
+def _same_declaration(known: StateMetadata | None, state: StateMetadata, where: str) -> None:
+    """Refuse a state that another subtask's header declared otherwise (types, kind, TTL)."""
+    if known is not None and known != state:
+        raise CorruptCheckpointError(
+            f"{where}: state {state.name!r} is declared as {state.kind} {state.value_type}, "
+            f"another subtask declares it as {known.kind} {known.value_type}")
+
+
 @functools.lru_cache(maxsize=1024)
 def _keyed_schema(state: StateMetadata, key_type: str) -> pa.Schema:
     return keyed_schema(state, key_type)
@@ -698,11 +737,17 @@ def _converter(spec: str) -> Callable[[Any], Any]:
     """How a decoded value of ``spec`` becomes what ``pa.array`` takes.
 
     The plain types (numbers, strings, bytes, lists, maps, tuples of them) by
-    :func:`_arrow_value`, which needs no type; the others by :func:`formats.arrow_types.to_arrow`.
+    :func:`_arrow_value`, which needs no type; the others by
+    :func:`formats.arrow_types.storage_converter` (instants to their counts, ...).
     """
     if any(word in spec for word in _TYPED_WORDS):
-        return to_arrow(spec)
+        convert = storage_converter(spec)  # the decoders made the values: no type checks
+        return convert if convert is not None else _same
     return _arrow_value
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _arrow_value(value: Any) -> Any:

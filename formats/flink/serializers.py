@@ -368,7 +368,8 @@ _BASIC: dict[str, Codec] = {
                               struct_code="h"),
     "ByteSerializer": Codec(DataReader.i8, "int8", 1, "Byte", java_int_hash,
                              struct_code="b"),
-    "BooleanSerializer": Codec(DataReader.boolean, "bool", 1, "Boolean", java_bool_hash),
+    "BooleanSerializer": Codec(DataReader.boolean, "bool", 1, "Boolean", java_bool_hash,
+                                struct_code="?"),
     "FloatSerializer": Codec(DataReader.f32, "float32", 4, "Float", java_float_hash,
                               struct_code="f"),
     "DoubleSerializer": Codec(DataReader.f64, "float64", 8, "Double", java_double_hash,
@@ -385,6 +386,8 @@ _BASIC: dict[str, Codec] = {
 
 def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
     """The codec of a serializer snapshot, or ``None`` when statectl cannot decode it."""
+    if snapshot.outer.get("unparsed"):  # a framed snapshot statectl could not read
+        return None
     short = snapshot.short_name
     outer = short.split("$")[0]
     if outer in _BASIC:
@@ -396,7 +399,7 @@ def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
         return _list_codec(element, f"{element.name}[]")
     if short.startswith("RowDataSerializer$"):  # fields read from the binary row's layout
         return _row_data_codec(snapshot.java_objects)
-    if short.startswith("EnumSerializer$"):
+    if short == "EnumSerializer$EnumSerializerSnapshot":
         return enum_codec(snapshot.outer["class"], snapshot.outer["constants"])
     if short == "KryoSerializerSnapshot":
         return kryo_codec(snapshot.outer["class"])

@@ -99,26 +99,40 @@ def pojo_codec(class_name: str, fields: Sequence[tuple[str, Codec]],
     name follows; ``8``: the tag of a registered subclass, ``subclasses`` in tag order) is
     refused with its class named -- its fields are not the POJO's.
     """
-    layout = [(name, codec.read) for name, codec in fields]
+    # per field: its name, its reader, and for a fixed-size primitive its struct (read in place)
+    layout = [(name, codec.read,
+               struct.Struct(">" + codec.struct_code) if codec.struct_code else None)
+              for name, codec in fields]
 
     def read(r: DataReader) -> dict[str, Any] | None:
-        pos = r.pos
-        if pos >= r.end:
+        data, pos, end = r.data, r.pos, r.end
+        if pos >= end:
             raise r.fail(f"truncated: a {class_name} POJO expected")
-        flags = r.data[pos]
-        r.pos = pos + 1
+        flags = data[pos]
+        r.pos = pos = pos + 1
         if flags & POJO_IS_NULL:
             return None
         if flags & (POJO_IS_SUBCLASS | POJO_IS_TAGGED_SUBCLASS) or not flags & POJO_NO_SUBCLASS:
             raise _subclass(r, flags, class_name, subclasses)
         out: dict[str, Any] = {}
-        data = r.data
-        for name, read_field in layout:
-            pos = r.pos
-            if pos >= r.end:
+        for name, read_field, fixed in layout:
+            if pos >= end:
                 raise r.fail(f"truncated: field {name!r} of a {class_name} POJO expected")
-            r.pos = pos + 1
-            out[name] = None if data[pos] else read_field(r)
+            if data[pos]:  # the field's null flag
+                out[name] = None
+                r.pos = pos = pos + 1
+            elif fixed is not None:
+                after = pos + 1 + fixed.size
+                if after > end:
+                    r.pos = pos + 1
+                    raise r.fail(f"truncated: {fixed.size} more bytes expected, "
+                                 f"{end - pos - 1} left")
+                out[name] = fixed.unpack_from(data, pos + 1)[0]
+                r.pos = pos = after
+            else:
+                r.pos = pos + 1
+                out[name] = read_field(r)
+                pos = r.pos
         return out
 
     spec = "struct<" + ",".join(f"{name}:{codec.spec}" for name, codec in fields) + ">"
