@@ -219,13 +219,22 @@ class TextOutput(Output):
                            f"{format_size(report.bytes)}, {report.entries:,} keyed entries")
         if report.clean:
             self.console.print("clean: no problems found", style="bold green")
-            return
-        table = Table(title=f"{sum(report.counts.values())} problems", title_justify="left")
-        for column in ("kind", "where", "problem"):
-            table.add_column(column)
-        for problem in report.problems:
-            table.add_row(problem.kind, escape(problem.where), escape(problem.message))
-        self.console.print(table)
+        else:
+            table = Table(title=f"{sum(report.counts.values())} problems", title_justify="left")
+            for column in ("kind", "where", "problem"):
+                table.add_column(column)
+            for problem in report.problems:
+                table.add_row(problem.kind, escape(problem.where), escape(problem.message))
+            self.console.print(table)
+        if report.warnings:
+            count = len(report.warnings)
+            table = Table(title=f"{count} warning{'s' if count > 1 else ''} (not checked)",
+                          title_justify="left")
+            for column in ("kind", "where", "warning"):
+                table.add_column(column)
+            for warning in report.warnings:
+                table.add_row(warning.kind, escape(warning.where), escape(warning.message))
+            self.console.print(table)
 
     def diff(self, report: DiffReport) -> None:
         if report.equal:
@@ -516,12 +525,14 @@ def rescale_result_json(result: RescaleResult) -> dict[str, Any]:
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:
+    def problem(p: Any) -> dict[str, Any]:
+        return {"kind": p.kind, "where": p.where, "message": p.message,
+                "operator": None if p.operator is None else p.operator.to_json()}
     return {"location": report.location, "clean": report.clean, "files": report.files,
             "bytes": report.bytes, "entries": report.entries,
             "counts": dict(sorted(report.counts.items())),
-            "problems": [{"kind": p.kind, "where": p.where, "message": p.message,
-                          "operator": None if p.operator is None else p.operator.to_json()}
-                         for p in report.problems]}
+            "problems": [problem(p) for p in report.problems],
+            "warnings": [problem(w) for w in report.warnings]}
 
 
 def diff_json(report: DiffReport) -> dict[str, Any]:

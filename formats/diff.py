@@ -14,13 +14,14 @@ Floats compare NaN equal to NaN (the same stored value).
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from formats.arrow_types import from_arrow
+from formats.arrow_types import from_arrow, pyrows
 from formats.columns import operator_schema
 from formats.model import Checkpoint
 from statecore.checkpoint import (
@@ -173,6 +174,8 @@ def canonical(value: Any) -> Any:
         return ("dict", frozenset((canonical(k), canonical(v)) for k, v in value.items()))
     if isinstance(value, bytearray):
         return bytes(value)
+    if isinstance(value, decimal.Decimal):  # BigDecimal: 1.50 is not 1.5 (their scales differ)
+        return ("decimal", value.as_tuple())
     return value
 
 
@@ -204,9 +207,9 @@ def _ns(namespace: Any) -> Any:
 
 def _read(checkpoint: Checkpoint, state: StateMetadata, handle: OperatorStateHandle
           ) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = checkpoint.rows_table(
+    rows: list[dict[str, Any]] = pyrows(checkpoint.rows_table(
         handle.file, operator_schema(state), handle.first_element,
-        handle.element_count).to_pylist()
+        handle.element_count))
     return rows
 
 
@@ -249,4 +252,6 @@ def plain(value: Any) -> Any:
         return {plain(k): plain(v) for k, v in value[1]}
     if value == ("nan",):
         return float("nan")
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "decimal":
+        return decimal.Decimal(value[1])
     return value

@@ -53,6 +53,7 @@ from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
     InvalidArgumentError,
+    UnknownKeyHashError,
     UnsupportedFormatError,
 )
 from statecore.operator_backend import OperatorStateMode
@@ -128,6 +129,13 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
     """
     rehashed: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
     if max_parallelism is not None:
+        for op in checkpoint.metadata.operators:
+            reason = checkpoint.unknown_key_hash(op)
+            if op.key_type is not None and op.max_parallelism != max_parallelism and reason:
+                raise UnknownKeyHashError(
+                    f"operator {op.uid!r} cannot change its max parallelism to "
+                    f"{max_parallelism}: its keys ({op.key_type}) would each need their key "
+                    f"group at the new max parallelism, and that is not computable: {reason}")
         tasks: list[tuple[str, RehashTask]] = [
             (state.name, (op, st.index, handle))
             for op in checkpoint.metadata.operators
@@ -153,10 +161,9 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
 
 def _downloads(checkpoint: Checkpoint, plan: RescalePlan
                ) -> dict[tuple[str, int], tuple[tuple[str, int], ...]]:
-    """Flink's rule for incremental handles on restore: whole handles per new subtask.
+    """Flink's rule for incremental handles on restore (``RocksDBIncrementalRestoreOperation``).
 
-    A new subtask downloads every handle whose key-group range intersects its own
-    (``RocksDBIncrementalRestoreOperation``).
+    A new subtask downloads every handle whose key-group range intersects its own.
     """
     out: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}
     for op in plan.operators:
@@ -310,7 +317,7 @@ def prepare_rows(table: pa.Table, job: KeyedJob) -> tuple[pa.Table, np.ndarray[A
     max-parallelism change); rows are not reordered.
     """
     state, dropped = job.state, 0
-    if job.drop_expired and state.ttl:
+    if job.drop_expired and state.ttl is not None and state.ttl > 0:
         before = table.num_rows
         table = drop_expired_rows(table, state, job.now)
         dropped = before - table.num_rows
@@ -487,7 +494,7 @@ def drop_expired_rows(table: pa.Table, state: StateMetadata, now: int) -> pa.Tab
     Value-like states lose expired rows; list and map states lose expired elements and then
     the rows left empty, as Flink's full-snapshot cleanup does (reference §9.5).
     """
-    assert state.ttl is not None
+    assert state.ttl is not None and state.ttl > 0, "expiry needs the TTL"
     ttl_column = table.column("ttl_timestamp").combine_chunks()
     value_column = table.column("value").combine_chunks()
     if state.kind not in ("list", "map"):

@@ -21,6 +21,13 @@ keeps going and reports each problem with a kind, so scripts can gate on it. Kin
 * ``flink``: a state of a Flink snapshot cannot be read (a missing, truncated or corrupt file,
   a serializer statectl cannot decode); the message says which.
 
+Warnings are listed apart and do not make a checkpoint unclean (nor ``verify`` exit with 1):
+they say what could not be checked, not that something is wrong. Kind:
+
+* ``key-hash-unknown``: an operator's keys have no Java ``hashCode`` statectl can compute (a
+  POJO's is user code, an enum's ``Object.hashCode`` is identity-based), so whether each key
+  is in its key group was not checked (one warning per operator).
+
 A Flink checkpoint or savepoint gets the same checks on its decoded state (its files are read
 and decoded completely when it is opened; it has no checksums to compare).
 """
@@ -48,11 +55,14 @@ from statecore.errors import (
     UnsupportedFormatError,
 )
 
-__all__ = ["PROBLEM_KINDS", "Problem", "VerifyReport", "verify_checkpoint"]
+__all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "Problem", "VerifyReport", "verify_checkpoint"]
 
 PROBLEM_KINDS = ("metadata", "unsafe-path", "missing-file", "size", "checksum", "unreadable",
                  "key-group-ranges", "handle-range", "overlap", "offsets", "key-placement",
                  "duplicate-key")
+
+#: Kinds of warnings (see the module doc): they do not make a checkpoint unclean.
+WARNING_KINDS = ("key-hash-unknown",)
 
 #: At most this many problems of one kind are listed (all are counted).
 MAX_LISTED = 100
@@ -81,15 +91,23 @@ class VerifyReport:
     entries: int = 0
     #: the operator being checked: problems added meanwhile concern it
     current: OperatorIdentity | None = None
+    #: what could not be checked (see the module doc); they leave the checkpoint clean
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
+        """No problem found (warnings do not count)."""
         return not self.counts
 
     def add(self, kind: str, where: str, message: str) -> None:
         self.counts[kind] += 1
         if self.counts[kind] <= MAX_LISTED:
             self.problems.append(Problem(kind, where, message, self.current))
+
+    def warn(self, kind: str, where: str, message: str) -> None:
+        """A warning about the current operator, once per kind and place."""
+        if not any(w.kind == kind and w.where == where for w in self.warnings):
+            self.warnings.append(Problem(kind, where, message, self.current))
 
 
 def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None = None,
@@ -211,7 +229,12 @@ def _check_placement(checkpoint: Checkpoint, op: OperatorMetadata, handle: Keyed
     except StatectlError as exc:
         report.add("key-placement", where, f"keys cannot be hashed: {exc}")
         return
-    if expected is None:  # a Flink key type whose hashCode statectl does not know
+    if expected is None:  # a key type whose hashCode statectl does not know
+        reason = checkpoint.unknown_key_hash(op)
+        if reason is not None:
+            report.warn("key-hash-unknown", f"operator {op.uid}",
+                        f"the key group of a {_short(op.key_type)} key is not computable "
+                        f"({reason}): key placement was not checked")
         return
     stored = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
     wrong = np.flatnonzero(stored != expected)
@@ -221,6 +244,11 @@ def _check_placement(checkpoint: Checkpoint, op: OperatorMetadata, handle: Keyed
                    f"{int(stored[i])}; its hash gives {int(expected[i])}")
     if wrong.size > 5:
         report.add("key-placement", where, f"... and {wrong.size - 5} more misplaced keys")
+
+
+def _short(spec: str | None, limit: int = 60) -> str:
+    text = spec or ""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _check_duplicates(tables: list[pa.Table], where: str, report: VerifyReport) -> None:

@@ -8,7 +8,9 @@ JSON) are translated at the boundary with ``raise ... from exc``.
 
     StatectlError
     ├── InvalidArgumentError          (also ValueError) a precondition Flink checks, e.g. bounds
-    │   └── ParallelismError          parallelism / max parallelism outside 1..32768 or p > max p
+    │   ├── ParallelismError          parallelism / max parallelism outside 1..32768 or p > max p
+    │   └── UnknownKeyHashError       a key type whose Java hashCode statectl cannot compute
+    │                                 (a POJO's, an enum's): its key groups are unknown
     ├── KeyGroupError                 a key or key group outside a backend's KeyGroupRange
     ├── StateMapError                 misuse of a state map or of one of its snapshots
     │   ├── ConcurrentModificationError   the map changed structurally under an iterator
@@ -41,6 +43,7 @@ __all__ = [
     "StatectlError",
     "TraceScriptError",
     "UnsafePathError",
+    "UnknownKeyHashError",
     "UnsupportedFormatError",
 ]
 
@@ -55,6 +58,10 @@ class InvalidArgumentError(StatectlError, ValueError):
 
 class ParallelismError(InvalidArgumentError):
     """Parallelism or max parallelism outside Flink's bounds (1..32768, p <= max p)."""
+
+
+class UnknownKeyHashError(InvalidArgumentError):
+    """The key type's Java ``hashCode`` is user code or identity-based: no key group is known."""
 
 
 class KeyGroupError(StatectlError):

@@ -1,7 +1,8 @@
 """Real Flink snapshots, damaged: truncated and bit-flipped files (issue 8, "Robustness").
 
 Every file of every snapshot the fixture sets' ``expected.json`` files list (``_metadata`` and
-the state files beside it) is truncated at many points and bit-flipped at many positions, in a
+the state files beside it; the heap and RocksDB sets, and in a test of its own the sets of the
+types real jobs keep) is truncated at many points and bit-flipped at many positions, in a
 copy (the fixtures are never touched). Each case opens the copy and reads everything: every
 keyed state's entries and every subtask's operator state (which converts every decoded value
 to Arrow). The outcome is a :class:`StatectlError` with a message or, for a bit flip, a
@@ -63,12 +64,13 @@ class Case:
         return f"{self.snapshot.name}/{self.file} {self.kind} {self.position}"
 
 
-def cases(truncations: int, flips: int, seed: int) -> list[Case]:
+def cases(truncations: int, flips: int, seed: int,
+          roots: tuple[str, ...] = ("heap", "rocksdb")) -> list[Case]:
     """Deterministic cases: cut points spread over each file (always its first and last
     bytes) plus random ones; flips at random bits."""
     rng = random.Random(seed)
     out: list[Case] = []
-    for fixture_set, snap in snapshots("heap", "rocksdb"):
+    for fixture_set, snap in snapshots(*roots):
         root = fixture_set / snap["path"]
         referenced = _referenced(root)
         for path in snapshot_files(root):
@@ -168,9 +170,11 @@ class Copies:
             os.link(original, target)
 
 
-def sweep(tmp_path: Path, truncations: int, flips: int, seed: int) -> None:
-    require_fixtures()
-    all_cases = cases(truncations, flips, seed)
+def sweep(tmp_path: Path, truncations: int, flips: int, seed: int,
+          roots: tuple[str, ...] = ("heap", "rocksdb"), least: int = 1000) -> None:
+    for root in roots:
+        require_fixtures(root)
+    all_cases = cases(truncations, flips, seed, roots)
     copies = Copies(tmp_path)
     failures: list[str] = []
     errors: list[Case] = []
@@ -206,7 +210,7 @@ def sweep(tmp_path: Path, truncations: int, flips: int, seed: int) -> None:
                                 f"{trailers[case.snapshot]}) and read without an error")
     rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
     assert not failures, f"{len(failures)} of {len(all_cases)} cases:\n" + "\n".join(failures[:40])
-    assert len(all_cases) >= 1000
+    assert len(all_cases) >= least
     assert errors, "no case failed: the mutations do not reach the decoders"
     assert rss_growth <= MAX_RSS_GROWTH, f"peak memory grew by {rss_growth >> 20} MiB"
 
@@ -227,6 +231,17 @@ def test_truncated_and_bit_flipped_fixtures(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_truncated_and_bit_flipped_fixtures_more(tmp_path: Path) -> None:
     sweep(tmp_path, TRUNCATIONS * 10, FLIPS * 10, seed=88)
+
+
+def test_truncated_and_bit_flipped_type_fixtures(tmp_path: Path) -> None:
+    """The type fixtures (POJOs, enums, java.time, Kryo, TTL, tuple keys, windows): their
+    serializer snapshots and values damaged the same way."""
+    sweep(tmp_path, TRUNCATIONS, FLIPS, seed=20, roots=("types",), least=500)
+
+
+@pytest.mark.slow
+def test_truncated_and_bit_flipped_type_fixtures_more(tmp_path: Path) -> None:
+    sweep(tmp_path, TRUNCATIONS * 10, FLIPS * 10, seed=2020, roots=("types",), least=5000)
 
 
 def _allfiles_copy(tmp_path: Path) -> tuple[Path, list[str]]:

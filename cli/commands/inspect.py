@@ -29,8 +29,9 @@ __all__ = ["inspect_command"]
 @click.option("--state", "states", multiple=True, metavar="NAME",
               help="Only this state in --top, --now, --key and --entries (repeatable).")
 @click.option("--key", metavar="K",
-              help="Show the entries of key K (typed as the operator's key type; tuples and "
-                   "lists as JSON), reading only its key group.")
+              help="Show the entries of key K (typed as the operator's key type; tuples, "
+                   "lists and POJOs as JSON, instants as ISO 8601 or epoch ms), reading only "
+                   "its key group (every one for a key whose hash is not computable).")
 @click.option("--namespace", metavar="NS",
               help="With --key: only the entry in this namespace (e.g. a window start).")
 @click.option("--entries", "show_entries", is_flag=True,
