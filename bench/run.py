@@ -49,6 +49,8 @@ def format_value(value: float, unit: str) -> str:
             if value >= scale:
                 return f"{value / scale:.3g} {name}"
         return f"{value:.0f} B"
+    if unit == "B/s":
+        return f"{value / 1e6:.3g} MB/s"
     if unit == "ops/s":
         if value >= 1e6:
             return f"{value / 1e6:.2f}M ops/s"
