@@ -30,6 +30,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -140,8 +141,12 @@ def bench_flink(cfg: Config) -> Section:
         section.notes.append(
             f"{NAMES[name]}: {counts[name]:,} entries, {snaps[name]['bytes'] / 1e6:.0f} MB in "
             f"{snaps[name]['files']} files; runs {', '.join(f'{s:.1f}' for s in runs[name])} s")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    section.notes.append(f"peak RSS of the benchmark process: {peak / 1e9:.1f} GB (a Flink "
+                         "snapshot opened locally is held decoded in memory)")
     section.notes.append(f"snapshots: {folder} (bench/flink_big.py; {manifest['input']['keys']:,} "
                          f"keys, {manifest['input']['records']:,} input records)")
     section.raw.update({"folder": str(folder), "entries": counts, "seconds": runs,
-                        "bytes": {n: snaps[n]["bytes"] for n in NAMES}, "jvm_anchor": anchor})
+                        "bytes": {n: snaps[n]["bytes"] for n in NAMES}, "jvm_anchor": anchor,
+                        "peak_rss_bytes": peak})
     return section
