@@ -57,7 +57,8 @@ from statecore.operator_backend import (
 from statecore.rescale_plan import RescalePlan
 from statecore.serializers import VOID_NAMESPACE, parse_type
 
-__all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "WrittenSnapshot", "state_of"]
+__all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "WrittenSnapshot", "rehash_refused",
+           "state_of"]
 
 #: Rows read at once by :meth:`Checkpoint.keyed_entries` (whole key groups, at least one).
 ENTRY_BATCH_ROWS = 65536
@@ -83,6 +84,15 @@ class DownloadUnit:
 
     key_group_range: KeyGroupRange
     files: tuple[tuple[str, int], ...]
+
+
+def rehash_refused(op: OperatorMetadata, max_parallelism: int, reason: str
+                   ) -> UnknownKeyHashError:
+    """The error for a max-parallelism change of keys whose key group cannot be computed."""
+    return UnknownKeyHashError(
+        f"operator {op.uid!r} cannot change its max parallelism to {max_parallelism}: its keys "
+        f"({op.key_type}) would each need their key group at the new max parallelism, and that "
+        f"is not computable: {reason}")
 
 
 def state_of(op: OperatorMetadata, name: str, scope: str) -> StateMetadata:
@@ -192,8 +202,7 @@ class Checkpoint(ABC):
         assert op.key_type is not None
         reason = self.unknown_key_hash(op)
         if reason is not None:
-            raise UnknownKeyHashError(f"operator {op.uid!r}: its keys ({op.key_type}) have no "
-                                      f"key group at max parallelism {max_parallelism}: {reason}")
+            raise rehash_refused(op, max_parallelism, reason)
         try:
             result: np.ndarray = key_groups(self.keyed_table(op.uid, handle, ["key"]).column(
                 "key"), op.key_type, max_parallelism)

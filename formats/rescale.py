@@ -34,7 +34,7 @@ import pyarrow.fs as pafs
 from formats.columns import keyed_schema, operator_schema
 from formats.filesystems import resolve_filesystem, staged
 from formats.key_hash import key_groups
-from formats.model import Checkpoint
+from formats.model import Checkpoint, rehash_refused
 from formats.statectl.publish import publish
 from formats.statectl.reader import StatectlCheckpoint
 from formats.statectl.writer import ParquetFileWriter, link_file
@@ -53,7 +53,6 @@ from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
     InvalidArgumentError,
-    UnknownKeyHashError,
     UnsupportedFormatError,
 )
 from statecore.operator_backend import OperatorStateMode
@@ -132,10 +131,7 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
         for op in checkpoint.metadata.operators:
             reason = checkpoint.unknown_key_hash(op)
             if op.key_type is not None and op.max_parallelism != max_parallelism and reason:
-                raise UnknownKeyHashError(
-                    f"operator {op.uid!r} cannot change its max parallelism to "
-                    f"{max_parallelism}: its keys ({op.key_type}) would each need their key "
-                    f"group at the new max parallelism, and that is not computable: {reason}")
+                raise rehash_refused(op, max_parallelism, reason)
         tasks: list[tuple[str, RehashTask]] = [
             (state.name, (op, st.index, handle))
             for op in checkpoint.metadata.operators

@@ -31,7 +31,7 @@ from formats.flink.snapshot_out import serializer_for_spec, state_meta_info
 from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.verify import verify_checkpoint
-from statecore.errors import StatectlError, UnsupportedFormatError
+from statecore.errors import StatectlError, UnknownKeyHashError
 
 ROOTS = ("heap", "rocksdb")
 SNAPSHOTS = snapshots(*ROOTS)
@@ -227,14 +227,23 @@ def test_a_failed_write_leaves_nothing_that_looks_like_a_savepoint(
 
 def test_a_key_whose_hash_is_unknown_is_not_rehashed(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys whose hashCode is user code (a POJO's; reference §1.2): a max-parallelism change is
+    refused naming the operator, by the plan and by the writer's own rehash, and nothing is
+    written. (No fixture has POJO keys: the operator's key hash is declared unknown here.)"""
     fixture, snap = SNAPSHOTS[0]
     source = _open(fixture / snap["path"])
     keyed = next(op for op in source.metadata.operators if op.key_type is not None)
-    codec = source.key_codecs[keyed.uid]
-    monkeypatch.setitem(source.key_codecs, keyed.uid,
-                        type(codec)(codec.read, codec.spec, codec.length, "MyPojo"))
-    with pytest.raises(UnsupportedFormatError, match="MyPojo key cannot be computed"):
+    monkeypatch.setattr(source, "unknown_key_hash", lambda op: "a MyPojo key's hashCode is user "
+                        "code" if op.uid == keyed.uid else None)
+    with pytest.raises(UnknownKeyHashError, match=f"operator {keyed.uid!r} cannot change its "
+                                                  "max parallelism to 256.*MyPojo"):
         plan_checkpoint(source, 2, 256)
+    handle = keyed.subtasks[0].keyed[0]
+    with pytest.raises(UnknownKeyHashError, match=f"operator {keyed.uid!r}.*MyPojo"):
+        source.new_key_groups(keyed, handle, 256)
+    assert not (tmp_path / "out").exists()
+    rescale_checkpoint(source, str(tmp_path / "same"), plan_checkpoint(source, 3))  # same max p
+    assert diff_checkpoints(source, open_checkpoint(str(tmp_path / "same"))).equal
 
 
 # -- statectl -> Flink (bootstrap) ----------------------------------------------------------------

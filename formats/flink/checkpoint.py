@@ -67,6 +67,7 @@ from formats.model import (
     DownloadUnit,
     FileProblem,
     WrittenSnapshot,
+    rehash_refused,
     state_of,
 )
 from formats.sources import SourceProgress
@@ -88,7 +89,6 @@ from statecore.errors import (
     InvalidArgumentError,
     StatectlError,
     UnsafePathError,
-    UnsupportedFormatError,
 )
 from statecore.key_groups import (
     KeyGroupRange,
@@ -355,12 +355,9 @@ class FlinkCheckpoint(Checkpoint):
                        max_parallelism: int) -> np.ndarray:
         """Key groups at ``max_parallelism`` by the key serializer's own hash (Flink's)."""
         codec = self.key_codecs.get(op.uid)
-        if codec is None or codec.java_hash is None:
-            shown = codec.name if codec is not None else "?"
-            raise UnsupportedFormatError(
-                f"operator {op.identity.label}: the key group of a {shown} key cannot be "
-                f"computed (its hashCode is not known to statectl), so its keys cannot be "
-                f"re-hashed to another max parallelism")
+        reason = self.unknown_key_hash(op)
+        if reason is not None or codec is None or codec.java_hash is None:
+            raise rehash_refused(op, max_parallelism, reason or "its key serializer is unknown")
         java_hash = codec.java_hash
         out = np.empty(len(self.decoded_rows(handle.file)), dtype=np.int32)
         cache: dict[Any, int] = {}
