@@ -325,11 +325,11 @@ def build() -> Build:
         try:
             _copy_tree(jobs, staging / "jobs", skip=("__pycache__", ".jar"))
             for name in ("RestoreDriver.java", "BootstrapJob.java", "TtlClockBackend.java",
-                         "pyds_driver.py", "log4j2.properties"):
+                         "SerializerVectors.java", "pyds_driver.py", "log4j2.properties"):
                 shutil.copyfile(DRIVER_SOURCES / name, staging / name)
             (staging / "classes").mkdir()
             sources = [staging / "RestoreDriver.java", staging / "BootstrapJob.java",
-                       staging / "TtlClockBackend.java",
+                       staging / "TtlClockBackend.java", staging / "SerializerVectors.java",
                        staging / "jobs/java/JavaStateJob.java",
                        staging / "jobs/java/TypesJob.java"]
             done = subprocess.run(["javac", "-nowarn", "-d", str(staging / "classes"),
