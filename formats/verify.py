@@ -18,6 +18,9 @@ keeps going and reports each problem with a kind, so scripts can gate on it. Kin
 * ``key-placement``: a key is stored in another key group than its Java hash gives
   (reference §1.2: ``murmurHash(key.hashCode()) % maxParallelism``);
 * ``duplicate-key``: a (key, namespace) appears twice in one state;
+* ``broadcast-copies``: the subtasks' copies of a broadcast state differ (Flink keeps one copy
+  per subtask and expects them equal; on a rescale each new subtask restores one of them, so
+  which content survives depends on the parallelism);
 * ``flink``: a state of a Flink snapshot cannot be read (a missing, truncated or corrupt file,
   a serializer statectl cannot decode); the message says which.
 
@@ -43,7 +46,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from formats.arrow_types import pyrows
 from formats.columns import operator_schema
+from formats.diff import canonical
 from formats.model import Checkpoint
 from formats.open import open_checkpoint
 from statecore.checkpoint import KeyedStateHandle, OperatorIdentity, OperatorMetadata
@@ -59,7 +64,7 @@ __all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "Problem", "VerifyReport", "verify_
 
 PROBLEM_KINDS = ("metadata", "unsafe-path", "missing-file", "size", "checksum", "unreadable",
                  "key-group-ranges", "handle-range", "overlap", "offsets", "key-placement",
-                 "duplicate-key")
+                 "duplicate-key", "broadcast-copies")
 
 #: Kinds of warnings (see the module doc): they do not make a checkpoint unclean.
 WARNING_KINDS = ("key-hash-unknown",)
@@ -274,14 +279,33 @@ def _check_duplicates(tables: list[pa.Table], where: str, report: VerifyReport) 
 def _check_operator_state(checkpoint: Checkpoint, op: OperatorMetadata, report: VerifyReport,
                           bad: set[str]) -> None:
     states = {s.name: s for s in op.states}
+    copies: dict[str, list[tuple[int, dict[Any, Any]]]] = {}
     for st in op.subtasks:
         for h in st.operator:
             if h.file in bad:
                 continue
             where = f"operator {op.uid}, subtask {st.index}, state {h.state}"
             try:
-                checkpoint.rows_table(h.file, operator_schema(states[h.state]),
-                                      h.first_element, h.element_count)
+                table = checkpoint.rows_table(h.file, operator_schema(states[h.state]),
+                                              h.first_element, h.element_count)
             except CorruptCheckpointError as exc:
                 report.add("offsets" if "beyond" in str(exc) else "unreadable", where, str(exc))
+                continue
+            if states[h.state].kind == "broadcast":
+                copies.setdefault(h.state, []).append((st.index, _broadcast_copy(table)))
+    for name, held in copies.items():
+        first_index, first = held[0]
+        for index, copy in held[1:]:
+            if copy != first:
+                differing = len(set(copy.items()) ^ set(first.items()))
+                report.add("broadcast-copies", f"operator {op.uid}, state {name}",
+                           f"subtask {index}'s copy differs from subtask {first_index}'s "
+                           f"({differing} entries differ): every subtask holds the same "
+                           f"broadcast state, and a rescale gives new subtasks one of the copies")
+                break
+
+
+def _broadcast_copy(table: pa.Table) -> dict[Any, Any]:
+    """A broadcast state's copy as comparable ``{key: value}`` (NaN equal to NaN)."""
+    return {canonical(row["key"]): canonical(row["value"]) for row in pyrows(table)}
 

@@ -28,6 +28,7 @@ Mapping decisions (DESIGN "Real Flink checkpoints and savepoints"):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -293,7 +294,11 @@ class FlinkCheckpoint(Checkpoint):
     # -- what a savepoint writer carries over -------------------------------------------------
 
     def keyed_header(self, uid: str) -> KeyedHeader | None:
-        """An operator's keyed state header as Flink wrote it: key serializer, state metas."""
+        """An operator's keyed state header as Flink wrote it: key serializer, state metas.
+
+        The states of every subtask's header: Flink registers a keyed state in a subtask when
+        it first accesses it, so a state may be in some subtasks' headers only.
+        """
         return self._keyed_headers.get(self.operator(uid).uid)
 
     def decoded_rows(self, relative: str) -> list[tuple[int, Any, Any, Any]]:
@@ -631,7 +636,13 @@ class _Builder:
                     continue
                 key_type = header.key.spec
                 self.key_codecs[uid] = header.key
-                self.keyed_headers.setdefault(uid, header)
+                known = self.keyed_headers.setdefault(uid, header)
+                if known is not header:  # a state registered in some subtasks only (lazily)
+                    names = {info.name for info in known.states}
+                    extra = [info for info in header.states if info.name not in names]
+                    if extra:
+                        self.keyed_headers[uid] = dataclasses.replace(
+                            known, states=[*known.states, *extra])
                 held = KeyGroupRange(handle.first_key_group, handle.last_key_group)
                 key_ranges[st.index] = held if st.index not in key_ranges else KeyGroupRange(
                     min(held.start, key_ranges[st.index].start),
