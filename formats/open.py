@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 
-from formats.filesystems import resolve_filesystem
+from formats.filesystems import is_storage_failure, resolve_filesystem, storage_errors
 from formats.flink.checkpoint import FLINK_METADATA_FILE, is_flink_checkpoint, open_flink_checkpoint
 from formats.model import Checkpoint
 from formats.statectl.publish import METADATA_FILE
@@ -31,6 +31,12 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
     """
     fs, root = resolve_filesystem(location, filesystem)
     root = root.rstrip("/") or root
+    with storage_errors("reading", location):
+        return _open(fs, root, location, strict, allow_pickle)
+
+
+def _open(fs: pafs.FileSystem, root: str, location: str, strict: bool,
+          allow_pickle: bool) -> Checkpoint:
     for name in (METADATA_FILE, FLINK_METADATA_FILE):  # the metadata file itself: its directory
         if root.endswith("/" + name):
             root = root.rsplit("/", 1)[0]
@@ -43,5 +49,7 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
 def _exists(fs: pafs.FileSystem, path: str) -> bool:
     try:
         return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
-    except OSError:
+    except OSError as exc:
+        if is_storage_failure(exc):
+            raise  # fail at once (said with the location by open_checkpoint), not per probe
         return False
