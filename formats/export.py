@@ -48,7 +48,8 @@ import pyarrow.parquet as pq
 
 from formats.arrow_types import arrow_type, from_arrow
 from formats.columns import operator_schema, ttl_spec, value_spec
-from formats.filesystems import resolve_filesystem, staged
+from formats.commit import commit, staged
+from formats.filesystems import resolve_filesystem
 from formats.model import Checkpoint
 from formats.state_scan import check_states
 from statecore.checkpoint import (
@@ -341,7 +342,6 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
                                 "scope": t.scope, "kind": t.kind, "path": t.path,
                                 "rows": t.rows}
                                for t in exported]}
-        with fs.open_output_stream(f"{staging}/{MANIFEST}") as stream:
-            stream.write(json.dumps(manifest, indent=2, ensure_ascii=False).encode())
-        fs.move(staging, final)
+        commit(fs, staging, final, MANIFEST,
+               json.dumps(manifest, indent=2, ensure_ascii=False).encode())
     return ExportResult(out, fmt, tuple(exported), time.perf_counter() - started)

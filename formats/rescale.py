@@ -32,12 +32,13 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from formats.columns import keyed_schema, operator_schema
-from formats.filesystems import resolve_filesystem, staged
+from formats.commit import staged
+from formats.filesystems import resolve_filesystem
 from formats.key_hash import key_groups
 from formats.model import Checkpoint
 from formats.statectl.publish import publish
 from formats.statectl.reader import StatectlCheckpoint
-from formats.statectl.writer import ParquetFileWriter, link_file
+from formats.statectl.writer import ParquetFileWriter, link_file, link_files
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -75,11 +76,12 @@ class RescaleResult:
     location: str
     mode: str  # metadata | compact | rehash
     metadata: CheckpointMetadata
-    files_linked: int
+    files_linked: int  # hard links (the local disk)
     files_written: int
     entries_written: int
     entries_dropped: int
     seconds: float
+    files_copied: int = 0  # copies: by the server within an object store, else streamed
 
 
 def check_source(checkpoint: Checkpoint) -> StatectlCheckpoint:
@@ -214,11 +216,10 @@ def rescale_checkpoint(
         new_kind = source.kind if kind is None else kind
         if not rewrite:
             metadata = plan.metadata(source, new_id, new_kind, created)
-            for info in metadata.files:
-                checkpoint.check_size(info.path)
-            for done, info in enumerate(metadata.files):
-                stats.linked += link_file(checkpoint, info.path, fs, staging)
-                report(done + 1, len(metadata.files))
+            linked = link_files(checkpoint, [info.path for info in metadata.files], fs,
+                                staging, report, check_size=True)
+            stats.linked += linked
+            stats.copied += len(metadata.files) - linked
         else:
             operators = []
             files: list[FileInfo] = []
@@ -234,7 +235,7 @@ def rescale_checkpoint(
         publish(fs, staging, final, metadata)
     return RescaleResult(location, mode, metadata, stats.linked,
                          stats.written, stats.entries, stats.dropped,
-                         time.perf_counter() - started)
+                         time.perf_counter() - started, stats.copied)
 
 
 def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescalePlan,
@@ -264,6 +265,7 @@ def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescaleP
 @dataclass
 class _Stats:
     linked: int = 0
+    copied: int = 0
     written: int = 0
     entries: int = 0
     dropped: int = 0
@@ -401,7 +403,10 @@ class _OperatorRewriter:
             self.linked.add(relative)
             info = next(f for f in self.checkpoint.metadata.files if f.path == relative)
             self.checkpoint.check_size(relative)
-            self.stats.linked += link_file(self.checkpoint, relative, self.fs, self.staging)
+            if link_file(self.checkpoint, relative, self.fs, self.staging):
+                self.stats.linked += 1
+            else:
+                self.stats.copied += 1
             self.files.append(info)
 
     def _keyed(self, state_index: int, state: StateMetadata) -> list[list[KeyedStateHandle]]:
