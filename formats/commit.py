@@ -42,7 +42,7 @@ from formats.filesystems import (
     renames_atomically,
     storage_errors,
 )
-from formats.owners import Owner, this_process
+from formats.owners import Owner, holding, this_process
 from statecore.errors import CheckpointError, ConcurrentWriteError, StatectlError, StorageError
 
 __all__ = ["MARKER", "StagedDirectory", "commit", "new_token", "read_marker", "remove_staging",
@@ -91,8 +91,17 @@ def staged(fs: pafs.FileSystem, final: str, shown: str, action: str,
     where = redact(shown)
     with storage_errors(action, shown):
         if fs.get_file_info(final).type != pafs.FileType.NotFound:
+            writer = read_marker(fs, final)
+            if writer is not None and writer.alive():
+                raise ConcurrentWriteError(_taken(fs, final, where))
             raise CheckpointError(f"{where} already exists; a checkpoint is never overwritten")
     owner = this_process(token)
+    with holding(owner):  # its marker is live while this runs
+        yield from _staged(fs, final, shown, action, where, owner)
+
+
+def _staged(fs: pafs.FileSystem, final: str, shown: str, action: str, where: str,
+            owner: Owner) -> Iterator[StagedDirectory]:
     in_place = not renames_atomically(fs)
     staging = StagedDirectory(final if in_place else staging_path(final, owner.token), final,
                               in_place, owner)

@@ -6,6 +6,8 @@ checkpoint id's claim, a reader's pin, the state directory's writer lease) holds
 when it was written. Whether the owner still runs decides whether what it left may be
 cleaned up (:meth:`Owner.alive`):
 
+- in this process, exactly: the record's holder (a writer, a pin, a lease) has not finished
+  (:func:`holding`);
 - on this host, exactly: the process exists and started when the owner says (a recycled pid
   is another process);
 - on another host, by age: younger than ``stale_after_ms`` counts as alive. Nothing better is
@@ -20,10 +22,12 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["STALE_AFTER_MS", "Owner", "this_process"]
+__all__ = ["STALE_AFTER_MS", "Owner", "hold", "holding", "let_go", "this_process"]
 
 #: An owner on another host is presumed dead once its record is this old (15 minutes).
 STALE_AFTER_MS = 15 * 60 * 1000
@@ -67,7 +71,7 @@ class Owner:
         """Whether the owner may still run (exact on this host, by age elsewhere)."""
         if self.host == socket.gethostname():
             if self.pid == os.getpid():
-                return True
+                return self.token in _HELD
             start = _process_start(self.pid)
             if start is None:
                 try:
@@ -84,6 +88,33 @@ class Owner:
     def describe(self) -> str:
         since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.since_ms / 1000))
         return f"pid {self.pid} on {self.host}, since {since}"
+
+
+#: Tokens of this process's records whose holder has not finished (see :func:`holding`).
+_HELD: set[str] = set()
+
+
+@contextmanager
+def holding(owner: Owner) -> Iterator[Owner]:
+    """Mark ``owner``'s records as live in this process for the block.
+
+    A record this process left behind because its store was unreachable when it finished (a
+    lease it could not delete) then counts as gone, here as in any other process.
+    """
+    hold(owner)
+    try:
+        yield owner
+    finally:
+        let_go(owner)
+
+
+def hold(owner: Owner) -> None:
+    """``owner``'s records are live in this process until :func:`let_go`."""
+    _HELD.add(owner.token)
+
+
+def let_go(owner: Owner) -> None:
+    _HELD.discard(owner.token)
 
 
 def this_process(token: str | None = None) -> Owner:

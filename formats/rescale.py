@@ -331,7 +331,11 @@ def write_sorted(job: KeyedJob, fs: pafs.FileSystem, relative: str, table: pa.Ta
     """Write rows sorted by key group as one data file; its info and per-key-group rows."""
     assert job.op.key_type is not None
     writer = ParquetFileWriter(fs, job.staging, relative, keyed_schema(job.state, job.op.key_type))
-    rows = _write_by_key_group(writer, table, groups)
+    try:
+        rows = _write_by_key_group(writer, table, groups)
+    except BaseException:
+        writer.abandon()
+        raise
     return writer.close(), rows
 
 
@@ -452,10 +456,15 @@ class _OperatorRewriter:
         """Write the handles' elements one after another into one file; their counts."""
         writer = ParquetFileWriter(self.fs, self.staging, relative, schema)
         counts = []
-        for h in handles:
-            table = self.checkpoint.rows_table(h.file, schema, h.first_element, h.element_count)
-            writer.write_table(table)
-            counts.append(table.num_rows)
+        try:
+            for h in handles:
+                table = self.checkpoint.rows_table(h.file, schema, h.first_element,
+                                                   h.element_count)
+                writer.write_table(table)
+                counts.append(table.num_rows)
+        except BaseException:
+            writer.abandon()
+            raise
         self.files.append(writer.close())
         self.stats.written += 1
         return counts

@@ -47,7 +47,7 @@ import pyarrow.fs as pafs
 
 from formats.conditional import create_only, read_versioned, replace_if
 from formats.filesystems import redact, renames_atomically, unwrap
-from formats.owners import Owner, this_process
+from formats.owners import Owner, hold, holding, let_go, this_process
 from statecore.errors import ConcurrentWriteError, StatectlError
 
 __all__ = ["CLAIMS_DIR", "LEASE_SECONDS", "Claims", "Lease"]
@@ -124,14 +124,14 @@ class Lease:
 
     def _lock(self) -> None:
         path = self.claims.path("writer")
-        if path in _LOCKED:
-            raise ConcurrentWriteError(self.claims.busy("this process"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         handle = open(path, "a+b")  # noqa: SIM115 - held until released
         try:
+            if path in _LOCKED:  # flock would grant it again to this process
+                raise BlockingIOError
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            handle.seek(0)
+            handle.seek(0)  # (another descriptor: closing it keeps the holder's flock)
             holder = Owner.from_bytes(handle.read(1 << 16))
             handle.close()
             raise ConcurrentWriteError(self.claims.busy(
@@ -189,6 +189,14 @@ class Lease:
                 return
 
     def acquire(self) -> Lease:
+        hold(self.owner)
+        try:
+            return self._acquire()
+        except BaseException:
+            let_go(self.owner)
+            raise
+
+    def _acquire(self) -> Lease:
         if renames_atomically(self.claims.fs) and isinstance(unwrap(self.claims.fs),
                                                               pafs.LocalFileSystem):
             self._lock()
@@ -200,6 +208,7 @@ class Lease:
         return self
 
     def release(self) -> None:
+        let_go(self.owner)
         if self._handle is not None:
             _LOCKED.pop(self.claims.path("writer"), None)
             self._handle.close()  # unlocks
@@ -274,7 +283,7 @@ class Claims:
 
     def acquire_writer(self) -> Lease:
         """The writer lease, or :class:`ConcurrentWriteError` naming its holder."""
-        return Lease(self, replace(self.owner, since_ms=int(time.time() * 1000))).acquire()
+        return Lease(self, this_process()).acquire()
 
     def writer(self) -> Owner | None:
         """The holder of a live writer lease on an object store, or None."""
@@ -310,11 +319,13 @@ class Claims:
         Refused (:class:`ConcurrentWriteError`) while another process releases it. Unpin with
         :meth:`remove`.
         """
-        pin = f"read-{checkpoint_id:07d}-{self.owner.token}-{time.monotonic_ns() % 10**9}"
-        create_only(self.fs, self.path(pin), self.owner.to_bytes())
+        owner = this_process()
+        pin = f"read-{checkpoint_id:07d}-{owner.token}"
+        hold(owner)
+        create_only(self.fs, self.path(pin), owner.to_bytes())
         releasing = self._live(f"release-{checkpoint_id:07d}")
         if releasing:
-            self._delete(pin)
+            self.remove(pin)
             raise ConcurrentWriteError(
                 f"checkpoint {checkpoint_id} in {redact(self.root)} is being released by "
                 f"another process ({_who(releasing[0][1])})")
@@ -324,14 +335,18 @@ class Claims:
     def releasing(self, checkpoint_id: int) -> Iterator[None]:
         """Mark checkpoint ``checkpoint_id`` as being deleted, refused while it is read."""
         intent = f"release-{checkpoint_id:07d}"
-        if not create_only(self.fs, self.path(intent), self.owner.to_bytes()):
-            owner = self._read_owner(intent)
-            if owner is not None and self.alive(owner):
+        with holding(this_process()) as owner:
+            yield from self._releasing(checkpoint_id, intent, owner)
+
+    def _releasing(self, checkpoint_id: int, intent: str, owner: Owner) -> Iterator[None]:
+        if not create_only(self.fs, self.path(intent), owner.to_bytes()):
+            other = self._read_owner(intent)
+            if other is not None and self.alive(other):
                 raise ConcurrentWriteError(
                     f"checkpoint {checkpoint_id} in {redact(self.root)} is being released by "
-                    f"another process ({owner.describe()})")
+                    f"another process ({other.describe()})")
             self._delete(intent)  # its releaser died: take over
-            if not create_only(self.fs, self.path(intent), self.owner.to_bytes()):
+            if not create_only(self.fs, self.path(intent), owner.to_bytes()):
                 raise ConcurrentWriteError(
                     f"checkpoint {checkpoint_id} in {redact(self.root)} is being released by "
                     "another process")
@@ -362,6 +377,9 @@ class Claims:
         return out
 
     def remove(self, name: str) -> None:
+        """Delete a pin or intent (a pin's owner is then no longer live here)."""
+        if name.startswith("read-"):
+            let_go(replace(self.owner, token=name.rsplit("-", 1)[1]))
         self._delete(name)
 
 

@@ -153,6 +153,16 @@ class ParquetFileWriter:
             self._writer.write_table(table, row_group_size=min(table.num_rows, ROW_GROUP_ROWS))
             self._pending, self._pending_bytes, self._pending_rows = [], 0, 0
 
+    def abandon(self) -> None:
+        """Close without a result after a failure, so nothing is still being uploaded when
+        the caller removes the partial output (an object store completes an upload only on
+        close, which could otherwise happen later, when the stream is collected)."""
+        for close in (self._writer.close, self._sink.close):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - the failure being handled is what matters
+                self._sink.closed = True
+
     def close(self) -> FileInfo:
         self._flush()
         self._writer.close()
@@ -355,13 +365,18 @@ def _register(states: dict[str, StateMetadata], state: StateMetadata) -> int:
     return list(states).index(state.name)  # the file index: order of first registration
 
 
+#: One keyed state's file being written: metadata, writer, pending rows, rows per key group,
+#: the converter of a key group's entries into rows.
+_StateFile = tuple[StateMetadata, ParquetFileWriter, dict[str, list[Any]], list[KeyGroupRows],
+                   Callable[..., Any]]
+
+
 def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: SubtaskSnapshot,
                  states: dict[str, StateMetadata], files: list[FileInfo],
                  cancelled: Callable[[], bool]) -> list[KeyedStateHandle]:
     snapshot = subtask.keyed
     assert snapshot is not None
-    writers: dict[str, tuple[StateMetadata, ParquetFileWriter, dict[str, list[Any]],
-                             list[KeyGroupRows], Callable[..., Any]]] = {}
+    writers: dict[str, _StateFile] = {}
     for descriptor in snapshot.descriptors:
         meta = _keyed_metadata(descriptor)
         index = _register(states, meta)
@@ -370,6 +385,16 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
                              schema)
         writers[meta.name] = (meta, writer, {f.name: [] for f in schema}, [],
                               block_appender(meta, snapshot.key_type))
+    try:
+        return _write_blocks(snapshot, writers, files, cancelled)
+    except BaseException:
+        for _, writer, _, _, _ in writers.values():
+            writer.abandon()
+        raise
+
+
+def _write_blocks(snapshot: Any, writers: dict[str, _StateFile], files: list[FileInfo],
+                  cancelled: Callable[[], bool]) -> list[KeyedStateHandle]:
     for block in snapshot:
         if cancelled():
             raise CheckpointCancelledError("the checkpoint was cancelled")
@@ -407,15 +432,19 @@ def _write_operator_state(fs: pafs.FileSystem, root: str, op_index: int,
                                    f"op-{op_index}/operator/{index}/{subtask.index}.parquet",
                                    operator_schema(meta))
         value = to_arrow(entry.value_type_spec)
-        if entry.mode is OperatorStateMode.BROADCAST:
-            assert entry.key_type_spec is not None
-            key = to_arrow(entry.key_type_spec)
-            writer.write({"key": [key(k) for k, _ in entry.entries],
-                          "value": [value(v) for _, v in entry.entries]})
-            count = len(entry.entries)
-        else:
-            writer.write({"value": [value(v) for v in entry.elements]})
-            count = len(entry.elements)
+        try:
+            if entry.mode is OperatorStateMode.BROADCAST:
+                assert entry.key_type_spec is not None
+                key = to_arrow(entry.key_type_spec)
+                writer.write({"key": [key(k) for k, _ in entry.entries],
+                              "value": [value(v) for _, v in entry.entries]})
+                count = len(entry.entries)
+            else:
+                writer.write({"value": [value(v) for v in entry.elements]})
+                count = len(entry.elements)
+        except BaseException:
+            writer.abandon()
+            raise
         files.append(writer.close())
         handles.append(OperatorStateHandle(entry.name, entry.mode, writer.relative, 0, count))
     return handles
