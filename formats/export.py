@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from formats.arrow_types import arrow_type, from_arrow
 from formats.columns import operator_schema, ttl_spec, value_spec
 from formats.commit import commit, staged
-from formats.filesystems import resolve_filesystem
+from formats.filesystems import resolve_filesystem, storage_errors
 from formats.model import Checkpoint
 from formats.state_scan import check_states
 from statecore.checkpoint import (
@@ -314,7 +314,9 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     check_states(checkpoint, states)
     started = time.perf_counter()
     fs, final = resolve_filesystem(out, None)
-    if fs.get_file_info(final).type != pafs.FileType.NotFound:
+    with storage_errors("exporting to", out):
+        exists = fs.get_file_info(final).type != pafs.FileType.NotFound
+    if exists:
         raise CheckpointError(f"{out} already exists; export writes a new directory: "
                               "choose another --out")
     work = [(op, state, tuple(_tables(checkpoint, op, state)))

@@ -33,7 +33,7 @@ import pyarrow.fs as pafs
 
 from formats.columns import keyed_schema, operator_schema
 from formats.commit import staged
-from formats.filesystems import resolve_filesystem
+from formats.filesystems import resolve_filesystem, storage_errors
 from formats.key_hash import key_groups
 from formats.model import Checkpoint
 from formats.statectl.publish import publish
@@ -97,7 +97,9 @@ def check_source(checkpoint: Checkpoint) -> StatectlCheckpoint:
 def check_target(location: str) -> None:
     """Refuse an output location that exists (checked again when the output is published)."""
     fs, path = resolve_filesystem(location, None)
-    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+    with storage_errors("writing", location):
+        exists = fs.get_file_info(path).type != pafs.FileType.NotFound
+    if exists:
         raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
 
 
