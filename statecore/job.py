@@ -306,7 +306,29 @@ class LocalJob:
         """Process records (at most ``limit``) and wait for checkpoints still in flight.
 
         ``on_record(n)`` is called after the n-th record of this run (progress reporting).
+        If processing fails (a checkpoint cannot even be started: its storage is gone), the
+        checkpoints in flight are cancelled and waited for before the error propagates, so
+        no writer of this job outlives it.
         """
+        try:
+            return self._run(limit, on_record)
+        except BaseException:
+            self.abort_pending()
+            raise
+
+    def abort_pending(self) -> None:
+        """Cancel the checkpoints in flight and wait until their writers have stopped."""
+        for pending in self._pending:
+            pending.cancel()
+        for pending in self._pending:
+            try:
+                pending.result()
+            except Exception:  # noqa: BLE001 - cancelled or failed: nothing to keep
+                pass
+        self._pending = []
+
+    def _run(self, limit: int | None,
+             on_record: Callable[[int], None] | None) -> JobResult:
         processed = 0
         for owner in self._subtasks:
             for split in list(owner.positions):
@@ -352,8 +374,12 @@ class LocalJob:
 
     def complete_checkpoint(self, kind: CheckpointKind = CheckpointKind.CHECKPOINT) -> int:
         """Take a checkpoint (or savepoint) and wait until it is complete; returns its id."""
-        pending = self.trigger_checkpoint(kind)
-        self._wait_for_pending()
+        try:
+            pending = self.trigger_checkpoint(kind)
+            self._wait_for_pending()
+        except BaseException:
+            self.abort_pending()
+            raise
         if pending.checkpoint_id in self._result.failed:
             raise CheckpointError(f"{kind.value} {pending.checkpoint_id} failed: "
                                   f"{self._result.failed[pending.checkpoint_id]}")

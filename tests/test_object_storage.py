@@ -32,7 +32,6 @@ from formats.open import open_checkpoint
 from formats.owners import Owner, holding, this_process
 from formats.statectl import claims as claims_module
 from formats.statectl.claims import Claims
-from formats.statectl.publish import METADATA_FILE
 from formats.statectl.storage import DirectoryCheckpointStorage
 from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot

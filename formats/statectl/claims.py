@@ -233,6 +233,9 @@ class Claims:
     def __init__(self, fs: pafs.FileSystem, root: str) -> None:
         self.fs, self.root = fs, root
         self.owner = this_process()
+        #: the highest id claimed as far as this process knows (None: not looked yet); a
+        #: claim tries the next id first and lists the claims only when it was taken
+        self._highest: int | None = None
 
     def path(self, name: str) -> str:
         return f"{self.root}/{CLAIMS_DIR}/{name}"
@@ -260,20 +263,29 @@ class Claims:
         """Claim ``candidate`` or the next free id after it (and after every claimed one).
 
         ``taken`` are ids known to be in use otherwise (a directory with that name exists);
-        they are claimed too (burnt) and skipped.
+        they are claimed too (burnt) and skipped. Ids go up: a claim is above every claim
+        this process has seen, and above every claim when it had to look.
         """
-        first = max(candidate, self.highest_id() + 1)
-        for checkpoint_id in range(first, first + CLAIM_ATTEMPTS):
+        if self._highest is None:
+            self._highest = self.highest_id()
+        checkpoint_id = max(candidate, self._highest + 1)
+        for _ in range(CLAIM_ATTEMPTS):
             if create_only(self.fs, self.path(f"id-{checkpoint_id:07d}"),
                            replace(self.owner, since_ms=int(time.time() * 1000)).to_bytes()):
+                self._highest = checkpoint_id
                 if taken is None or checkpoint_id not in taken:
                     return checkpoint_id
+                checkpoint_id += 1
+            else:  # another process claimed it: continue after the highest claim
+                checkpoint_id = max(checkpoint_id, self.highest_id()) + 1
         raise ConcurrentWriteError(f"no free checkpoint id in {redact(self.root)} after "
-                                   f"{first + CLAIM_ATTEMPTS - 1}")
+                                   f"{checkpoint_id}")
 
     def drop_id(self, checkpoint_id: int) -> None:
         """Forget the claim of a deleted checkpoint (the highest claim stays: ids go up)."""
-        if checkpoint_id < self.highest_id():
+        known = self._highest if self._highest is not None and self._highest > checkpoint_id \
+            else self.highest_id()
+        if checkpoint_id < known:
             try:
                 self.fs.delete_file(self.path(f"id-{checkpoint_id:07d}"))
             except OSError:

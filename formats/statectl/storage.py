@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
@@ -82,6 +84,7 @@ class PruneResult:
     removed: tuple[Leftover, ...]
 
 
+T = TypeVar("T")
 _NAME = re.compile(r"(chk|savepoint)-(\d{7,})")
 _STAGING = re.compile(r"(chk|savepoint)-(\d{7,})\.inprogress-(\w+)")
 _PREFIX = {CheckpointKind.CHECKPOINT: "chk", CheckpointKind.SAVEPOINT: "savepoint"}
@@ -112,6 +115,7 @@ class DirectoryCheckpointStorage:
                                       "exist")
         self.claims = Claims(self.fs, self.root)
         self._lease: Lease | None = None
+        self._taken: set[int] | None = None
 
     def location(self, checkpoint_id: int, kind: CheckpointKind) -> str:
         """Where a checkpoint is, as a user gives it (a path, or a URI with its options)."""
@@ -140,8 +144,9 @@ class DirectoryCheckpointStorage:
         if self._lease is not None:
             self._lease.check()
         with storage_errors("claiming a checkpoint id in", self.shown):
-            taken = {int(m[2]) for m in map(_NAME.match, self._names()) if m}
-            return self.claims.claim_id(checkpoint_id, taken)
+            if self._taken is None:  # directories from before claims: looked at once
+                self._taken = {int(m[2]) for m in map(_NAME.match, self._names()) if m}
+            return self.claims.claim_id(checkpoint_id, self._taken)
 
     def begin(self, checkpoint_id: int, kind: CheckpointKind,
               operators: Sequence[OperatorSnapshot]) -> PendingCheckpoint:
@@ -156,20 +161,25 @@ class DirectoryCheckpointStorage:
 
     def completed(self) -> list[CompletedCheckpoint]:
         """Complete checkpoints and savepoints, by id (a directory without metadata is not)."""
-        found = []
         with storage_errors("listing", self.shown):
-            for name in self._names():
-                match = _NAME.fullmatch(name)
-                if not match:
-                    continue
-                path = f"{self.root}/{name}"
-                if self.fs.get_file_info(f"{path}/{METADATA_FILE}").type != pafs.FileType.File:
-                    continue
+            matches = [m for m in map(_NAME.fullmatch, self._names()) if m]
+            complete = self._map(lambda m: self.fs.get_file_info(
+                f"{self.root}/{m[0]}/{METADATA_FILE}").type == pafs.FileType.File, matches)
+        found = []
+        for match, is_complete in zip(matches, complete, strict=True):
+            if is_complete:
                 kind = (CheckpointKind.CHECKPOINT if match[1] == "chk"
                         else CheckpointKind.SAVEPOINT)
                 found.append(CompletedCheckpoint(int(match[2]), kind,
                                                  self.location(int(match[2]), kind)))
         return sorted(found, key=lambda c: c.checkpoint_id)
+
+    def _map(self, function: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+        """``function`` over ``items``; on an object store several requests at once."""
+        if renames_atomically(self.fs) or len(items) < 2:
+            return [function(item) for item in items]
+        with ThreadPoolExecutor(min(8, len(items))) as pool:
+            return list(pool.map(function, items))
 
     def _find(self, checkpoint_id: int) -> CompletedCheckpoint:
         for checkpoint in self.completed():
@@ -202,13 +212,16 @@ class DirectoryCheckpointStorage:
         One that is gone already (released by another process) is fine; one being read is
         kept for now (the next retention takes it).
         """
-        for checkpoint in self.completed():
-            if checkpoint.checkpoint_id == checkpoint_id:
-                break
-        else:
-            return
-        if checkpoint.kind is CheckpointKind.SAVEPOINT:
-            raise CheckpointError(f"{checkpoint.location} is a savepoint: release it by hand")
+        kind = CheckpointKind.CHECKPOINT
+        with storage_errors("listing", self.shown):
+            path = self._path(checkpoint_id, kind)
+            if self.fs.get_file_info(f"{path}/{METADATA_FILE}").type != pafs.FileType.File:
+                if self.fs.get_file_info(f"{self._path(checkpoint_id, CheckpointKind.SAVEPOINT)}"
+                                         f"/{METADATA_FILE}").type == pafs.FileType.File:
+                    raise CheckpointError(f"checkpoint {checkpoint_id} is a savepoint: release "
+                                          "it by hand")
+                return
+        checkpoint = CompletedCheckpoint(checkpoint_id, kind, self.location(checkpoint_id, kind))
         try:
             self._delete(checkpoint)
         except ConcurrentWriteError:
@@ -352,15 +365,21 @@ class DirectoryCheckpointStorage:
 
     def list(self) -> list[SnapshotInfo]:
         """Every completed checkpoint and savepoint, by id (one released meanwhile: left out)."""
-        out = []
-        for checkpoint in self.completed():
+        def one(checkpoint: CompletedCheckpoint) -> SnapshotInfo | None:
+            path = self._path(checkpoint.checkpoint_id, checkpoint.kind)
             try:
-                out.append(self.describe(checkpoint.checkpoint_id))
+                with storage_errors("reading", checkpoint.location):
+                    metadata = open_statectl_checkpoint(self.fs, path,
+                                                        checkpoint.location).metadata
             except StorageError:
                 raise
             except CheckpointError:
-                path = self._path(checkpoint.checkpoint_id, checkpoint.kind)
                 if self.fs.get_file_info(f"{path}/{METADATA_FILE}").type == pafs.FileType.File:
                     raise
-        return out
+                return None  # released meanwhile
+            return SnapshotInfo(checkpoint.checkpoint_id, checkpoint.kind.value,
+                                metadata.created_ms, sum(f.size for f in metadata.files),
+                                checkpoint.location)
+
+        return [info for info in self._map(one, self.completed()) if info is not None]
 

@@ -154,9 +154,12 @@ class ParquetFileWriter:
             self._pending, self._pending_bytes, self._pending_rows = [], 0, 0
 
     def abandon(self) -> None:
-        """Close without a result after a failure, so nothing is still being uploaded when
-        the caller removes the partial output (an object store completes an upload only on
-        close, which could otherwise happen later, when the stream is collected)."""
+        """Close without a result after a failure.
+
+        Then nothing is still being uploaded when the caller removes the partial output (an
+        object store completes an upload on close, which could otherwise happen later, when
+        the stream is collected).
+        """
         for close in (self._writer.close, self._sink.close):
             try:
                 close()
