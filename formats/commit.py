@@ -90,7 +90,8 @@ def staged(fs: pafs.FileSystem, final: str, shown: str, action: str,
     """
     where = redact(shown)
     with storage_errors(action, shown):
-        if fs.get_file_info(final).type != pafs.FileType.NotFound:
+        if fs.get_file_info(final).type != pafs.FileType.NotFound and (
+                renames_atomically(fs) or _holds_files(fs, final)):
             writer = read_marker(fs, final)
             if writer is not None and writer.alive():
                 raise ConcurrentWriteError(_taken(fs, final, where))
@@ -137,9 +138,27 @@ def _taken(fs: pafs.FileSystem, final: str, where: str) -> str:
 
 
 def _published(fs: pafs.FileSystem, final: str) -> bool:
-    """Whether ``final`` holds anything but its marker (a commit file, an output's files)."""
-    found = fs.get_file_info(pafs.FileSelector(final, allow_not_found=True))
-    return any(info.base_name != MARKER for info in found)
+    """Whether ``final`` holds any file but its marker (a commit file, an output's files)."""
+    return _holds_files(fs, final, but=MARKER)
+
+
+def _holds_files(fs: pafs.FileSystem, path: str, but: str | None = None) -> bool:
+    """Whether there is a file under ``path`` (other than ``path/but``).
+
+    A file that exists is no directory to write into. An object store may list a directory
+    whose objects were all deleted (SeaweedFS keeps the entry): holding no file, it is free.
+    """
+    if fs.get_file_info(path).type == pafs.FileType.File:
+        return True
+    for recursive in (False, True):
+        found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True,
+                                                   recursive=recursive))
+        if any(info.type == pafs.FileType.File and info.path != f"{path}/{but}"
+               for info in found):
+            return True
+        if not any(info.type == pafs.FileType.Directory for info in found):
+            return False
+    return False
 
 
 def commit(fs: pafs.FileSystem, staging: str, final: str, name: str, data: bytes) -> None:

@@ -161,6 +161,28 @@ def test_explain_names_the_cause_and_keeps_the_code() -> None:
 
 # --- conditional writes -------------------------------------------------------------------------
 
+def test_the_signer_signs_like_the_aws_documentation() -> None:
+    """The three S3 examples of AWS's "Signature Version 4" documentation, bit for bit."""
+    import datetime as dt
+
+    from formats.conditional import sigv4_headers
+    key = ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1")
+    when = dt.datetime(2013, 5, 24, tzinfo=dt.UTC)
+    host = "examplebucket.s3.amazonaws.com"
+    cases = [
+        ("GET", "/test.txt", {}, b"", {"Range": "bytes=0-9"},
+         "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"),
+        ("PUT", "/test$file.text", {}, b"Welcome to Amazon S3.",
+         {"Date": "Fri, 24 May 2013 00:00:00 GMT", "x-amz-storage-class": "REDUCED_REDUNDANCY"},
+         "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"),
+        ("GET", "/", {"max-keys": "2", "prefix": "J"}, b"", {},
+         "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"),
+    ]
+    for method, path, query, body, headers, signature in cases:
+        signed = sigv4_headers(method, host, path, query, body, headers, *key, now=when)
+        assert signed["authorization"].endswith(f"Signature={signature}")
+
+
 @pytest.fixture(params=["local", "s3"])
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[pafs.FileSystem, str]:
     if request.param == "local":
@@ -246,6 +268,11 @@ def test_one_writer_per_output(s3: S3Place) -> None:
         with staged(fs, final, "out", "writing"):
             pass
     assert raw_keys(s3.server, s3.bucket, "out/")[-2:] == ["out/_done", "out/data"]
+    # deleted, the output may be written again (though the server may still list its
+    # directory: SeaweedFS keeps emptied directories)
+    fs.delete_dir(final)
+    with staged(fs, final, "out", "writing") as again:
+        commit(fs, again, final, "_done", b"")
 
 
 def test_incomplete_directories_are_invisible_and_pruned_once_their_writer_is_gone(

@@ -223,8 +223,8 @@ class Lease:
             current = read_versioned(self.claims.fs, self.claims.path("writer"))
             if current is not None and current[1] == self._version:
                 self.claims.fs.delete_file(self.claims.path("writer"))
-        except OSError:
-            pass  # it expires
+        except (OSError, StatectlError):
+            pass  # the store is unreachable: the lease expires (or, here, counts as gone)
 
 
 class Claims:
