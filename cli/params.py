@@ -10,10 +10,22 @@ from typing import Any, TypeVar
 import click
 
 from formats.engines import ENGINES
+from formats.open import pinned
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["TIMESTAMP", "Location", "Timestamp", "engine_options"]
+__all__ = ["TIMESTAMP", "Location", "Timestamp", "engine_options", "hold"]
+
+
+def hold(*locations: str) -> None:
+    """Pin the checkpoints the current command reads until it ends.
+
+    Another process's retention or ``snapshot release`` leaves them alone meanwhile
+    (:func:`formats.open.pinned`).
+    """
+    context = click.get_current_context()
+    for location in locations:
+        context.with_resource(pinned(location))
 
 
 class Location(click.ParamType[str]):

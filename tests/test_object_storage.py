@@ -414,3 +414,20 @@ def test_claims_of_processes_that_are_gone_are_ignored_and_pruned(state_dir: str
     assert result.released == (1,)  # a dead reader's pin does not block a release
     assert [leftover.what for leftover in result.removed] == ["claim", "claim"]  # pin, intent
     assert not [name for name in storage.claims._names() if name.startswith(("read", "rel"))]
+
+
+def test_a_checkpoint_a_command_reads_is_not_released_meanwhile(state_dir: str) -> None:
+    from formats.open import pinned
+    storage = DirectoryCheckpointStorage(state_dir)
+    for checkpoint_id in (1, 2):
+        assert storage.claim(checkpoint_id) == checkpoint_id  # as `build` does
+        write_checkpoint(f"{storage.root}/chk-{checkpoint_id:07d}", checkpoint_id, operators(),
+                         filesystem=storage.fs)
+    first = storage.location(1, storage.completed()[0].kind)
+    with pinned(first), pinned(f"{first}/_metadata.json" if "://" not in first else first):
+        with pytest.raises(ConcurrentWriteError, match="is being read"):
+            storage.release(1)
+    assert storage.release(1).checkpoint_id == 1
+    with pinned(first):  # gone: nothing to hold; reading it then says so
+        with pytest.raises(CheckpointError, match="does not exist|no _metadata.json"):
+            open_checkpoint(first)
