@@ -38,7 +38,6 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from formats.filesystems import S3_DEFAULTS, s3_settings, unwrap
-from statecore.errors import StorageError
 
 __all__ = ["create_only", "guarantee", "read_versioned", "replace_if", "sigv4_headers"]
 
@@ -128,15 +127,24 @@ def replace_if(fs: pafs.FileSystem, path: str, data: bytes, version: str) -> str
 
 
 def _conditional_status(status: int, body: bytes, action: str, path: str) -> bool:
+    """True for 200, False for a failed condition, else an ``OSError``.
+
+    A condition fails with 412, or 409 (AWS: a conditional write to the same key is in
+    progress). The ``OSError`` is worded as pyarrow's (``AWS Error <CODE> during <operation>
+    operation``), so callers handle it as any other storage error.
+    """
     if status == 200:
         return True
     if status in (409, 412):
         return False
     code = _code(body)
-    why = ("the credentials were refused" if status == 403 else
-           "the bucket does not exist" if code == "NoSuchBucket" else
-           "the store is throttling requests" if status in (429, 503) else "the store refused")
-    raise StorageError(f"{action} s3://{path} failed: {why} (HTTP {status} {code})".rstrip())
+    operation = "GetObject" if action == "reading" else "PutObject"
+    if status == 403:
+        raise PermissionError(f"When {action} s3://{path}: AWS Error ACCESS_DENIED during "
+                              f"{operation} operation: {code}")
+    named = {"NoSuchBucket": "NO_SUCH_BUCKET", "SlowDown": "SLOW_DOWN"}.get(code, "UNKNOWN")
+    raise OSError(f"When {action} s3://{path}: AWS Error {named} (HTTP status {status}) during "
+                  f"{operation} operation: {code}")
 
 
 def _best_effort(fs: pafs.FileSystem, path: str, data: bytes, version: str | None) -> bool:
@@ -202,8 +210,11 @@ class _S3Signer:
                           answer.read())
             except OSError as exc:
                 if attempt == attempts - 1:
-                    raise StorageError(f"{method} s3://{path} failed: cannot reach the "
-                                       f"endpoint {host} ({exc})") from exc
+                    timeout = " (curlCode: 28, Timeout was reached)" if isinstance(
+                        exc, TimeoutError) else f" ({exc})"
+                    raise OSError(f"{method} s3://{path}: AWS Error NETWORK_CONNECTION during "
+                                  f"{'GetObject' if method == 'GET' else 'PutObject'} "
+                                  f"operation{timeout}") from exc
             else:
                 if result[0] < 500 or attempt == attempts - 1:
                     return result

@@ -89,7 +89,7 @@ def pinned(location: str, *, filesystem: pafs.FileSystem | None = None) -> Itera
             claims = Claims(fs, parent)
             try:
                 pin = claims.pin(int(match[1]))
-            except PermissionError:
+            except PermissionError:  # (on S3: 403)
                 match = None  # a state directory this user may only read: read it as it is
     if match is None:
         yield

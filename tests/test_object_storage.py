@@ -431,3 +431,22 @@ def test_a_checkpoint_a_command_reads_is_not_released_meanwhile(state_dir: str) 
     with pinned(first):  # gone: nothing to hold; reading it then says so
         with pytest.raises(CheckpointError, match="does not exist|no _metadata.json"):
             open_checkpoint(first)
+
+
+def test_a_reader_without_write_access_reads_unpinned(
+        state_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from formats import conditional
+    from formats.open import pinned
+    storage = DirectoryCheckpointStorage(state_dir)
+    storage.claim(1)
+    write_checkpoint(f"{storage.root}/chk-0000001", 1, operators(), filesystem=storage.fs)
+
+    def refused(fs: Any, path: str, data: bytes) -> bool:
+        raise PermissionError("AWS Error ACCESS_DENIED during PutObject operation: x")
+
+    monkeypatch.setattr(conditional, "create_only", refused)
+    monkeypatch.setattr(claims_module, "create_only", refused)
+    with pinned(storage.location(1, storage.completed()[0].kind)):
+        pass
+    with pytest.raises(StorageError, match="the credentials were refused"):
+        storage.claim(2)  # a writer needs the access
