@@ -90,9 +90,11 @@ _LOCKED: dict[str, IO[bytes]] = {}
 
 
 def _close_locks_in_child() -> None:
+    # closing the child's copy of the descriptor keeps the lock: it belongs to the open file
+    # description, which the parent's descriptor still holds (no LOCK_UN here)
     for handle in _LOCKED.values():
         try:
-            os.close(handle.fileno())
+            handle.close()
         except OSError:
             pass
     _LOCKED.clear()
