@@ -42,6 +42,7 @@ import pyarrow.fs as pafs
 
 from formats.arrow_types import storage_converter
 from formats.columns import keyed_schema, operator_schema, split_ttl, ttl_spec, value_spec
+from formats.filesystems import is_storage_failure, raise_if_storage_failure
 from formats.flink.incremental import decode_incremental
 from formats.flink.keyed import (
     DecodedKeyed,
@@ -210,7 +211,9 @@ def is_flink_checkpoint(fs: pafs.FileSystem, root: str) -> bool:
     try:
         return bool(fs.get_file_info(f"{root}/{FLINK_METADATA_FILE}").type
                     == pafs.FileType.File)
-    except OSError:
+    except OSError as exc:
+        if is_storage_failure(exc):
+            raise  # the store failed: not an answer
         return False
 
 
@@ -483,6 +486,7 @@ def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int
                                          f"reads")
         return data
     except OSError as exc:
+        raise_if_storage_failure(exc, "reading", f"{root}/{shown}")
         raise CheckpointError(f"cannot read {shown}: {exc}") from exc
 
 
