@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -62,6 +61,7 @@ from formats.flink.pickled import unpickle_keyed, unpickle_operator
 from formats.flink.rewrite import rewrite_flink_savepoint
 from formats.flink.serializers import Codec, opaque_spec
 from formats.flink.sources import READER_STATE, source_progress
+from formats.flink.streams import SnapshotStreams, read_snapshot_file
 from formats.model import (
     Checkpoint,
     DownloadUnit,
@@ -84,11 +84,9 @@ from statecore.checkpoint import (
     SubtaskMetadata,
 )
 from statecore.errors import (
-    CheckpointError,
     CorruptCheckpointError,
     InvalidArgumentError,
     StatectlError,
-    UnsafePathError,
 )
 from statecore.key_groups import (
     KeyGroupRange,
@@ -104,9 +102,6 @@ __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
 
 FLINK_METADATA_FILE = "_metadata"
 MAX_METADATA_BYTES = 256 << 20
-MAX_STATE_FILE_BYTES = 4 << 30
-#: The job directory's folders besides the snapshots (``CheckpointStorageLayout``).
-JOB_DIRECTORIES = ("shared", "taskowned")
 _KINDS = {"value", "list", "map", "reducing", "aggregating"}
 _MODES = {"SPLIT_DISTRIBUTE": ("split", OperatorStateMode.SPLIT_DISTRIBUTE),
           "UNION": ("union", OperatorStateMode.UNION),
@@ -438,7 +433,7 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
     (:mod:`formats.flink.pickled`): unsafe, it runs code the snapshot carries.
     """
     path = f"{root}/{FLINK_METADATA_FILE}"
-    data = _read_file(fs, root, path, FLINK_METADATA_FILE, MAX_METADATA_BYTES)
+    data = read_snapshot_file(fs, root, path, FLINK_METADATA_FILE, MAX_METADATA_BYTES)
     flink = parse_metadata(data, FLINK_METADATA_FILE)
     try:
         created = int(fs.get_file_info(path).mtime_ns or 0) // 1_000_000
@@ -459,45 +454,13 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
                            allow_pickle)
 
 
-def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int) -> bytes:
-    """A whole file inside the snapshot directory ``root``; a path leaving it is refused."""
-    if isinstance(fs, pafs.LocalFileSystem) and not _inside(root, path):
-        raise UnsafePathError(f"{shown} leads out of the checkpoint directory")
-    try:
-        info = fs.get_file_info(path)
-        if info.type != pafs.FileType.File:
-            raise CorruptCheckpointError(f"{shown} is missing")
-        if info.size is not None and info.size > limit:
-            raise CorruptCheckpointError(f"{shown} is {info.size} bytes, more than the "
-                                         f"{limit} statectl reads")
-        with fs.open_input_stream(path) as stream:  # a file that grew meanwhile: cut
-            data = bytes(stream.read(min(info.size if info.size is not None else limit,
-                                         limit) + 1))
-        if len(data) > limit:
-            raise CorruptCheckpointError(f"{shown} has more than the {limit} bytes statectl "
-                                         f"reads")
-        return data
-    except OSError as exc:
-        raise CheckpointError(f"cannot read {shown}: {exc}") from exc
-
-
-def _inside(root: str, path: str) -> bool:
-    """Whether local ``path`` resolves inside the directory ``root``.
-
-    A file directly in ``root`` that is no symlink is inside (one ``lstat``); anything else
-    is resolved in full and compared with ``root`` resolved.
-    """
-    if os.path.dirname(path) == root and not os.path.islink(path):
-        return True
-    return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
-
-
 class _Builder:
     """Decodes the streams and assembles the model, the virtual files and the problems."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, strict: bool,
                  allow_pickle: bool = False) -> None:
         self.fs, self.root, self.strict, self.allow_pickle = fs, root, strict, allow_pickle
+        self.streams = SnapshotStreams(fs, root)
         self.tables: dict[str, _Table] = {}
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
@@ -515,52 +478,9 @@ class _Builder:
 
     # -- streams --------------------------------------------------------------------------
 
-    def locate(self, stream: StreamHandle) -> str:
-        """Where a file handle's bytes are, relative to the snapshot directory.
-
-        Resolved as Flink does, inside the job's directories only: a relative handle as given;
-        a file in the job's ``shared/`` or ``taskowned/`` directory (a checkpoint's RocksDB
-        files) in the sibling of the snapshot directory, where it is also when the checkpoint
-        was moved together with its job directory; any other path by its file name in the
-        snapshot directory (Flink 2.x stores file names, and users move snapshots). A path
-        that would leave them is refused.
-        """
-        name = stream.path
-        if stream.kind == "relative":
-            if name.startswith("/") or ".." in name.split("/") or not name:
-                raise UnsafePathError(f"state file {name!r} leads out of the snapshot directory")
-            return name
-        parts = name.rstrip("/").rsplit("/", 2)
-        base = parts[-1]
-        if base in ("", ".", ".."):
-            raise UnsafePathError(f"state file {name!r} has no usable file name")
-        if len(parts) == 3 and parts[1] in JOB_DIRECTORIES:
-            return f"../{parts[1]}/{base}"
-        return base
-
     def stream_bytes(self, stream: StreamHandle) -> tuple[bytes, str]:
-        """The bytes of a stream handle and a name for messages (see :meth:`locate`)."""
-        if stream.kind == "inline":
-            assert stream.data is not None
-            return stream.data, f"{stream.file_name} (inline)"
-        if stream.kind == "empty":
-            return b"", "(empty segment)"
-        relative = self.locate(stream)
-        if relative.startswith("../"):  # the job directory's shared or taskowned files
-            job = self.root.rsplit("/", 1)[0] if "/" in self.root else "."
-            data = _read_file(self.fs, job, f"{job}/{relative[3:]}", relative,
-                              MAX_STATE_FILE_BYTES)
-        else:
-            data = _read_file(self.fs, self.root, f"{self.root}/{relative}", relative,
-                              MAX_STATE_FILE_BYTES)
-        if stream.kind == "segment":
-            if stream.start + stream.size > len(data):
-                raise CorruptCheckpointError(f"{relative}: segment beyond the file's end")
-            data = data[stream.start:stream.start + stream.size]
-        elif len(data) != stream.size:
-            raise CorruptCheckpointError(f"{relative} has {len(data)} bytes, the metadata "
-                                         f"says {stream.size}")
-        return data, relative
+        """The bytes of a stream handle and a name for messages."""
+        return self.streams.read(stream)
 
     def keyed_stream(self, handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
                      max_parallelism: int, uid: str
@@ -589,7 +509,7 @@ class _Builder:
 
     def stored_as(self, stream: StreamHandle) -> str:
         """How a plan names a stream: ``inline`` (in ``_metadata``), else its file."""
-        return "inline" if stream.kind in ("inline", "empty") else self.locate(stream)
+        return self.streams.stored_as(stream)
 
     def fail(self, exc: StatectlError, where: str) -> None:
         if self.strict:
