@@ -38,8 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.arrow_types import storage_converter
-from formats.columns import keyed_schema, operator_schema, split_ttl, ttl_spec, value_spec
+from formats.columns import keyed_schema, operator_schema
 from formats.flink.incremental import decode_incremental
 from formats.flink.keyed import (
     DecodedKeyed,
@@ -62,6 +61,7 @@ from formats.flink.rewrite import rewrite_flink_savepoint
 from formats.flink.serializers import Codec, opaque_spec
 from formats.flink.sources import READER_STATE, source_progress
 from formats.flink.streams import SnapshotStreams, read_snapshot_file
+from formats.flink.tables import DecodedTable, rehash_rows
 from formats.model import (
     Checkpoint,
     DownloadUnit,
@@ -85,7 +85,6 @@ from statecore.checkpoint import (
 )
 from statecore.errors import (
     CorruptCheckpointError,
-    InvalidArgumentError,
     StatectlError,
 )
 from statecore.key_groups import (
@@ -115,90 +114,6 @@ class Problem:
     detail: str
 
 
-class _Table:
-    """One virtual data file of a decoded state.
-
-    It holds the decoded rows, Flink's bytes in all and per row group (one per key group), and,
-    computed when first asked for, the rows as an Arrow table and per row the key group its
-    key's Java hash gives (``None``: the key type's hash is unknown). Opening a snapshot only
-    decodes; conversion to Arrow happens for the files a command reads.
-    """
-
-    def __init__(self, rows: list[Any], schema: pa.Schema, keyed: bool, flink_bytes: int,
-                 row_groups: list[tuple[int, int]], key_codec: Codec | None = None,
-                 max_parallelism: int = 0, where: str = "",
-                 state: StateMetadata | None = None, key_type: str | None = None) -> None:
-        self.rows, self.schema, self.keyed, self.where = rows, schema, keyed, where
-        self.flink_bytes, self.row_groups = flink_bytes, row_groups
-        self.key_codec, self.max_parallelism = key_codec, max_parallelism
-        self.state, self.key_type = state, key_type
-        self._table: pa.Table | None = None
-
-    @property
-    def table(self) -> pa.Table:
-        if self._table is None:
-            try:
-                columns = self._columns()
-            except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
-                raise CorruptCheckpointError(f"{self.where}: decoded values do not fit their "
-                                             f"declared types: {exc}") from exc
-            try:
-                self._table = _arrow_table(columns, self.schema)
-            except (CorruptCheckpointError, InvalidArgumentError) as exc:
-                raise CorruptCheckpointError(f"{self.where}: {exc}") from exc
-        return self._table
-
-    def _columns(self) -> dict[str, list[Any]]:
-        """The rows in the model's columns, as ``pa.array`` takes them."""
-        rows = self.rows
-        state = self.state
-        if self.keyed:
-            assert state is not None and self.key_type is not None
-            key = _converter(self.key_type)
-            columns: dict[str, list[Any]] = {"key_group": [r[0] for r in rows],
-                                             "key": [key(r[1]) for r in rows]}
-            if "namespace" in self.schema.names:
-                namespace = _converter(state.namespace_type)
-                columns["namespace"] = [namespace(r[2]) for r in rows]
-            value = _converter(value_spec(state))
-            if state.ttl is not None:  # TtlValue wrappers: values and their timestamps
-                split = [split_ttl(state, r[3]) for r in rows]
-                stamps = _converter(ttl_spec(state))
-                columns["value"] = [value(v) for v, _ in split]
-                columns["ttl_timestamp"] = [stamps(t) for _, t in split]
-            else:
-                columns["value"] = [value(r[3]) for r in rows]
-        elif "key" in self.schema.names:  # broadcast (key, value) pairs
-            assert state is not None and state.user_key_type is not None
-            key, value = _converter(state.user_key_type), _converter(state.value_type)
-            columns = {"key": [key(k) for k, _ in rows],
-                       "value": [value(v) for _, v in rows]}
-        else:
-            value = _arrow_value if state is None else _converter(state.value_type)
-            columns = {"value": [value(v) for v in rows]}
-        return columns
-
-    def expected(self) -> np.ndarray | None:
-        codec = self.key_codec
-        if codec is None or codec.java_hash is None:
-            return None
-        java_hash = codec.java_hash
-        cache: dict[Any, int] = {}
-        out = np.empty(len(self.rows), dtype=np.int32)
-        try:
-            for i, row in enumerate(self.rows):
-                key = row[1]
-                marker = getattr(key, "binary", key)
-                group = cache.get(marker)
-                if group is None:
-                    group = cache[marker] = compute_key_group_for_key_hash(
-                        java_hash(key), self.max_parallelism)
-                out[i] = group
-        except (StatectlError, TypeError, ValueError):
-            return None
-        return out
-
-
 def is_flink_checkpoint(fs: pafs.FileSystem, root: str) -> bool:
     """Whether ``root`` (a directory) holds a Flink ``_metadata`` file."""
     try:
@@ -218,7 +133,7 @@ class FlinkCheckpoint(Checkpoint):
     format_name = "flink"
 
     def __init__(self, fs: pafs.FileSystem, root: str, location: str, flink: FlinkMetadata,
-                 metadata: CheckpointMetadata, tables: dict[str, _Table],
+                 metadata: CheckpointMetadata, tables: dict[str, DecodedTable],
                  problems: list[Problem], key_codecs: dict[str, Codec],
                  stored: dict[str, tuple[str, ...]],
                  downloads: dict[str, list[DownloadUnit]],
@@ -241,7 +156,7 @@ class FlinkCheckpoint(Checkpoint):
 
     # -- the virtual files ------------------------------------------------------------------
 
-    def _path_table(self, relative: str) -> _Table:
+    def _path_table(self, relative: str) -> DecodedTable:
         table = self._tables.get(relative)
         if table is None:
             raise CorruptCheckpointError(f"{relative}: no such decoded state")
@@ -353,21 +268,11 @@ class FlinkCheckpoint(Checkpoint):
         reason = self.unknown_key_hash(op)
         if reason is not None or codec is None or codec.java_hash is None:
             raise rehash_refused(op, max_parallelism, reason or "its key serializer is unknown")
-        java_hash = codec.java_hash
-        out = np.empty(len(self.decoded_rows(handle.file)), dtype=np.int32)
-        cache: dict[Any, int] = {}
-        for i, row in enumerate(self.decoded_rows(handle.file)):
-            marker = getattr(row[1], "binary", row[1])
-            group = cache.get(marker)
-            if group is None:
-                try:
-                    group = cache[marker] = compute_key_group_for_key_hash(
-                        java_hash(row[1]), max_parallelism)
-                except (TypeError, ValueError) as exc:
-                    raise CorruptCheckpointError(f"{handle.file}: a key cannot be hashed: "
-                                                 f"{exc}") from exc
-            out[i] = group
-        return out
+        try:
+            return rehash_rows(codec.java_hash, self.decoded_rows(handle.file), max_parallelism)
+        except (TypeError, ValueError) as exc:
+            raise CorruptCheckpointError(f"{handle.file}: a key cannot be hashed: "
+                                         f"{exc}") from exc
 
     def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
         """The key group by the key serializer's own hash (a ``Row``'s is not a tuple's).
@@ -461,7 +366,7 @@ class _Builder:
                  allow_pickle: bool = False) -> None:
         self.fs, self.root, self.strict, self.allow_pickle = fs, root, strict, allow_pickle
         self.streams = SnapshotStreams(fs, root)
-        self.tables: dict[str, _Table] = {}
+        self.tables: dict[str, DecodedTable] = {}
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
         self.headers: HeaderCache = {}
@@ -698,7 +603,7 @@ class _Builder:
             first = end
         name = self.virtual_name(f"flink/op-{op_index}/keyed/{_safe(state.name)}/{subtask}",
                                  stored)
-        self.tables[name] = _Table(rows, _keyed_schema(state, key_type), True,
+        self.tables[name] = DecodedTable(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}", state, key_type)
@@ -709,7 +614,7 @@ class _Builder:
         name = self.virtual_name(
             f"flink/op-{op_index}/operator/{_safe(state.name)}/{subtask}", stored)
         self.operator_files[name] = ds
-        self.tables[name] = _Table(ds.elements, _operator_schema(state), False, ds.bytes,
+        self.tables[name] = DecodedTable(ds.elements, _operator_schema(state), False, ds.bytes,
                                    [(len(ds.elements), ds.bytes)],
                                    where=f"operator state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}", state=state)
@@ -738,60 +643,6 @@ def _operator_schema(state: StateMetadata) -> pa.Schema:
 def _safe(name: str) -> str:
     """A state name as a path component of the virtual files (names may hold any character)."""
     return hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-
-
-_PLAIN = (int, str, bytes, float, bool, type(None))
-#: words only the specs of the types real jobs keep contain (struct, enum, java.time...)
-_TYPED_WORDS = ("struct<", "enum<", "timestamp[", "date32", "local_", "bigint", "decimal",
-                "kryo<", "opaque<", "global_window")
-
-
-@functools.lru_cache(maxsize=1024)
-def _converter(spec: str) -> Callable[[Any], Any]:
-    """How a decoded value of ``spec`` becomes what ``pa.array`` takes.
-
-    The plain types (numbers, strings, bytes, lists, maps, tuples of them) by
-    :func:`_arrow_value`, which needs no type; the others by
-    :func:`formats.arrow_types.storage_converter` (instants to their counts, ...).
-    """
-    if any(word in spec for word in _TYPED_WORDS):
-        convert = storage_converter(spec)  # the decoders made the values: no type checks
-        return convert if convert is not None else _same
-    return _arrow_value
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _arrow_value(value: Any) -> Any:
-    """A decoded Flink value as ``pa.array`` takes it (tuples as structs, maps as pairs)."""
-    kind = type(value)
-    if kind in _PLAIN:
-        return value
-    if kind is list and (not value or type(value[0]) in _PLAIN) and all(
-            type(v) in _PLAIN for v in value):
-        return value
-    if isinstance(value, tuple):
-        return {f"f{i}": _arrow_value(v) for i, v in enumerate(value)}
-    if isinstance(value, dict):
-        return [(_arrow_value(k), _arrow_value(v)) for k, v in value.items()]
-    if isinstance(value, list):
-        return [_arrow_value(v) for v in value]
-    return value
-
-
-def _arrow_table(columns: dict[str, list[Any]], schema: pa.Schema) -> pa.Table:
-    try:
-        arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
-        table = pa.Table.from_arrays(arrays, schema=schema)
-    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
-        raise CorruptCheckpointError(f"decoded values do not fit their declared types: "
-                                     f"{exc}") from exc
-    for f, column in zip(schema, table.columns, strict=True):
-        if not f.nullable and column.null_count:
-            raise CorruptCheckpointError(f"a decoded {f.name} is null (Flink wrote none)")
-    return table
 
 
 def key_group_of(codec: Codec, key: Any, max_parallelism: int) -> int | None:
