@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,13 +39,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from formats.columns import keyed_schema, operator_schema
-from formats.flink.incremental import decode_incremental
 from formats.flink.keyed import (
     DecodedKeyed,
     HeaderCache,
     KeyedHeader,
-    decode_keyed_stream,
-    iter_timers,
+    StateInfo,
 )
 from formats.flink.metadata import (
     FlinkIncrementalHandle,
@@ -57,6 +55,13 @@ from formats.flink.metadata import (
 )
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
+from formats.flink.pieces import (
+    KeyedSource,
+    StateCounts,
+    decode_keyed_handle,
+    read_header,
+    state_rows,
+)
 from formats.flink.rewrite import rewrite_flink_savepoint
 from formats.flink.serializers import Codec, opaque_spec
 from formats.flink.sources import READER_STATE, source_progress
@@ -83,10 +88,7 @@ from statecore.checkpoint import (
     StateMetadata,
     SubtaskMetadata,
 )
-from statecore.errors import (
-    CorruptCheckpointError,
-    StatectlError,
-)
+from statecore.errors import CorruptCheckpointError, StatectlError, UnsupportedFormatError
 from statecore.key_groups import (
     KeyGroupRange,
     compute_key_group_for_key_hash,
@@ -153,6 +155,13 @@ class FlinkCheckpoint(Checkpoint):
         self.problems = problems
         self.key_codecs = key_codecs
         self._sources: tuple[SourceProgress, ...] | None = None
+        #: the keyed handles, as tasks decode pieces of them (opened with ``decode=False``)
+        self.keyed_sources: tuple[KeyedSource, ...] = ()
+        #: whether the model's rows per key group are known (decoded, or counted by a scan)
+        self.counted = True
+        #: how :meth:`write_rescaled` writes (``None``: :func:`rewrite_flink_savepoint` here;
+        #: the Spark engine sets its own)
+        self.rewriter: Callable[..., WrittenSnapshot] | None = None
 
     # -- the virtual files ------------------------------------------------------------------
 
@@ -173,6 +182,15 @@ class FlinkCheckpoint(Checkpoint):
                                          f"its {table.num_rows} rows")
         out = table.slice(first, count)
         return out if columns is None else out.select(list(columns))
+
+    def keyed_table(self, uid: str, handle: KeyedStateHandle,
+                    columns: Sequence[str] | None = None) -> pa.Table:
+        """As the model's; the whole decoded file when rows per key group are unknown."""
+        if self.counted:
+            return super().keyed_table(uid, handle, columns)
+        table = self._path_table(handle.file).table
+        return table if columns is None else table.select(
+            list(dict.fromkeys(["key_group", *columns])))
 
     def stored_names(self, relative: str) -> tuple[str, ...]:
         """Where a virtual file's state is: ``inline``, or files relative to the snapshot.
@@ -227,8 +245,8 @@ class FlinkCheckpoint(Checkpoint):
                        checkpoint_id: int | None = None, compress: bool = False
                        ) -> WrittenSnapshot:
         """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.rewrite`)."""
-        return rewrite_flink_savepoint(self, plan, location, checkpoint_id=checkpoint_id,
-                                       compress=compress)
+        write = self.rewriter or rewrite_flink_savepoint
+        return write(self, plan, location, checkpoint_id=checkpoint_id, compress=compress)
 
     def download_units(self, uid: str) -> list[DownloadUnit]:
         """An operator's incremental (RocksDB) handles: each is downloaded whole on restore."""
@@ -329,14 +347,30 @@ class FlinkCheckpoint(Checkpoint):
 # -- opening ------------------------------------------------------------------------------
 
 
-def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
-                          strict: bool = True, allow_pickle: bool = False) -> FlinkCheckpoint:
+def open_flink_checkpoint(
+    fs: pafs.FileSystem, root: str, location: str, *, strict: bool = True,
+    allow_pickle: bool = False, decode: bool = True,
+    counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None,
+) -> FlinkCheckpoint:
     """Open the Flink snapshot in directory ``root``.
 
     ``strict=False`` collects problems (for ``verify``) where a state cannot be decoded,
     instead of raising the first. ``allow_pickle=True`` unpickles PyFlink's pickled values
     (:mod:`formats.flink.pickled`): unsafe, it runs code the snapshot carries.
+
+    ``decode=False`` decodes no keyed state: ``_metadata``, each keyed stream's header (key
+    serializer, states' serializer snapshots) and the operator state (small by Flink's design:
+    every task holds it in memory) are read, every state file is checked to exist with its
+    size, and the keyed handles are listed as :attr:`FlinkCheckpoint.keyed_sources`, which
+    tasks elsewhere decode in pieces (:mod:`formats.flink.pieces`; the Spark engine). The
+    model's per-key-group rows and bytes are then ``counts``' (per keyed source's
+    ``ident``, :func:`formats.flink.pieces.merge_counts` of its pieces), or unknown (no
+    ``counts``: rows are empty, :attr:`FlinkCheckpoint.counted` is false). A keyed file's rows
+    are decoded in this process only if something reads them.
     """
+    if allow_pickle and not decode:
+        raise UnsupportedFormatError("--allow-pickle decodes every value in this process: "
+                                     "run it with the local engine")
     path = f"{root}/{FLINK_METADATA_FILE}"
     data = read_snapshot_file(fs, root, path, FLINK_METADATA_FILE, MAX_METADATA_BYTES)
     flink = parse_metadata(data, FLINK_METADATA_FILE)
@@ -344,7 +378,7 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
         created = int(fs.get_file_info(path).mtime_ns or 0) // 1_000_000
     except (OSError, TypeError):
         created = 0
-    builder = _Builder(fs, root, strict, allow_pickle)
+    builder = _Builder(fs, root, strict, allow_pickle, decode, counts)
     operators = tuple(builder.operator(i, op, flink.operators) for i, op in
                       enumerate(flink.operators))
     kind = (CheckpointKind.SAVEPOINT if flink.is_savepoint
@@ -353,19 +387,27 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
     files = tuple(FileInfo(name, t.flink_bytes, "flink:decoded") for name, t in
                   builder.tables.items())
     metadata = CheckpointMetadata(flink.checkpoint_id, kind, created, operators, files)
-    return FlinkCheckpoint(fs, root, location, flink, metadata, builder.tables,
-                           builder.problems, builder.key_codecs, builder.stored,
-                           builder.downloads, builder.keyed_headers, builder.operator_files,
-                           allow_pickle)
+    checkpoint = FlinkCheckpoint(fs, root, location, flink, metadata, builder.tables,
+                                 builder.problems, builder.key_codecs, builder.stored,
+                                 builder.downloads, builder.keyed_headers,
+                                 builder.operator_files, allow_pickle)
+    checkpoint.keyed_sources = tuple(builder.sources)
+    checkpoint.counted = decode or counts is not None
+    return checkpoint
 
 
 class _Builder:
     """Decodes the streams and assembles the model, the virtual files and the problems."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, strict: bool,
-                 allow_pickle: bool = False) -> None:
+                 allow_pickle: bool = False, decode: bool = True,
+                 counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None
+                 ) -> None:
         self.fs, self.root, self.strict, self.allow_pickle = fs, root, strict, allow_pickle
+        self.decode, self.counts = decode, counts
         self.streams = SnapshotStreams(fs, root)
+        #: the keyed handles as pieces of them are decoded (``decode=False``)
+        self.sources: list[KeyedSource] = []
         self.tables: dict[str, DecodedTable] = {}
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
@@ -388,16 +430,21 @@ class _Builder:
         return self.streams.read(stream)
 
     def keyed_stream(self, handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
-                     max_parallelism: int, uid: str
-                     ) -> tuple[KeyedHeader, DecodedKeyed, Callable[[str], tuple[str, ...]]]:
-        """Decode one keyed handle; also how each of its states is stored (for plans)."""
-        if isinstance(handle, FlinkIncrementalHandle):
-            def read(stream: StreamHandle, local: str) -> tuple[bytes, str]:
-                return self.stream_bytes(stream)
+                     max_parallelism: int, uid: str, ident: tuple[int, int, int]
+                     ) -> tuple[KeyedHeader, dict[str, Any], dict[str, dict[int, int]],
+                                Callable[[str], tuple[str, ...]]]:
+        """One keyed handle: header, rows and bytes per key group by state, where stored.
 
-            header, decoded, info = decode_incremental(
-                handle, read, where, max_parallelism, self.headers,
-                lambda stream, local: self.stored_as(stream))
+        How each state is stored is for plans. Decoded now, or (``decode=False``) its header
+        only: its rows are then decoded when first asked for (:class:`PendingRows`), their
+        counts are the scan's (``counts``).
+        """
+        if not self.decode:
+            return self.keyed_layout(handle, where, max_parallelism, uid, ident)
+        header, decoded, info = decode_keyed_handle(self.streams, handle, where,
+                                                    max_parallelism, self.headers)
+        rows = {s.name: state_rows(s, decoded) for s in header.states}
+        if info is not None:
             self.downloads.setdefault(uid, []).append(DownloadUnit(
                 KeyGroupRange(handle.first_key_group, handle.last_key_group),
                 tuple((f.stored, f.size) for f in info.files)))
@@ -405,12 +452,38 @@ class _Builder:
             for f in info.files:
                 if f.column_family is not None:
                     by_family[f.column_family] = (*by_family.get(f.column_family, ()), f.stored)
-            return header, decoded, lambda state: by_family.get(state, ())
-        data, name = self.stream_bytes(handle.stream)
-        header, decoded = decode_keyed_stream(data, handle, f"{where}: {name}", max_parallelism,
-                                              self.headers)
+            return header, rows, decoded.state_key_group_bytes, (
+                lambda state: by_family.get(state, ()))
+        assert isinstance(handle, FlinkKeyedHandle)
         stored = (self.stored_as(handle.stream),)
-        return header, decoded, lambda state: stored
+        return header, rows, decoded.state_key_group_bytes, lambda state: stored
+
+    def keyed_layout(self, handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
+                     max_parallelism: int, uid: str, ident: tuple[int, int, int]
+                     ) -> tuple[KeyedHeader, dict[str, Any], dict[str, dict[int, int]],
+                                Callable[[str], tuple[str, ...]]]:
+        """:meth:`keyed_stream` without decoding: the header, files checked, rows pending."""
+        header = read_header(self.streams, handle, where, self.headers)
+        counts = self.counts.get(ident, {}) if self.counts is not None else {}
+        self.sources.append(KeyedSource(*ident, handle, max_parallelism, where,
+                                        0 if isinstance(handle, FlinkIncrementalHandle)
+                                        else header.size))
+        loader = _HandleLoader(self.streams, handle, where, max_parallelism)
+        rows = {s.name: PendingRows(loader, s, counts[s.name].rows if s.name in counts else {})
+                for s in header.states}
+        sizes = {s.name: counts[s.name].bytes if s.name in counts else {}
+                 for s in header.states}
+        if isinstance(handle, FlinkIncrementalHandle):
+            for _, stream in handle.files:
+                self.streams.check(stream)
+            self.downloads.setdefault(uid, []).append(DownloadUnit(
+                KeyGroupRange(handle.first_key_group, handle.last_key_group),
+                ((self.stored_as(handle.meta), handle.meta.size),
+                 *((self.stored_as(stream), stream.size) for _, stream in handle.files))))
+            return header, rows, sizes, lambda state: (
+                counts[state].stored or () if state in counts else ())
+        stored = (self.stored_as(handle.stream),)
+        return header, rows, sizes, lambda state: stored
 
     def stored_as(self, stream: StreamHandle) -> str:
         """How a plan names a stream: ``inline`` (in ``_metadata``), else its file."""
@@ -435,16 +508,17 @@ class _Builder:
         key_ranges: dict[int, KeyGroupRange] = {}
         op_states: dict[int, list[DecodedOperatorState]] = {}
         for st in op.subtasks:
-            for handle in st.managed_keyed:
+            for position, handle in enumerate(st.managed_keyed):
                 hw = f"{where}, subtask {st.index}"
                 try:
-                    header, decoded, stored = self.keyed_stream(handle, hw, op.max_parallelism,
-                                                                uid)
+                    header, rows_of, sizes, stored = self.keyed_stream(
+                        handle, hw, op.max_parallelism, uid, (index, st.index, position))
                 except StatectlError as exc:
                     self.fail(exc, hw)
                     continue
                 assert header.key is not None
-                described = list(self.keyed_states(header, decoded))
+                described = [(state_declaration(info), rows_of[info.name])
+                             for info in header.states]
                 try:  # every subtask's header declares the states alike
                     for state_meta, _rows in described:
                         _same_declaration(states.get(state_meta.name), state_meta, hw)
@@ -464,7 +538,7 @@ class _Builder:
                 for state_meta, rows in described:
                     states.setdefault(state_meta.name, state_meta)
                     keyed.setdefault(st.index, []).append(
-                        (state_meta.name, rows, decoded.state_key_group_bytes[state_meta.name],
+                        (state_meta.name, rows, sizes[state_meta.name],
                          held, header.key, op.max_parallelism, stored(state_meta.name)))
             for op_handle in st.managed_operator:
                 hw = f"{where}, subtask {st.index}"
@@ -536,40 +610,6 @@ class _Builder:
                     ds.elements for decoded in op_states.values() for ds in decoded
                     if ds.name == name], where)
 
-    def keyed_states(self, header: KeyedHeader, decoded: DecodedKeyed
-                     ) -> Iterator[tuple[StateMetadata, list[tuple[int, Any, Any, Any]]]]:
-        for info in header.states:
-            entries = decoded.entries[info.name]
-            namespace = "void"
-            if info.namespace is not None and info.namespace.spec != "void":
-                namespace = info.namespace.spec
-            if info.kind == "timers":
-                # no codec: an unknown timer serializer with no timers (else decoding failed)
-                meta = StateMetadata(info.name, "keyed", "list", "int64", namespace_type=(
-                    info.value.spec if info.value is not None else "bytes"))
-                yield meta, iter_timers(entries)
-                continue
-            value = info.serializers.get("VALUE_SERIALIZER")
-            nested = value.nested if value is not None else ()
-            if info.kind == "list" and nested:
-                value = nested[0]
-            elif info.kind == "map" and len(nested) == 2:
-                value = nested[1]
-            element = info.element.spec if info.element is not None else opaque_spec(value)
-            ttl = TTL_UNKNOWN if info.element is not None and info.element.ttl else None
-            if info.kind == "map":
-                user_key = info.user_key.spec if info.user_key is not None else opaque_spec(
-                    nested[0] if len(nested) == 2 else None)
-                meta = StateMetadata(info.name, "keyed", "map", element, user_key, namespace,
-                                     ttl)
-            elif info.kind in _KINDS:
-                meta = StateMetadata(info.name, "keyed", info.kind, element,
-                                     namespace_type=namespace, ttl=ttl)
-            else:
-                meta = StateMetadata(info.name, "keyed", "value", "bytes",
-                                     namespace_type=namespace)
-            yield meta, entries
-
     def virtual_name(self, stem: str, stored: tuple[str, ...]) -> str:
         """A new virtual file ``<stem>[-<n>].parquet`` whose stream Flink names ``stored``.
 
@@ -583,24 +623,31 @@ class _Builder:
         return name
 
     def keyed_file(self, op_index: int, state: StateMetadata, key_type: str, subtask: int,
-                   rows: list[tuple[int, Any, Any, Any]], kg_bytes: dict[int, int],
+                   rows: list[tuple[int, Any, Any, Any]] | PendingRows, kg_bytes: dict[int, int],
                    key_group_range: KeyGroupRange, key_codec: Codec, max_parallelism: int,
                    stored: tuple[str, ...]) -> KeyedStateHandle:
-        key_groups = [r[0] for r in rows]
-        if key_groups != sorted(key_groups):  # the decoders emit key groups in order
-            rows = sorted(rows, key=lambda r: r[0])
+        runs: list[tuple[int, int]] = []  # (key group, rows) per run of equal key groups
+        if isinstance(rows, PendingRows):
+            runs = sorted(rows.counts.items())
+        else:
             key_groups = [r[0] for r in rows]
-        groups: list[KeyGroupRows] = []  # one per run of equal key groups
-        row_groups: list[tuple[int, int]] = []
-        first, n = 0, len(key_groups)
-        while first < n:
-            key_group = key_groups[first]
-            end = first + 1
-            while end < n and key_groups[end] == key_group:
-                end += 1
-            groups.append(KeyGroupRows(key_group, first, end - first))
-            row_groups.append((end - first, kg_bytes.get(key_group, 0)))
-            first = end
+            if key_groups != sorted(key_groups):  # the decoders emit key groups in order
+                rows = sorted(rows, key=lambda r: r[0])
+                key_groups = [r[0] for r in rows]
+            first, n = 0, len(key_groups)
+            while first < n:
+                end = first + 1
+                while end < n and key_groups[end] == key_groups[first]:
+                    end += 1
+                runs.append((key_groups[first], end - first))
+                first = end
+        groups: list[KeyGroupRows] = []
+        row_groups: list[tuple[int, int]] = []  # one per key group
+        first = 0
+        for key_group, count in runs:
+            groups.append(KeyGroupRows(key_group, first, count))
+            row_groups.append((count, kg_bytes.get(key_group, 0)))
+            first += count
         name = self.virtual_name(f"flink/op-{op_index}/keyed/{_safe(state.name)}/{subtask}",
                                  stored)
         self.tables[name] = DecodedTable(rows, _keyed_schema(state, key_type), True,
@@ -619,6 +666,64 @@ class _Builder:
                                    where=f"operator state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}", state=state)
         return OperatorStateHandle(state.name, _MODES[ds.mode][1], name, 0, len(ds.elements))
+
+
+def state_declaration(info: StateInfo) -> StateMetadata:
+    """The model's declaration of one keyed state of a header (timers: a list of ``int64``)."""
+    namespace = "void"
+    if info.namespace is not None and info.namespace.spec != "void":
+        namespace = info.namespace.spec
+    if info.kind == "timers":
+        # no codec: an unknown timer serializer with no timers (else decoding failed)
+        return StateMetadata(info.name, "keyed", "list", "int64", namespace_type=(
+            info.value.spec if info.value is not None else "bytes"))
+    value = info.serializers.get("VALUE_SERIALIZER")
+    nested = value.nested if value is not None else ()
+    if info.kind == "list" and nested:
+        value = nested[0]
+    elif info.kind == "map" and len(nested) == 2:
+        value = nested[1]
+    element = info.element.spec if info.element is not None else opaque_spec(value)
+    ttl = TTL_UNKNOWN if info.element is not None and info.element.ttl else None
+    if info.kind == "map":
+        user_key = info.user_key.spec if info.user_key is not None else opaque_spec(
+            nested[0] if len(nested) == 2 else None)
+        return StateMetadata(info.name, "keyed", "map", element, user_key, namespace, ttl)
+    if info.kind in _KINDS:
+        return StateMetadata(info.name, "keyed", info.kind, element, namespace_type=namespace,
+                             ttl=ttl)
+    return StateMetadata(info.name, "keyed", "value", "bytes", namespace_type=namespace)
+
+
+class _HandleLoader:
+    """Decodes one keyed handle in this process when first asked (then keeps its entries)."""
+
+    def __init__(self, streams: SnapshotStreams,
+                 handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
+                 max_parallelism: int) -> None:
+        self.streams, self.handle, self.where = streams, handle, where
+        self.max_parallelism = max_parallelism
+        self._decoded: DecodedKeyed | None = None
+
+    def decoded(self) -> DecodedKeyed:
+        if self._decoded is None:
+            _, self._decoded, _ = decode_keyed_handle(self.streams, self.handle, self.where,
+                                                      self.max_parallelism)
+        return self._decoded
+
+
+class PendingRows:
+    """A state's rows of one handle, not decoded yet.
+
+    ``counts``: rows per key group (when a scan counted them); called, the rows (the whole
+    handle decoded in this process).
+    """
+
+    def __init__(self, loader: _HandleLoader, info: StateInfo, counts: dict[int, int]) -> None:
+        self.loader, self.info, self.counts = loader, info, counts
+
+    def __call__(self) -> list[tuple[int, Any, Any, Any]]:
+        return state_rows(self.info, self.loader.decoded())
 
 
 def _same_declaration(known: StateMetadata | None, state: StateMetadata, where: str) -> None:
