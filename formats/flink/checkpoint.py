@@ -155,10 +155,16 @@ class FlinkCheckpoint(Checkpoint):
         self.problems = problems
         self.key_codecs = key_codecs
         self._sources: tuple[SourceProgress, ...] | None = None
-        #: the keyed handles, as tasks decode pieces of them (opened with ``decode=False``)
+        #: whether keyed state was decoded at open (else: ``decode=False``, see
+        #: :func:`open_flink_checkpoint`); then the keyed handles as tasks decode pieces of
+        #: them, and the handle (``KeyedSource.ident``) and state of each keyed virtual file
+        self.keyed_decoded = True
         self.keyed_sources: tuple[KeyedSource, ...] = ()
-        #: whether the model's rows per key group are known (decoded, or counted by a scan)
+        self.file_sources: dict[str, tuple[tuple[int, int, int], str]] = {}
+        #: whether the model's rows per key group are known (decoded, or counted by a scan),
+        #: and the counts given at open (``decode=False``)
         self.counted = True
+        self.counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None
         #: how :meth:`write_rescaled` writes (``None``: :func:`rewrite_flink_savepoint` here;
         #: the Spark engine sets its own)
         self.rewriter: Callable[..., WrittenSnapshot] | None = None
@@ -391,8 +397,11 @@ def open_flink_checkpoint(
                                  builder.problems, builder.key_codecs, builder.stored,
                                  builder.downloads, builder.keyed_headers,
                                  builder.operator_files, allow_pickle)
+    checkpoint.keyed_decoded = decode
     checkpoint.keyed_sources = tuple(builder.sources)
+    checkpoint.file_sources = builder.file_sources
     checkpoint.counted = decode or counts is not None
+    checkpoint.counts = counts
     return checkpoint
 
 
@@ -406,8 +415,10 @@ class _Builder:
         self.fs, self.root, self.strict, self.allow_pickle = fs, root, strict, allow_pickle
         self.decode, self.counts = decode, counts
         self.streams = SnapshotStreams(fs, root)
-        #: the keyed handles as pieces of them are decoded (``decode=False``)
+        #: the keyed handles as pieces of them are decoded (``decode=False``), and the handle
+        #: (``KeyedSource.ident``) and state of each keyed virtual file
         self.sources: list[KeyedSource] = []
+        self.file_sources: dict[str, tuple[tuple[int, int, int], str]] = {}
         self.tables: dict[str, DecodedTable] = {}
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
@@ -469,8 +480,8 @@ class _Builder:
                                         0 if isinstance(handle, FlinkIncrementalHandle)
                                         else header.size))
         loader = _HandleLoader(self.streams, handle, where, max_parallelism)
-        rows = {s.name: PendingRows(loader, s, counts[s.name].rows if s.name in counts else {})
-                for s in header.states}
+        rows = {s.name: PendingRows(loader, s, counts[s.name].rows if s.name in counts else {},
+                                    ident) for s in header.states}
         sizes = {s.name: counts[s.name].bytes if s.name in counts else {}
                  for s in header.states}
         if isinstance(handle, FlinkIncrementalHandle):
@@ -627,6 +638,7 @@ class _Builder:
                    key_group_range: KeyGroupRange, key_codec: Codec, max_parallelism: int,
                    stored: tuple[str, ...]) -> KeyedStateHandle:
         runs: list[tuple[int, int]] = []  # (key group, rows) per run of equal key groups
+        pending = rows.ident if isinstance(rows, PendingRows) else None
         if isinstance(rows, PendingRows):
             runs = sorted(rows.counts.items())
         else:
@@ -650,6 +662,8 @@ class _Builder:
             first += count
         name = self.virtual_name(f"flink/op-{op_index}/keyed/{_safe(state.name)}/{subtask}",
                                  stored)
+        if pending is not None:
+            self.file_sources[name] = (pending, state.name)
         self.tables[name] = DecodedTable(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
@@ -719,8 +733,9 @@ class PendingRows:
     handle decoded in this process).
     """
 
-    def __init__(self, loader: _HandleLoader, info: StateInfo, counts: dict[int, int]) -> None:
-        self.loader, self.info, self.counts = loader, info, counts
+    def __init__(self, loader: _HandleLoader, info: StateInfo, counts: dict[int, int],
+                 ident: tuple[int, int, int]) -> None:
+        self.loader, self.info, self.counts, self.ident = loader, info, counts, ident
 
     def __call__(self) -> list[tuple[int, Any, Any, Any]]:
         return state_rows(self.info, self.loader.decoded())
