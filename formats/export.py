@@ -55,7 +55,8 @@ import pyarrow.parquet as pq
 
 from formats.arrow_types import arrow_type, from_arrow, pyrows
 from formats.columns import operator_schema, ttl_spec, value_spec
-from formats.filesystems import resolve_filesystem, staged
+from formats.commit import commit, staged
+from formats.filesystems import resolve_filesystem, storage_errors
 from formats.model import Checkpoint
 from formats.state_scan import check_states
 from statecore.checkpoint import (
@@ -404,7 +405,9 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     check_states(checkpoint, states)
     started = time.perf_counter()
     fs, final = resolve_filesystem(out, None)
-    if fs.get_file_info(final).type != pafs.FileType.NotFound:
+    with storage_errors("exporting to", out):
+        exists = fs.get_file_info(final).type != pafs.FileType.NotFound
+    if exists:
         raise CheckpointError(f"{out} already exists; export writes a new directory: "
                               "choose another --out")
     work = [(op, state, tuple(_tables(checkpoint, op, state)))
@@ -438,7 +441,6 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
                                 "scope": t.scope, "kind": t.kind, "path": t.path,
                                 "rows": t.rows}
                                for t in exported]}
-        with fs.open_output_stream(f"{staging}/{MANIFEST}") as stream:
-            stream.write(json.dumps(manifest, indent=2, ensure_ascii=False).encode())
-        fs.move(staging, final)
+        commit(fs, staging, final, MANIFEST,
+               json.dumps(manifest, indent=2, ensure_ascii=False).encode())
     return ExportResult(out, fmt, tuple(exported), time.perf_counter() - started)

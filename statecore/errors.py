@@ -20,7 +20,11 @@ JSON) are translated at the boundary with ``raise ... from exc``.
     ├── EngineError                   a distributed job (Spark) failed; nothing was published
     └── CheckpointError               a checkpoint cannot be written or read as asked
         ├── CheckpointCancelledError  an asynchronous write was cancelled (nothing was kept)
+        ├── ConcurrentWriteError      another process holds the state directory, or claimed
+        │                             the same output or checkpoint id first
         ├── CorruptCheckpointError    malformed, truncated or inconsistent files or metadata
+        ├── StorageError              the storage failed or refused: unreachable endpoint,
+        │                             timeout, credentials, missing bucket, throttling
         ├── UnsafePathError           a path in a checkpoint escapes its directory
         └── UnsupportedFormatError    an unknown format marker or version, or a value type
                                       the format cannot store
@@ -32,6 +36,7 @@ __all__ = [
     "CheckpointCancelledError",
     "CheckpointError",
     "ConcurrentModificationError",
+    "ConcurrentWriteError",
     "CorruptCheckpointError",
     "EngineError",
     "InvalidArgumentError",
@@ -41,6 +46,7 @@ __all__ = [
     "SnapshotReleasedError",
     "StateMapError",
     "StatectlError",
+    "StorageError",
     "TraceScriptError",
     "UnsafePathError",
     "UnknownKeyHashError",
@@ -103,6 +109,17 @@ class CheckpointError(StatectlError):
 
 class CheckpointCancelledError(CheckpointError):
     """An asynchronous checkpoint write was cancelled; its partial files were removed."""
+
+
+class ConcurrentWriteError(CheckpointError):
+    """Another process writes the same state directory, or claimed the same output first."""
+
+
+class StorageError(CheckpointError):
+    """The storage failed or refused a request (network, timeout, credentials, bucket, 503).
+
+    The message says what was being done, where, and the store's own error code.
+    """
 
 
 class CorruptCheckpointError(CheckpointError):

@@ -107,7 +107,7 @@ def test_writing_commands(tmp_path: Path) -> None:
                    state, "--checkpoint-every", "1000"), "build")
     check(run_json("snapshot", "list", state), "snapshots")
     check(run_json("snapshot", "take", state), "snapshots")
-    check(run_json("snapshot", "prune", state, "--keep", "1"), "released")
+    check(run_json("snapshot", "prune", state, "--keep", "1"), "pruned")
     listed = run_json("snapshot", "list", state)["snapshots"]
     check(run_json("snapshot", "release", state, str(listed[-1]["id"])), "released")
     check(run_json("trace", "--example", "seed000-copy-on-write"), "trace")

@@ -496,3 +496,48 @@ def test_spark_reads_the_export_of_pojo_state(spark: Any, tmp_path: Path) -> Non
     for name, json_value in want[next(iter(want))].items():
         if kinds[name] == "string" or isinstance(json_value, bool | float):
             assert got[name] == json_value, name
+
+
+# --- on S3 (tests/s3_server.py) ---------------------------------------------------------------
+
+
+def test_spark_reads_and_writes_s3(spark: Any, s3: Any, tmp_path: Path) -> None:
+    """Spark's Python workers reach S3 as the driver does: the AWS_* settings are forwarded
+    to them (they are taken out of the workers' environment first, so only the forwarding
+    can have put them there), and checkpoints travel into tasks with their credentials."""
+    from s3_support import state_of, upload
+    environment = spark.sparkContext.environment
+    for name in [n for n in environment if n.startswith("AWS_")]:
+        del environment[name]
+    local_inputs = _inputs(tmp_path)
+    for path in local_inputs:  # parquet, csv, jsonl
+        upload(s3.fs(), Path(path), s3.path(f"in/{Path(path).name}"))
+    inputs = [s3.uri(f"in/{Path(path).name}") for path in local_inputs]
+    aggregations = ["--agg", "count", "--agg", "list:page"]
+    built = run_json("build", *inputs, "--key", "user", *aggregations, "--checkpoint-dir",
+                     s3.uri("state"), "--parallelism", "2", "--engine", "spark")
+    assert built["records"] == 700 + 850 + 1000
+    assert built["location"] == s3.uri("state/chk-0000001")
+    code, _, err = run("build", *local_inputs, "--key", "user", *aggregations,
+                       "--checkpoint-dir", str(tmp_path / "local"), "--parallelism", "2")
+    assert code == 0, err
+    local = str(tmp_path / "local" / "chk-0000001")
+    # the same keyed state (the source positions name the inputs where they were read)
+    assert state_of(built["location"]) == state_of(local)
+
+    for args, out in ((["-p", "3", "--compact"], s3.uri("compact")),
+                      (["-p", "2", "--max-parallelism", "64"], s3.uri("m64")),
+                      (["-p", "3", "--compact"], str(tmp_path / "compact-local"))):
+        result = run_json("rescale", built["location"], *args, "--out", out, "--engine",
+                          "spark")["result"]
+        assert result["files_written"] > 0 and result["location"] == out
+        assert run_json("verify", out)["clean"]
+        code, text, err = run("diff", out, built["location"])
+        assert code == 0, text + err
+
+    exported = run_json("export", built["location"], "--out", s3.uri("exported"), "--engine",
+                        "spark")
+    assert {t["state"] for t in exported["tables"]} >= {"count", "list_page"}
+    histogram = run_json("inspect", built["location"], "--key-groups", "--engine", "spark")
+    assert histogram["key_groups"] == run_json("inspect", built["location"],
+                                               "--key-groups")["key_groups"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP, allow_pickle, engine_options
+from cli.params import TIMESTAMP, allow_pickle, engine_options, hold
 from formats.engines import open_engine
 from formats.inspect import inspect_checkpoint
 
@@ -63,6 +63,7 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
         raise click.UsageError("--engine spark applies to --key-groups (the other views read "
                                "little or run locally)")
     runner = open_engine(engine, spark_master, spark_conf)
+    hold(path)
     checkpoint = runner.open_checkpoint(path, allow_pickle=allow_pickle())
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,

@@ -28,6 +28,7 @@ Mapping decisions (DESIGN "Real Flink checkpoints and savepoints"):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,6 +40,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from formats.columns import keyed_schema, operator_schema
+from formats.filesystems import is_storage_failure
 from formats.flink.keyed import (
     DecodedKeyed,
     HeaderCache,
@@ -121,7 +123,9 @@ def is_flink_checkpoint(fs: pafs.FileSystem, root: str) -> bool:
     try:
         return bool(fs.get_file_info(f"{root}/{FLINK_METADATA_FILE}").type
                     == pafs.FileType.File)
-    except OSError:
+    except OSError as exc:
+        if is_storage_failure(exc):
+            raise  # the store failed: not an answer
         return False
 
 
@@ -227,7 +231,11 @@ class FlinkCheckpoint(Checkpoint):
     # -- what a savepoint writer carries over -------------------------------------------------
 
     def keyed_header(self, uid: str) -> KeyedHeader | None:
-        """An operator's keyed state header as Flink wrote it: key serializer, state metas."""
+        """An operator's keyed state header as Flink wrote it: key serializer, state metas.
+
+        The states of every subtask's header: Flink registers a keyed state in a subtask when
+        it first accesses it, so a state may be in some subtasks' headers only.
+        """
         return self._keyed_headers.get(self.operator(uid).uid)
 
     def decoded_rows(self, relative: str) -> list[tuple[int, Any, Any, Any]]:
@@ -541,7 +549,13 @@ class _Builder:
                     continue
                 key_type = header.key.spec
                 self.key_codecs[uid] = header.key
-                self.keyed_headers.setdefault(uid, header)
+                known = self.keyed_headers.setdefault(uid, header)
+                if known is not header:  # a state registered in some subtasks only (lazily)
+                    names = {info.name for info in known.states}
+                    extra = [info for info in header.states if info.name not in names]
+                    if extra:
+                        self.keyed_headers[uid] = dataclasses.replace(
+                            known, states=[*known.states, *extra])
                 held = KeyGroupRange(handle.first_key_group, handle.last_key_group)
                 key_ranges[st.index] = held if st.index not in key_ranges else KeyGroupRange(
                     min(held.start, key_ranges[st.index].start),

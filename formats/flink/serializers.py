@@ -65,8 +65,9 @@ from statecore.hashing import (
 from statecore.serializers import VOID_NAMESPACE, parse_type
 from statecore.ttl import TtlValue
 
-__all__ = ["Codec", "RowDataTuple", "SerializerSnapshot", "codec_for", "read_snapshot",
-           "opaque_spec", "read_versioned_snapshot", "why_undecodable"]
+__all__ = ["ROW_KINDS", "Codec", "RowDataTuple", "RowWithKind", "SerializerSnapshot", "codec_for",
+           "opaque_spec", "read_snapshot", "read_versioned_snapshot", "row_legacy_mode",
+           "why_undecodable"]
 
 COMPOSITE_MAGIC = 911108
 NESTED_MAGIC = 1333245
@@ -424,7 +425,7 @@ def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
     if short == "TimerSerializerSnapshot" and len(parts) == 2:
         return _timer_codec(parts[0], parts[1])
     if short.startswith("RowSerializer$") and parts:
-        return _row_codec(parts, snapshot.outer.get("legacy_mode", False))
+        return _row_codec(parts, row_legacy_mode(snapshot))
     if short.startswith("ExternalSerializer$") and len(parts) == 1:
         return parts[0]  # converts to the internal type, serialized by the nested serializer
     return None
@@ -604,11 +605,42 @@ def _timer_codec(key: Codec, namespace: Codec) -> Codec:
     return Codec(read, namespace.spec, -1, f"Timer<{key.name},{namespace.name}>")
 
 
+def row_legacy_mode(snapshot: SerializerSnapshot) -> bool:
+    """Whether a ``RowSerializer``'s rows carry no ``RowKind``.
+
+    ``RowSerializerSnapshot.readOuterSnapshot``: outer versions below 3 do not, version 3
+    does, later ones say so in a boolean (read as ``legacy_mode``).
+    """
+    legacy = snapshot.outer.get("legacy_mode")
+    if legacy is None:
+        return bool(snapshot.outer.get("version", 3) < 3)
+    return bool(legacy)
+
+
+#: ``RowKind.toByteValue()``: INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE.
+ROW_KINDS = (0, 1, 2, 3)
+
+
+class RowWithKind(tuple):  # type: ignore[type-arg]
+    """A decoded ``Row`` whose ``RowKind`` is not ``INSERT``: its fields, and the kind.
+
+    ``kind`` is the kind's byte value (:data:`ROW_KINDS`), which the writer writes back. An
+    ``INSERT`` row is a plain tuple.
+    """
+
+    kind: int
+
+    def __new__(cls, values: list[Any], kind: int) -> RowWithKind:
+        obj = super().__new__(cls, values)
+        obj.kind = kind
+        return obj
+
+
 def _row_codec(parts: list[Codec], legacy: bool) -> Codec:
     """``RowSerializer``: a bit mask, then the non-null fields.
 
     The mask has two RowKind bits unless legacy, then one null bit per field, most
-    significant bit first.
+    significant bit first. A row of another kind than ``INSERT`` is a :class:`RowWithKind`.
     """
     readers = [p.read for p in parts]
     offset = 0 if legacy else 2
@@ -624,7 +656,10 @@ def _row_codec(parts: list[Codec], legacy: bool) -> Codec:
             raise r.fail(f"truncated: {mask_bytes} more bytes expected, {r.end - pos} left")
         r.pos = pos + mask_bytes
         mask = int.from_bytes(r.data[pos:pos + mask_bytes], "big")
-        return tuple([None if mask >> shift & 1 else f(r) for shift, f in layout])
+        values = [None if mask >> shift & 1 else f(r) for shift, f in layout]
+        # readKindFromMask: mask[0] is 1, mask[1] is 2 (both 0: INSERT)
+        kind = (mask >> (total - 1) & 1 | (mask >> (total - 2) & 1) << 1) if offset else 0
+        return RowWithKind(values, kind) if kind else tuple(values)
 
     hashes = [p.java_hash for p in parts]
 

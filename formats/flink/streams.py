@@ -16,6 +16,7 @@ import os
 
 import pyarrow.fs as pafs
 
+from formats.filesystems import raise_if_storage_failure
 from formats.flink.metadata import StreamHandle
 from statecore.errors import CheckpointError, CorruptCheckpointError, UnsafePathError
 
@@ -35,6 +36,7 @@ def read_snapshot_file(fs: pafs.FileSystem, root: str, path: str, shown: str,
             data = bytes(stream.read(min(info.size if info.size is not None else limit,
                                          limit) + 1))
     except OSError as exc:
+        raise_if_storage_failure(exc, "reading", f"{root}/{shown}")
         raise CheckpointError(f"cannot read {shown}: {exc}") from exc
     if len(data) > limit:
         raise CorruptCheckpointError(f"{shown} has more than the {limit} bytes statectl "
@@ -49,6 +51,7 @@ def _checked_info(fs: pafs.FileSystem, root: str, path: str, shown: str,
     try:
         info = fs.get_file_info(path)
     except OSError as exc:
+        raise_if_storage_failure(exc, "reading", f"{root}/{shown}")
         raise CheckpointError(f"cannot read {shown}: {exc}") from exc
     if info.type != pafs.FileType.File:
         raise CorruptCheckpointError(f"{shown} is missing")
@@ -167,6 +170,7 @@ class SnapshotStreams:
             with self.fs.open_input_file(self._where(relative)[1]) as handle:
                 data = bytes(handle.read_at(end - start, offset + start))
         except OSError as exc:
+            raise_if_storage_failure(exc, "reading", self._where(relative)[1])
             raise CheckpointError(f"cannot read {relative}: {exc}") from exc
         if len(data) != end - start:
             raise CorruptCheckpointError(f"{relative}: {len(data)} bytes at {start}, "
