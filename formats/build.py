@@ -89,7 +89,7 @@ def build_state(
     resume: int | str | None = None,
     progress: Callable[[int, int], None] | None = None,
     fold: bool = True,
-    fold_records: int = 1 << 20,
+    fold_records: int = 1 << 22,
 ) -> BuildSummary:
     """Build keyed state from ``inputs``; see the module docstring.
 

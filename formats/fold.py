@@ -66,6 +66,7 @@ class AggregationFolder:
         specs: dict[str, tuple[Any, ...]] = {}  # output column -> Arrow's aggregation
         self._outputs: list[str] = []
         for a in self.aggregations:
+            spec: tuple[Any, ...]
             if a.op == "count":
                 output, spec = "count_all", ([], "count_all")
             else:

@@ -277,7 +277,7 @@ class LocalJob:
         clock: Clock = system_clock,
         configuration: dict[str, str] | None = None,
         folder: RecordFolder | None = None,
-        fold_records: int = 1 << 20,
+        fold_records: int = 1 << 22,
     ) -> None:
         self.max_parallelism = (compute_default_max_parallelism(parallelism)
                                 if max_parallelism is None else max_parallelism)
