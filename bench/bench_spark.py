@@ -41,8 +41,8 @@ import pyarrow as pa
 from bench_state_maps import Bar, Config, Row, Section, progress
 
 from formats.columns import keyed_schema
+from formats.commit import staged
 from formats.diff import diff_checkpoints
-from formats.filesystems import staged
 from formats.key_hash import key_groups
 
 # The checkpoint is assembled from the format's own building blocks (private to formats):

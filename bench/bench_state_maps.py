@@ -86,7 +86,7 @@ class Row:
     name: str
     statecore: float
     baseline: float
-    unit: Literal["ops/s", "ns"]
+    unit: Literal["ops/s", "ns", "bytes", "B/s"]
     bar: Bar | None = None
 
     @property

@@ -25,6 +25,7 @@ from bench_backend import bench_backend
 from bench_checkpoint import bench_checkpoint
 from bench_flink import bench_flink
 from bench_inspect import bench_inspect
+from bench_memory import bench_memory
 from bench_peers import bench_peers
 from bench_rescale import bench_rescale
 from bench_spark import bench_spark
@@ -33,12 +34,12 @@ from bench_state_maps import FULL, QUICK, Config, Row, Section
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py),
-#: checkpoints (bench_checkpoint.py), rescale, inspect, spark, flink, peers (bench_rescale/
-#: _inspect/_spark/_flink/_peers.py).
+#: checkpoints (bench_checkpoint.py), rescale, inspect, spark, flink, memory, peers
+#: (bench_rescale/_inspect/_spark/_flink/_memory/_peers.py).
 BENCHMARKS: dict[str, Callable[[Config], Section]] = {
     **STATE_MAP_BENCHMARKS, "backend": bench_backend, "checkpoint": bench_checkpoint,
     "rescale": bench_rescale, "inspect": bench_inspect, "spark": bench_spark,
-    "flink": bench_flink, "peers": bench_peers}
+    "flink": bench_flink, "memory": bench_memory, "peers": bench_peers}
 DEFAULT_JSON = BENCH_DIR / "results.json"
 COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
 WIDTHS = (42, 16, 16, 8, 10, 6)
@@ -50,6 +51,8 @@ def format_value(value: float, unit: str) -> str:
             if value >= scale:
                 return f"{value / scale:.3g} {name}"
         return f"{value:.0f} B"
+    if unit == "B/s":
+        return f"{value / 1e6:.3g} MB/s"
     if unit == "ops/s":
         if value >= 1e6:
             return f"{value / 1e6:.2f}M ops/s"

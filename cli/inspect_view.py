@@ -21,6 +21,7 @@ from rich.tree import Tree
 from cli.values import format_size, format_value, to_json_value
 from formats.inspect import CheckpointSummary, InspectReport, OperatorSummary
 from formats.key_group_stats import KeyGroupHistogram
+from formats.sources import SourceSplit
 from formats.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
 from statecore.serializers import VOID_NAMESPACE
 
@@ -35,15 +36,17 @@ _SUBTASK_STYLES = ("cyan", "magenta")
 LOOKUP_NAMESPACES = 10
 #: Longest value drawn in a table cell before it is cut with "…".
 CELL_WIDTH = 48
+#: Longest value ``--key`` draws (one key's state, one line each: a POJO shows whole).
+LOOKUP_WIDTH = 2000
 #: Characters of names on the summary's line of operators without state (one line).
 STATELESS_WIDTH = 60
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, width: int = CELL_WIDTH) -> str:
     if value is VOID_NAMESPACE:
         return "-"
     text = format_value(value)  # data: escaped, so "[b'..']" is not taken for rich markup
-    return escape(text if len(text) <= CELL_WIDTH else text[:CELL_WIDTH - 1] + "…")
+    return escape(text if len(text) <= width else text[:width - 1] + "…")
 
 
 # -- text -----------------------------------------------------------------------------------
@@ -121,6 +124,8 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
         tree.add(f"[dim]{len(names)} operator{'s' if len(names) > 1 else ''} without state: "
                  f"{escape(', '.join(listed))}{more} (--all lists them)[/]")
     console.print(tree, soft_wrap=False)  # a long label wraps instead of being cut
+    if summary.sources:
+        _sources(console, summary, everything)
     if not everything:
         return
     table = Table(title="subtasks", title_justify="left")
@@ -134,6 +139,56 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
             table.add_row(escape(op.identity.label), str(st.index), groups, f"{st.entries:,}",
                           format_size(st.bytes))
     console.print(table)
+
+
+#: Paths and splits of one source listed before "N more" (``--all`` lists every one).
+SOURCE_LINES = 5
+
+
+def _split_text(split: SourceSplit) -> str:
+    """A split for people: what it reads, its range, and where its reader resumes."""
+    text = escape(split.resource)
+    if split.start is not None and split.length is not None:
+        text += f" bytes {split.start:,}-{split.start + split.length:,}"
+    if split.position is not None:
+        text += f", resumes at byte {split.position:,}"
+    if split.records_to_skip:
+        text += f" after {split.records_to_skip:,} records"
+    return text
+
+
+def _sources(console: Console, summary: CheckpointSummary, everything: bool) -> None:
+    """"What this job has read": each source's finished paths, pending and in-flight splits."""
+    identities = {op.uid: op.identity for op in summary.operators}
+    console.print("[bold]what this job has read[/]")
+    limit = None if everything else SOURCE_LINES
+    for source in summary.sources or ():
+        identity = identities.get(source.uid)
+        label = escape(identity.label if identity is not None else source.uid)
+        kind = {"file": "FileSource"}.get(source.connector or "", "source")
+        in_flight = [(subtask, split) for subtask, splits in source.readers for split in splits]
+        paths = f"{len(source.processed):,} file{'s' if len(source.processed) != 1 else ''}"
+        if source.connector is None:
+            state = "not decoded"
+        elif not source.pending and not in_flight:
+            state = f"{paths} read completely (no split pending or in progress)"
+        else:
+            state = (f"{paths} enumerated, {len(source.pending):,} split"
+                     f"{'s' if len(source.pending) != 1 else ''} pending, "
+                     f"{len(in_flight):,} in progress in its readers")
+        console.print(f"  [bold]{label}[/] [dim]({kind})[/]: {state}")
+        for path in source.processed[:limit]:
+            console.print(f"    {escape(path)}")
+        for split in source.pending[:limit]:
+            console.print(f"    pending: {_split_text(split)}")
+        for subtask, split in in_flight[:limit]:
+            console.print(f"    subtask {subtask} reading: {_split_text(split)}")
+        hidden = sum(max(0, n - SOURCE_LINES) for n in (
+            len(source.processed), len(source.pending), len(in_flight))) if limit else 0
+        if hidden:
+            console.print(f"    [dim]{hidden:,} more (--all lists them)[/]")
+        for note in source.notes:
+            console.print(f"    [dim]{escape(note)}[/]")
 
 
 def chart_lines(values: Sequence[int], owners: Sequence[int], *, columns: int = CHART_COLUMNS,
@@ -242,7 +297,7 @@ def _lookup(console: Console, found: KeyLookup) -> None:
         for e in state.entries[:LOOKUP_NAMESPACES]:
             where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
             ttl = "" if e.ttl_timestamp is None else f"  (ttl timestamp {_cell(e.ttl_timestamp)})"
-            console.print(f"  {escape(state.state)}{where}: {_cell(e.value)}{ttl}")
+            console.print(f"  {escape(state.state)}{where}: {_cell(e.value, LOOKUP_WIDTH)}{ttl}")
         if len(state.entries) > LOOKUP_NAMESPACES:
             console.print(f"  {state.state}: {len(state.entries) - LOOKUP_NAMESPACES:,} more "
                           "namespaces (--namespace NS shows one; --output json lists all)",
@@ -299,7 +354,30 @@ def _histogram_json(h: KeyGroupHistogram) -> dict[str, Any]:
                             "entries": k.entries, "bytes": k.bytes} for k in h.key_groups]}
 
 
+def _split_json(split: SourceSplit) -> dict[str, Any]:
+    return {"id": split.split_id, "resource": split.resource, "start": split.start,
+            "length": split.length, "position": split.position,
+            "records_to_skip": split.records_to_skip, "details": split.details}
+
+
+def _sources_json(summary: CheckpointSummary) -> list[dict[str, Any]]:
+    identities = {op.uid: op.identity for op in summary.operators}
+    return [{"operator": identities[s.uid].to_json(), "connector": s.connector,
+             "readers": [{"subtask": subtask, "splits": [_split_json(x) for x in splits]}
+                         for subtask, splits in s.readers],
+             "pending_splits": [_split_json(x) for x in s.pending],
+             "processed_paths": list(s.processed), "notes": list(s.notes)}
+            for s in summary.sources or ()]
+
+
 def _summary_json(summary: CheckpointSummary) -> dict[str, Any]:
+    document = _summary_fields(summary)
+    if summary.sources is not None:
+        document["sources"] = _sources_json(summary)
+    return document
+
+
+def _summary_fields(summary: CheckpointSummary) -> dict[str, Any]:
     return {
         "format": summary.format, "location": summary.location,
         "checkpoint_id": summary.checkpoint_id, "kind": summary.kind,

@@ -17,6 +17,7 @@ import click
 from cli.commands import COMMANDS
 from cli.output import JsonOutput, Output, TextOutput
 from cli.params import ALLOW_PICKLE
+from formats.filesystems import explain
 from statecore.errors import StatectlError
 
 __all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
@@ -26,15 +27,21 @@ EXIT_DOMAIN_ERROR = 3
 
 
 class StatectlGroup(click.Group):
-    """A click group that turns :class:`StatectlError` into ``Error: ...`` and exit code 3."""
+    """A click group that turns :class:`StatectlError` into ``Error: ...`` and exit code 3.
+
+    An ``OSError`` that reached here unexplained (a disk or object store failing where no
+    layer below said what it was doing) is the environment, not a bug: it becomes the same one
+    line, with the store's error code (:func:`formats.filesystems.explain`).
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except StatectlError as exc:
+        except (StatectlError, OSError) as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exception(exc, file=sys.stderr)
-            click.echo(f"Error: {exc}", err=True)
+            message = str(exc) if isinstance(exc, StatectlError) else explain(exc)
+            click.echo(f"Error: {message}", err=True)
             ctx.exit(EXIT_DOMAIN_ERROR)
 
 

@@ -39,7 +39,7 @@ from formats.diff import Difference, DiffReport
 from formats.export import ExportResult
 from formats.inspect import InspectReport
 from formats.rescale import RescaleResult
-from formats.statectl.storage import SnapshotInfo
+from formats.statectl.storage import PruneResult, SnapshotInfo
 from formats.verify import VerifyReport
 from statecore.map_trace import TraceResult, TraceSettings, TraceStep
 from statecore.rescale_plan import OperatorPlan, RescalePlan
@@ -86,6 +86,10 @@ class Output(ABC):
     @abstractmethod
     def released(self, checkpoint_ids: Sequence[int]) -> None:
         """Say which checkpoints or savepoints were released."""
+
+    @abstractmethod
+    def pruned(self, result: PruneResult) -> None:
+        """Say what prune released, kept (being read) and which leftovers it removed."""
 
     @abstractmethod
     def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> None:
@@ -173,6 +177,16 @@ class TextOutput(Output):
     def released(self, checkpoint_ids: Sequence[int]) -> None:
         self.console.print("released: " + (", ".join(map(str, checkpoint_ids)) or "nothing"))
 
+    def pruned(self, result: PruneResult) -> None:
+        self.released(result.released)
+        if result.kept:
+            self.console.print("kept, being read by another process: "
+                               + ", ".join(map(str, result.kept)))
+        for leftover in result.removed:
+            by = f" (written by {leftover.owner.describe()})" if leftover.owner else ""
+            self.console.print(f"removed {leftover.what} {leftover.location}{by}",
+                               markup=False, highlight=False)
+
     def inspect(self, report: InspectReport) -> None:
         draw_inspect(self.console, report)
 
@@ -204,7 +218,8 @@ class TextOutput(Output):
         result = run()
         self.console.print(
             f"wrote {result.location} ({result.mode}): {result.files_linked} files linked, "
-            f"{result.files_written} written, {result.entries_written:,} entries rewritten"
+            + (f"{result.files_copied} copied, " if result.files_copied else "")
+            + f"{result.files_written} written, {result.entries_written:,} entries rewritten"
             + (f", {result.entries_dropped:,} expired entries dropped"
                if result.entries_dropped else "") + f" in {result.seconds:.2f} s")
 
@@ -219,13 +234,22 @@ class TextOutput(Output):
                            f"{format_size(report.bytes)}, {report.entries:,} keyed entries")
         if report.clean:
             self.console.print("clean: no problems found", style="bold green")
-            return
-        table = Table(title=f"{sum(report.counts.values())} problems", title_justify="left")
-        for column in ("kind", "where", "problem"):
-            table.add_column(column)
-        for problem in report.problems:
-            table.add_row(problem.kind, escape(problem.where), escape(problem.message))
-        self.console.print(table)
+        else:
+            table = Table(title=f"{sum(report.counts.values())} problems", title_justify="left")
+            for column in ("kind", "where", "problem"):
+                table.add_column(column)
+            for problem in report.problems:
+                table.add_row(problem.kind, escape(problem.where), escape(problem.message))
+            self.console.print(table)
+        if report.warnings:
+            count = len(report.warnings)
+            table = Table(title=f"{count} warning{'s' if count > 1 else ''} (not checked)",
+                          title_justify="left")
+            for column in ("kind", "where", "warning"):
+                table.add_column(column)
+            for warning in report.warnings:
+                table.add_row(warning.kind, escape(warning.where), escape(warning.message))
+            self.console.print(table)
 
     def diff(self, report: DiffReport) -> None:
         if report.equal:
@@ -512,7 +536,8 @@ def rescale_result_json(result: RescaleResult) -> dict[str, Any]:
     return {"location": result.location, "mode": result.mode,
             "checkpoint_id": result.metadata.checkpoint_id,
             "kind": result.metadata.kind.value, "files_linked": result.files_linked,
-            "files_written": result.files_written, "entries_written": result.entries_written,
+            "files_copied": result.files_copied, "files_written": result.files_written,
+            "entries_written": result.entries_written,
             "entries_dropped": result.entries_dropped, "seconds": result.seconds,
             "operators": [{**op.identity.to_json(), "parallelism": op.parallelism,
                            "max_parallelism": op.max_parallelism}
@@ -520,12 +545,14 @@ def rescale_result_json(result: RescaleResult) -> dict[str, Any]:
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:
+    def problem(p: Any) -> dict[str, Any]:
+        return {"kind": p.kind, "where": p.where, "message": p.message,
+                "operator": None if p.operator is None else p.operator.to_json()}
     return {"location": report.location, "clean": report.clean, "files": report.files,
             "bytes": report.bytes, "entries": report.entries,
             "counts": dict(sorted(report.counts.items())),
-            "problems": [{"kind": p.kind, "where": p.where, "message": p.message,
-                          "operator": None if p.operator is None else p.operator.to_json()}
-                         for p in report.problems]}
+            "problems": [problem(p) for p in report.problems],
+            "warnings": [problem(w) for w in report.warnings]}
 
 
 def diff_json(report: DiffReport) -> dict[str, Any]:
@@ -567,6 +594,11 @@ class JsonOutput(Output):
 
     def released(self, checkpoint_ids: Sequence[int]) -> None:
         self._emit({"released": list(checkpoint_ids)})
+
+    def pruned(self, result: PruneResult) -> None:
+        self._emit({"released": list(result.released), "kept": list(result.kept),
+                    "leftovers": [{"location": leftover.location, "what": leftover.what}
+                                  for leftover in result.removed]})
 
     def trace(self, result: TraceResult) -> None:
         self._emit(trace_json(result))

@@ -10,10 +10,44 @@ from typing import Any, TypeVar
 import click
 
 from formats.engines import ENGINES
+from formats.open import pinned
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["TIMESTAMP", "Timestamp", "engine_options"]
+__all__ = ["TIMESTAMP", "Location", "Timestamp", "engine_options", "hold"]
+
+
+def hold(*locations: str) -> None:
+    """Pin the checkpoints the current command reads until it ends.
+
+    Another process's retention or ``snapshot release`` leaves them alone meanwhile
+    (:func:`formats.open.pinned`).
+    """
+    context = click.get_current_context()
+    for location in locations:
+        context.with_resource(pinned(location))
+
+
+class Location(click.ParamType[str]):
+    """A local path or a URI (``s3://bucket/path?...``): where state or data is.
+
+    A local path is checked like ``click.Path`` (``exists``, ``file_okay``, ``dir_okay``);
+    a URI is passed on as given: its filesystem is resolved, and a missing object reported,
+    by the command (:func:`formats.filesystems.resolve_filesystem`).
+    """
+
+    name = "PATH|URI"
+
+    def __init__(self, exists: bool = False, file_okay: bool = True,
+                 dir_okay: bool = True) -> None:
+        self._path = click.Path(exists=exists, file_okay=file_okay, dir_okay=dir_okay)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        text = str(value)
+        if "://" in text:
+            return text
+        return str(self._path.convert(text, param, ctx))
 
 
 class Timestamp(click.ParamType[int]):

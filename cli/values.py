@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import re
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 from formats.export import jsonable
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
+from statecore.values import Instant, LocalDateTime, LocalTime
 
 __all__ = ["format_size", "format_value", "to_json_value"]
 
@@ -28,9 +31,21 @@ def format_value(value: Any) -> str:
         except ValueError:
             return value  # would read back as the same bare word
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_readable)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _readable(value: Any) -> Any:
+    """Text for a value JSON has no form for: instants and times as ISO-8601, dates, decimals.
+
+    Anything else is refused (``format_value`` then shows its ``repr``).
+    """
+    if isinstance(value, Instant | LocalTime | LocalDateTime | decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)
 
 
 def to_json_value(value: Any) -> Any:

@@ -24,7 +24,7 @@ from formats.fold import AggregationFolder, foldable
 from formats.inputs import FileSource
 from formats.open import open_checkpoint
 from formats.statectl.storage import DirectoryCheckpointStorage
-from statecore.aggregations import AggregatingFunction, parse_aggregation
+from statecore.aggregations import AggregatingFunction, Aggregation, parse_aggregation
 from statecore.checkpoint import CheckpointKind
 from statecore.errors import CheckpointError, InvalidArgumentError
 from statecore.job import CONFIGURATION_STATE, LocalJob
@@ -107,6 +107,20 @@ def build_state(
     ttl_config = None if ttl is None else TtlConfig(ttl)
     parsed = [parse_aggregation(spec, source.column_types, ttl_config) for spec in aggregations]
     storage = DirectoryCheckpointStorage(checkpoint_dir)
+    with storage.writing():  # one build per state directory: a second one is refused
+        return _run(source, storage, parsed, key=key, aggregations=aggregations,
+                    key_type=key_type, parallelism=parallelism, max_parallelism=max_parallelism,
+                    uid=uid, ttl=ttl, checkpoint_every=checkpoint_every, keep=keep,
+                    resume=resume, progress=progress, fold=fold, fold_records=fold_records,
+                    started=started)
+
+
+def _run(source: FileSource, storage: DirectoryCheckpointStorage,
+         parsed: list[Aggregation], *, key: str, aggregations: Sequence[str],
+         key_type: str | None, parallelism: int, max_parallelism: int | None, uid: str,
+         ttl: int | None, checkpoint_every: int | None, keep: int, resume: int | str | None,
+         progress: Callable[[int, int], None] | None, fold: bool, fold_records: int,
+         started: float) -> BuildSummary:
     resolved_key_type = key_type or source.column_types[key]
     if max_parallelism is None:
         max_parallelism = compute_default_max_parallelism(parallelism)
@@ -155,7 +169,7 @@ def stored_build_settings(checkpoint_dir: str) -> dict[str, str]:
     ``key``, ``key_type``, ``aggregations`` (space-separated), ``ttl`` (empty: none), plus the
     operator's ``uid``, ``parallelism`` and ``max_parallelism``.
     """
-    completed = [c for c in DirectoryCheckpointStorage(checkpoint_dir).completed()
+    completed = [c for c in DirectoryCheckpointStorage(checkpoint_dir, create=False).completed()
                  if c.kind is CheckpointKind.CHECKPOINT]
     if not completed:
         raise CheckpointError(f"{checkpoint_dir} has no completed checkpoint to continue from")

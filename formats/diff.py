@@ -9,21 +9,24 @@ and files. Keyed entries compare their values and TTL timestamps. Operator state
   restores all of them, so a range referenced by several subtasks counts once);
 * broadcast state as one map (the copies merged).
 
-Floats compare NaN equal to NaN (the same stored value).
+Floats compare NaN equal to NaN (the same stored value). A state whose TTL is unknown (read from
+a Flink snapshot, which keeps timestamps but not the TTL) declares the same as one with any TTL.
 """
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from formats.arrow_types import from_arrow
+from formats.arrow_types import from_arrow, pyrows
 from formats.columns import operator_schema
 from formats.model import Checkpoint
 from statecore.checkpoint import (
+    TTL_UNKNOWN,
     OperatorIdentity,
     OperatorMetadata,
     OperatorStateHandle,
@@ -120,6 +123,20 @@ def _declaration(state: StateMetadata) -> dict[str, Any]:
             "ttl": state.ttl}
 
 
+def _same_declaration(a: StateMetadata, b: StateMetadata) -> bool:
+    """Equal declarations, where a TTL of :data:`TTL_UNKNOWN` matches any TTL.
+
+    A Flink snapshot stores each TTL value's last access but not the TTL (it is in the job's
+    ``StateTtlConfig``), so a state read from one has TTL unknown; it matches a statectl state
+    with a TTL, e.g. the savepoint ``convert`` wrote from a build with ``--ttl``. TTL against no
+    TTL still differs, and the values' timestamps are compared as they are.
+    """
+    left, right = _declaration(a), _declaration(b)
+    if TTL_UNKNOWN in (a.ttl, b.ttl) and a.ttl is not None and b.ttl is not None:
+        left["ttl"] = right["ttl"]
+    return left == right
+
+
 def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: OperatorMetadata,
                    report: DiffReport) -> None:
     states_a = {s.name: s for s in op_a.states}
@@ -135,7 +152,7 @@ def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: O
             report.add(Difference("removed", "state", uid, name, left=_declaration(sa)))
         elif sa is None:
             report.add(Difference("added", "state", uid, name, right=_declaration(sb)))
-        elif _declaration(sa) != _declaration(sb):
+        elif not _same_declaration(sa, sb):
             report.add(Difference("changed", "state", uid, name, left=_declaration(sa),
                                   right=_declaration(sb)))
         # a state on one side only: its contents are all added or removed
@@ -173,6 +190,8 @@ def canonical(value: Any) -> Any:
         return ("dict", frozenset((canonical(k), canonical(v)) for k, v in value.items()))
     if isinstance(value, bytearray):
         return bytes(value)
+    if isinstance(value, decimal.Decimal):  # BigDecimal: 1.50 is not 1.5 (their scales differ)
+        return ("decimal", value.as_tuple())
     return value
 
 
@@ -204,9 +223,9 @@ def _ns(namespace: Any) -> Any:
 
 def _read(checkpoint: Checkpoint, state: StateMetadata, handle: OperatorStateHandle
           ) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = checkpoint.rows_table(
+    rows: list[dict[str, Any]] = pyrows(checkpoint.rows_table(
         handle.file, operator_schema(state), handle.first_element,
-        handle.element_count).to_pylist()
+        handle.element_count))
     return rows
 
 
@@ -249,4 +268,6 @@ def plain(value: Any) -> Any:
         return {plain(k): plain(v) for k, v in value[1]}
     if value == ("nan",):
         return float("nan")
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "decimal":
+        return decimal.Decimal(value[1])
     return value

@@ -15,12 +15,17 @@ ttl_timestamp    TTL state: last-access time(s) in epoch ms, parallel to the val
 ===============  ==============================================================================
 
 Parquet keeps the Arrow types of the checkpoint's columns (a ``null`` column where a state has
-no key, namespace or TTL). JSON Lines and CSV have no such types: bytes are base64, tuples JSON
-objects ``{"f0": ..., "f1": ...}`` (as the Parquet struct), maps JSON objects (an array of
-``{"key", "value"}`` objects when the keys are not strings),
-non-finite floats the literals ``NaN``, ``Infinity`` and ``-Infinity`` (outside strict JSON, but
-what Python's json, pyarrow and pandas read back as floats, so a column keeps one type); CSV
-holds nested values (lists, maps, tuples) as JSON text.
+no key, namespace or TTL; nanosecond timestamps in microseconds when no value has a finer
+digit, as Spark reads no ``TIMESTAMP(NANOS)``), and each ``key``, ``namespace``, ``value`` and
+``ttl_timestamp`` field carries its statectl type spec in the field metadata
+``statectl.type`` (a POJO's fields, an enum's constants, a Kryo value's class). JSON Lines
+and CSV have no such types; they hold the canonical JSON forms of :func:`jsonable`
+(docs/flink-types.md): bytes base64, tuples arrays, structs (POJOs) and maps JSON objects (an
+array of ``{"key", "value"}`` objects when the keys are not strings), enums their constant
+names, instants epoch milliseconds, dates ``YYYY-MM-DD``, non-finite floats the literals
+``NaN``, ``Infinity`` and ``-Infinity`` (outside strict JSON, but what Python's json, pyarrow
+and pandas read back as floats, so a column keeps one type); CSV holds nested values (lists,
+maps, tuples, structs) as JSON text.
 
 Rows are what a job restoring the checkpoint sees, as ``statectl diff`` compares them: keyed
 entries per subtask, split list elements per subtask, union list state once per distinct range
@@ -32,6 +37,8 @@ one is refused. The checkpoint is never modified.
 from __future__ import annotations
 
 import base64
+import datetime
+import decimal
 import json
 import math
 import re
@@ -46,9 +53,10 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from formats.arrow_types import arrow_type, from_arrow
+from formats.arrow_types import arrow_type, from_arrow, pyrows
 from formats.columns import operator_schema, ttl_spec, value_spec
-from formats.filesystems import resolve_filesystem, staged
+from formats.commit import commit, staged
+from formats.filesystems import resolve_filesystem, storage_errors
 from formats.model import Checkpoint
 from formats.state_scan import check_states
 from statecore.checkpoint import (
@@ -58,9 +66,10 @@ from statecore.checkpoint import (
     operator_state_segments,
 )
 from statecore.errors import CheckpointError, InvalidArgumentError
+from statecore.values import Instant, LocalDateTime, LocalTime
 
 __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWriter",
-           "export_checkpoint", "jsonable", "write_state_locally"]
+           "export_checkpoint", "jsonable", "temporal_json", "write_state_locally"]
 
 #: Output formats and their file extensions.
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
@@ -98,17 +107,23 @@ class ExportResult:
 def _schema(op: OperatorMetadata, state: StateMetadata) -> pa.Schema:
     if state.scope == "keyed":
         assert op.key_type is not None
-        key: pa.DataType = arrow_type(op.key_type)
-        value = arrow_type(value_spec(state))
+        key_spec: str | None = op.key_type
+        value_type = value_spec(state)
     else:
-        key = arrow_type(state.user_key_type) if state.user_key_type else pa.null()
-        value = arrow_type(state.value_type)
-    namespace = pa.null() if state.namespace_type == "void" else arrow_type(
-        state.namespace_type)
-    ttl = arrow_type(ttl_spec(state)) if state.ttl else pa.null()
+        key_spec, value_type = state.user_key_type, state.value_type
+    namespace = None if state.namespace_type == "void" else state.namespace_type
+    ttl = ttl_spec(state) if state.ttl else None
     return pa.schema([("operator", pa.string()), ("state", pa.string()),
-                      ("subtask", pa.int32()), ("key_group", pa.int32()), ("key", key),
-                      ("namespace", namespace), ("value", value), ("ttl_timestamp", ttl)])
+                      ("subtask", pa.int32()), ("key_group", pa.int32()),
+                      _typed_field("key", key_spec), _typed_field("namespace", namespace),
+                      _typed_field("value", value_type), _typed_field("ttl_timestamp", ttl)])
+
+
+def _typed_field(name: str, spec: str | None) -> pa.Field:
+    """A column of type ``spec`` (``None``: a null column), the spec in its metadata."""
+    if spec is None:
+        return pa.field(name, pa.null())
+    return pa.field(name, arrow_type(spec), metadata={"statectl.type": spec})
 
 
 def _flat(schema: pa.Schema, op: OperatorMetadata, state: StateMetadata, subtask: int,
@@ -148,8 +163,12 @@ def _tables(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
 
 
 def jsonable(value: Any, *, strict: bool = True) -> Any:
-    """A decoded value as JSON can hold it (see the module doc for the rules).
+    """A decoded value as JSON can hold it: the canonical JSON forms (docs/flink-types.md).
 
+    Tuples (Flink tuple and row keys, window namespaces) are arrays; structs (POJOs) and maps
+    with string keys objects, other maps arrays of ``{"key", "value"}`` objects; an enum is its
+    constant's name; an instant (``timestamp``) its epoch milliseconds; a date ``YYYY-MM-DD``;
+    a local time or date-time its ISO-8601 text; a ``decimal`` its exact text; bytes base64.
     ``strict``: non-finite floats become the strings ``"NaN"``, ``"Infinity"``,
     ``"-Infinity"`` (standard JSON, for documents); otherwise they stay floats, which
     ``json.dumps`` writes as the ``NaN``/``Infinity`` literals that Python's json, pyarrow and
@@ -162,15 +181,24 @@ def jsonable(value: Any, *, strict: bool = True) -> Any:
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("ascii")
-    if isinstance(value, tuple):
-        return {f"f{i}": jsonable(v, strict=strict) for i, v in enumerate(value)}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [jsonable(v, strict=strict) for v in value]
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
             return {k: jsonable(v, strict=strict) for k, v in value.items()}
         return [{"key": jsonable(k, strict=strict), "value": jsonable(v, strict=strict)}
                 for k, v in value.items()]
+    return temporal_json(value)
+
+
+def temporal_json(value: Any) -> Any:
+    """The JSON form of an instant, date, time or decimal (others: ``value`` unchanged)."""
+    if isinstance(value, Instant):
+        return value.epoch_milli
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, LocalTime | LocalDateTime | decimal.Decimal):
+        return str(value)
     return value
 
 
@@ -199,7 +227,7 @@ class _Writer:
         self.rows = 0
 
     def _plain(self, table: pa.Table) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = table.to_pylist()
+        rows: list[dict[str, Any]] = pyrows(table)
         for row in rows:
             for name, decode in self.decoders.items():
                 if row.get(name) is not None:
@@ -217,8 +245,10 @@ class _Writer:
             self._write_csv(table)
 
     def _write_csv(self, table: pa.Table) -> None:
+        # nested and binary values as JSON text; instants and times in their JSON forms too
         textual = [f.name for f in table.schema if pa.types.is_nested(f.type)
-                   or pa.types.is_binary(f.type)]
+                   or pa.types.is_binary(f.type) or pa.types.is_timestamp(f.type)
+                   or pa.types.is_time(f.type)]
         flat = table
         if textual:
             rows = self._plain(table.select(textual))
@@ -258,7 +288,11 @@ def _file_name(taken: set[str], uid: str, state: str, ext: str) -> str:
 
 @dataclass(frozen=True)
 class StateExport:
-    """One state to export: where its table goes and the stored pieces to read."""
+    """One state to export: where its table goes and the stored pieces to read.
+
+    ``microseconds``: nanosecond timestamps are written as microseconds (Parquet readers such
+    as Spark refuse ``TIMESTAMP(NANOS)``); set only when no value has a finer digit.
+    """
 
     op: OperatorMetadata
     state: StateMetadata
@@ -267,10 +301,12 @@ class StateExport:
     staging: str
     path: str  # relative to the export directory
     pieces: tuple[tuple[int, Callable[[], pa.Table]], ...]  # (subtask, read)
+    microseconds: bool = False
 
     @property
     def schema(self) -> pa.Schema:
-        return _schema(self.op, self.state)
+        schema = _schema(self.op, self.state)
+        return _in_microseconds(schema) if self.microseconds else schema
 
     def write(self, path: str, pieces: Sequence[tuple[int, Callable[[], pa.Table]]],
               done: Callable[[], None] = lambda: None) -> int:
@@ -287,6 +323,40 @@ class StateExport:
         finally:
             writer.close()
         return writer.rows
+
+
+def _micro(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` with nanosecond timestamps in microseconds (time zone kept)."""
+    if pa.types.is_timestamp(data_type) and data_type.unit == "ns":
+        return pa.timestamp("us", tz=data_type.tz)
+    if pa.types.is_struct(data_type):
+        return pa.struct([data_type.field(i).with_type(_micro(data_type.field(i).type))
+                          for i in range(data_type.num_fields)])
+    if pa.types.is_map(data_type):
+        return pa.map_(_micro(data_type.key_type), _micro(data_type.item_type))
+    if pa.types.is_list(data_type):
+        return pa.list_(data_type.value_field.with_type(_micro(data_type.value_type)))
+    return data_type
+
+
+def _in_microseconds(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(_micro(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def _microseconds_suffice(schema: pa.Schema,
+                          pieces: Sequence[tuple[int, Callable[[], pa.Table]]]) -> bool:
+    """Whether every nanosecond timestamp of the pieces is a whole microsecond."""
+    micro = _in_microseconds(schema)
+    if micro.equals(schema):
+        return False
+    for _, read in pieces:
+        table = read()
+        try:
+            for field in table.schema:
+                table.column(field.name).cast(_micro(field.type), safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+    return True
 
 
 #: Writes one state's table; returns its path (relative) and rows. Local: one file.
@@ -313,7 +383,9 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     check_states(checkpoint, states)
     started = time.perf_counter()
     fs, final = resolve_filesystem(out, None)
-    if fs.get_file_info(final).type != pafs.FileType.NotFound:
+    with storage_errors("exporting to", out):
+        exists = fs.get_file_info(final).type != pafs.FileType.NotFound
+    if exists:
         raise CheckpointError(f"{out} already exists; export writes a new directory: "
                               "choose another --out")
     work = [(op, state, tuple(_tables(checkpoint, op, state)))
@@ -333,7 +405,9 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     with staged(fs, final, out, "exporting to") as staging:
         for op, state, pieces in work:
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
-            path, rows = write(StateExport(op, state, fmt, fs, staging, name, pieces), step)
+            micro = fmt == "parquet" and _microseconds_suffice(_schema(op, state), pieces)
+            path, rows = write(StateExport(op, state, fmt, fs, staging, name, pieces, micro),
+                               step)
             exported.append(ExportedTable(op.identity, state.name, state.scope, state.kind, path,
                                           rows))
         manifest = {"checkpoint_id": checkpoint.metadata.checkpoint_id, "format": fmt,
@@ -341,7 +415,6 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
                                 "scope": t.scope, "kind": t.kind, "path": t.path,
                                 "rows": t.rows}
                                for t in exported]}
-        with fs.open_output_stream(f"{staging}/{MANIFEST}") as stream:
-            stream.write(json.dumps(manifest, indent=2, ensure_ascii=False).encode())
-        fs.move(staging, final)
+        commit(fs, staging, final, MANIFEST,
+               json.dumps(manifest, indent=2, ensure_ascii=False).encode())
     return ExportResult(out, fmt, tuple(exported), time.perf_counter() - started)

@@ -1,40 +1,172 @@
-"""Where checkpoints and outputs live: filesystems, durable writes and staging directories.
+"""Where checkpoints, inputs and outputs live: one place turns a location into a filesystem.
 
-Every reader and writer goes through ``pyarrow.fs``: :func:`resolve_filesystem` turns a local
-path or any URI pyarrow supports into a filesystem and a path. A checkpoint, savepoint, export or
-rescaled copy is built in a fresh staging directory beside its final place (:func:`staged`),
-which the format's writer then publishes (statectl's: :mod:`formats.statectl.publish`). A crash
-leaves either nothing or a complete output, and nothing is ever overwritten.
+Every reader and writer goes through ``pyarrow.fs``. :func:`resolve_filesystem` turns a local
+path or a URI into a filesystem and a path, per location (a command may read from S3 and write
+to the local disk, or the reverse):
+
+- a local path or ``file://``: the local disk;
+- ``s3://bucket/path?...``: pyarrow's ``S3FileSystem``. pyarrow's own query parameters
+  (``region``, ``scheme``, ``endpoint_override``, ``allow_bucket_creation``, ...) pass through;
+  statectl's are parsed and stripped, since pyarrow refuses unknown ones:
+  ``connect_timeout`` (seconds, default 1), ``request_timeout`` (seconds without a byte
+  moving, default 3) and ``max_attempts`` (tries per request with the AWS SDK's standard
+  backoff, default 4). The defaults fail fast on a dead endpoint yet outlast a transient
+  error. Credentials: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` (and
+  ``AWS_SESSION_TOKEN``), else the shared credentials file's profile (``AWS_PROFILE``,
+  default ``default``), else pyarrow's default chain (instance roles, ...). Found credentials
+  are given to the filesystem explicitly, so it carries them into Spark tasks, and statectl
+  can sign the conditional requests pyarrow cannot send (:mod:`formats.conditional`);
+- any other URI pyarrow supports (``gs://``, ``hdfs://``, ...): ``FileSystem.from_uri``.
+
+Errors of the storage (``OSError`` from pyarrow, with the AWS SDK's error code in its text)
+become :class:`~statecore.errors.StorageError` here (:func:`storage_errors`): what was being
+done, where, and why in one line, e.g. ``listing s3://b/state failed: the credentials were
+refused (AWS SIGNATURE_DOES_NOT_MATCH during ListObjectsV2)``.
 """
 
 from __future__ import annotations
 
+import configparser
+import functools
 import os
-import uuid
+import re
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from statecore.errors import CheckpointError
+from statecore.errors import InvalidArgumentError, StatectlError, StorageError
 
-__all__ = ["fsync", "new_token", "remove_staging", "resolve_filesystem", "staged",
-           "staging_path"]
+__all__ = ["S3_DEFAULTS", "explain", "fsync", "is_storage_failure", "join_location",
+           "raise_if_storage_failure", "redact",
+           "renames_atomically", "resolve_filesystem", "s3_settings", "storage_errors",
+           "unwrap"]
+
+#: statectl's own S3 URI options and their defaults (see the module doc).
+S3_DEFAULTS: dict[str, float] = {"connect_timeout": 1.0, "request_timeout": 3.0,
+                                 "max_attempts": 4}
 
 
 def resolve_filesystem(location: str, filesystem: pafs.FileSystem | None = None
-               ) -> tuple[pafs.FileSystem, str]:
+                       ) -> tuple[pafs.FileSystem, str]:
     """The filesystem and path of ``location`` (a local path or a URI), or ``filesystem``'s."""
     if filesystem is not None:
         return filesystem, location
-    if "://" in location:
+    scheme, sep, _ = location.partition("://")
+    if not sep:
+        return pafs.LocalFileSystem(), os.path.abspath(location)
+    if scheme.lower() == "s3":
+        return _s3(location)
+    with storage_errors("opening", location):
         try:
             fs, path = pafs.FileSystem.from_uri(location)
-            return fs, str(path)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise CheckpointError(f"cannot open {location}: {exc}") from exc
-    return pafs.LocalFileSystem(), os.path.abspath(location)
+        except (pa.ArrowInvalid, ValueError) as exc:
+            raise InvalidArgumentError(f"{redact(location)} is not a location statectl can "
+                                       f"open: {_one_line(exc)}") from exc
+    return fs, str(path)
+
+
+def _s3(location: str) -> tuple[pafs.FileSystem, str]:
+    parts = urllib.parse.urlsplit(location)
+    ours: dict[str, float] = dict(S3_DEFAULTS)
+    theirs = []
+    for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if name not in S3_DEFAULTS:
+            theirs.append((name, value))
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if number <= 0 or (name == "max_attempts" and not number.is_integer()):
+            raise InvalidArgumentError(
+                f"{name}={value!r} in {redact(location)}: give a positive "
+                f"{'whole number' if name == 'max_attempts' else 'number of seconds'}")
+        ours[name] = number
+    stripped = urllib.parse.urlunsplit(
+        (parts.scheme, parts.netloc, parts.path, urllib.parse.urlencode(theirs, safe=":/"), ""))
+    with storage_errors("opening", location):
+        try:
+            fs, path = pafs.FileSystem.from_uri(stripped)
+        except (pa.ArrowInvalid, ValueError) as exc:
+            raise InvalidArgumentError(f"{redact(location)} is not an S3 location statectl can "
+                                       f"open: {_one_line(exc)}") from exc
+        settings = s3_settings(fs)
+        if settings.get("access_key") is None and not settings.get("anonymous"):
+            settings.update(_credentials())
+        settings.update(connect_timeout=ours["connect_timeout"],
+                        request_timeout=ours["request_timeout"])
+        return _s3_filesystem(tuple(sorted((k, _hashable(v)) for k, v in settings.items())),
+                              int(ours["max_attempts"])), str(path)
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+
+@functools.lru_cache(maxsize=32)
+def _s3_filesystem(settings: tuple[tuple[str, Any], ...], max_attempts: int
+                   ) -> pafs.S3FileSystem:
+    """One filesystem per distinct settings: its connections are reused by later commands."""
+    kwargs = {k: dict(v) if isinstance(v, tuple) else v for k, v in settings}
+    kwargs.pop("retry_strategy", None)
+    return pafs.S3FileSystem(**kwargs,
+                             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts))
+
+
+def _credentials() -> dict[str, str]:
+    """Credentials from the environment or the shared credentials file (none: pyarrow's chain)."""
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    token = os.environ.get("AWS_SESSION_TOKEN")
+    if not (key and secret):
+        path = os.environ.get("AWS_SHARED_CREDENTIALS_FILE",
+                              os.path.join(os.path.expanduser("~"), ".aws", "credentials"))
+        profile = os.environ.get("AWS_PROFILE") or "default"
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(path)
+        except configparser.Error:
+            return {}
+        if not parser.has_section(profile):
+            return {}
+        key = parser.get(profile, "aws_access_key_id", fallback=None)
+        secret = parser.get(profile, "aws_secret_access_key", fallback=None)
+        token = parser.get(profile, "aws_session_token", fallback=None)
+        if not (key and secret):
+            return {}
+    found = {"access_key": key, "secret_key": secret}
+    if token:
+        found["session_token"] = token
+    return found
+
+
+def s3_settings(fs: pafs.FileSystem) -> dict[str, Any]:
+    """An ``S3FileSystem``'s settings (endpoint, scheme, region, credentials, timeouts).
+
+    Read from its pickled form, the one place pyarrow exposes them (the retry strategy is not
+    among them).
+    """
+    reduced = fs.__reduce__()
+    return dict(reduced[1][0])
+
+
+def unwrap(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """The filesystem under a ``PyFileSystem`` whose handler wraps one (as ``CountingHandler``)."""
+    while isinstance(fs, pafs.PyFileSystem) and isinstance(
+            getattr(fs.handler, "fs", None), pafs.FileSystem):
+        fs = fs.handler.fs
+    return fs
+
+
+def renames_atomically(fs: pafs.FileSystem) -> bool:
+    """Whether ``fs`` renames a directory atomically (the local disk, HDFS): object stores not."""
+    inner = unwrap(fs)
+    if isinstance(inner, pafs.SubTreeFileSystem):
+        inner = unwrap(inner.base_fs)
+    return inner.type_name in ("local", "hdfs")
 
 
 def fsync(fs: pafs.FileSystem, path: str) -> None:
@@ -47,43 +179,90 @@ def fsync(fs: pafs.FileSystem, path: str) -> None:
             os.close(fd)
 
 
-@contextmanager
-def staged(fs: pafs.FileSystem, final: str, shown: str, action: str,
-           token: str | None = None) -> Iterator[str]:
-    """A fresh ``<final>.inprogress-<token>`` directory to build a checkpoint in.
+def join_location(location: str, name: str) -> str:
+    """``location`` (a path or a URI, its query kept) with ``/name`` appended to its path."""
+    if "://" not in location:
+        return f"{location.rstrip('/')}/{name}"
+    parts = urllib.parse.urlsplit(location)
+    return urllib.parse.urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{name}"))
 
-    ``token`` defaults to a random one. Refuses a ``final`` that exists (a checkpoint is never
-    overwritten); on any failure the staging directory is removed and an ``OSError`` becomes a
-    :class:`CheckpointError`.
+
+def redact(location: str) -> str:
+    """``location`` without credentials (``s3://key:secret@bucket`` shows ``s3://***@bucket``)."""
+    return re.sub(r"^([a-zA-Z][\w+.-]*://)[^/@]*@", r"\1***@", location)
+
+
+# -- errors of the storage ----------------------------------------------------------------------
+
+_AWS = re.compile(r"AWS Error (\w+)(?: \(HTTP status (\d+)\))? during (\w+) operation")
+_CREDENTIALS = {"ACCESS_DENIED", "SIGNATURE_DOES_NOT_MATCH", "INVALID_ACCESS_KEY_ID",
+                "MISSING_AUTHENTICATION_TOKEN", "EXPIRED_TOKEN", "INVALID_CLIENT_TOKEN_ID",
+                "UNRECOGNIZED_CLIENT", "INVALID_SIGNATURE"}
+_THROTTLING = {"SLOW_DOWN", "THROTTLING", "REQUEST_LIMIT_EXCEEDED", "SERVICE_UNAVAILABLE"}
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store failing (network, credentials, throttling), not bad data."""
+    if not isinstance(exc, OSError) or isinstance(exc, FileNotFoundError):
+        return False
+    text = str(exc)
+    return ("AWS Error" in text or "curlCode" in text or "ErrTooManyRequest" in text
+            or re.search(r"Bucket '[^']*' not found", text) is not None)
+
+
+def explain(exc: BaseException) -> str:
+    """One line saying why a storage request failed, with the store's error code."""
+    text = _one_line(exc)
+    match = _AWS.search(text)
+    code, status = (match.group(1), match.group(2)) if match else ("", None)
+    where = (f" (AWS {code}{f' (HTTP {status})' if status else ''} during {match.group(3)})"
+             if match else "")
+    if "curlCode: 28" in text:
+        return (f"the endpoint did not answer in time{where}; raise request_timeout=SECONDS "
+                f"in the URI if the store is slow")
+    if code == "NETWORK_CONNECTION" or "curlCode" in text:
+        curl = re.search(r"curlCode: \d+, ([^.;]+)", text)
+        reason = f": {curl.group(1)}" if curl else ""
+        return f"cannot reach the endpoint{reason}{where}; check endpoint_override"
+    if code in _CREDENTIALS:
+        return (f"the credentials were refused{where}; check AWS_ACCESS_KEY_ID and "
+                f"AWS_SECRET_ACCESS_KEY (or the AWS profile)")
+    if code == "NO_SUCH_BUCKET" or re.search(r"Bucket '[^']*' not found", text):
+        return f"the bucket does not exist{where}"
+    if code in _THROTTLING or status in ("503", "429") or "ErrTooManyRequest" in text \
+            or "SlowDown" in text:
+        return f"the store is throttling requests{where or ' (HTTP 503)'}; try again later"
+    if match:
+        return f"{text[match.end():].lstrip(': ')[:200]}{where}"
+    return text[:300]
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def raise_if_storage_failure(exc: BaseException, action: str, location: str) -> None:
+    """Raise the :class:`StorageError` for ``exc`` if it is the store failing (else nothing).
+
+    For handlers that otherwise report bad data: a timeout is not a corrupt file.
     """
-    if fs.get_file_info(final).type != pafs.FileType.NotFound:
-        raise CheckpointError(f"{shown} already exists; a checkpoint is never overwritten")
-    staging = staging_path(final, token or new_token())
+    if is_storage_failure(exc):
+        raise StorageError(f"{action} {redact(location)} failed: {explain(exc)}") from exc
+
+
+@contextmanager
+def storage_errors(action: str, location: str) -> Iterator[None]:
+    """Turn an ``OSError`` of the storage into a :class:`StorageError` saying what failed.
+
+    ``action`` is what was being done (``"listing"``, ``"writing checkpoint"``), ``location``
+    where. A missing file is left alone (callers know what it means); statectl's own errors
+    pass through.
+    """
     try:
-        fs.create_dir(staging, recursive=True)
-        yield staging
-    except BaseException as exc:
-        try:
-            fs.delete_dir(staging)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise CheckpointError(f"{action} {shown} failed: {exc}") from exc
+        yield
+    except StatectlError:
         raise
-
-
-def new_token() -> str:
-    """A random name for a staging directory (see :func:`staged`)."""
-    return uuid.uuid4().hex[:12]
-
-
-def staging_path(final: str, token: str) -> str:
-    return f"{final}.inprogress-{token}"
-
-
-def remove_staging(fs: pafs.FileSystem, final: str, token: str) -> None:
-    """Remove what a writer that died (it could not clean up) left staged for ``final``."""
-    try:
-        fs.delete_dir(staging_path(final, token))
-    except OSError:  # nothing staged, or already removed
-        pass
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"{action} {redact(location)} failed: {explain(exc)}") from exc

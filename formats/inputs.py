@@ -21,6 +21,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from formats.filesystems import redact, resolve_filesystem, storage_errors
 from statecore.errors import InvalidArgumentError, StatectlError
 
 __all__ = ["TABLE_CACHE_BYTES", "FileSource", "InputError", "column_spec", "read_input"]
@@ -51,18 +52,25 @@ def column_spec(arrow_type: pa.DataType, column: str) -> str:
 
 
 def read_input(path: str) -> pa.Table:
-    """An input file as an Arrow table (by its extension: Parquet, CSV, JSON Lines)."""
-    lower = path.lower()
+    """An input file (a local path or a URI) as an Arrow table, by its extension.
+
+    Parquet, CSV or JSON Lines; the extension is the path's, before any URI query.
+    """
+    fs, located = resolve_filesystem(path)
+    lower = located.lower()
     try:
-        if lower.endswith((".parquet", ".pq")):
-            return pq.read_table(path)
-        if lower.endswith(".csv"):
-            return pacsv.read_csv(path)
-        if lower.endswith((".jsonl", ".ndjson", ".json")):
-            return pajson.read_json(path)
+        with storage_errors("reading input", path):
+            if lower.endswith((".parquet", ".pq")):
+                return pq.read_table(located, filesystem=fs)
+            if lower.endswith(".csv"):
+                with fs.open_input_stream(located) as stream:
+                    return pacsv.read_csv(stream)
+            if lower.endswith((".jsonl", ".ndjson", ".json")):
+                with fs.open_input_stream(located) as stream:
+                    return pajson.read_json(stream)
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from exc
-    raise InputError(f"{path}: unknown input format (use .parquet, .csv or .jsonl)")
+        raise InputError(f"cannot read {redact(path)}: {exc}") from exc
+    raise InputError(f"{redact(path)}: unknown input format (use .parquet, .csv or .jsonl)")
 
 
 def _is_parquet(path: str) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from formats.key_group_stats import KeyGroupHistogram, key_group_histograms
 from formats.model import Checkpoint
+from formats.sources import SourceProgress
 from formats.state_scan import (
     ExpiredShare,
     KeyLookup,
@@ -82,6 +83,8 @@ class CheckpointSummary:
     kind: str
     created_ms: int
     operators: tuple[OperatorSummary, ...]
+    #: what the sources have read (a Flink snapshot's; ``None`` for a statectl checkpoint)
+    sources: tuple[SourceProgress, ...] | None = None
 
 
 def _operator(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int]
@@ -121,13 +124,14 @@ def _bytes(sizes: dict[str, int], extent: dict[str, int], file: str, rows: int) 
 
 
 def summarize(checkpoint: Checkpoint, location: str) -> CheckpointSummary:
-    """The summary of an opened statectl checkpoint."""
+    """The summary of an opened checkpoint (a Flink snapshot's with its sources' progress)."""
     metadata = checkpoint.metadata
     sizes = {f.path: f.size for f in metadata.files}
     return CheckpointSummary(
         checkpoint.format_name, location, metadata.checkpoint_id, metadata.kind.value,
         metadata.created_ms,
-        tuple(_operator(op, sizes, file_extents(metadata)) for op in metadata.operators))
+        tuple(_operator(op, sizes, file_extents(metadata)) for op in metadata.operators),
+        None if checkpoint.format_name == "statectl" else checkpoint.sources())
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statecore.errors import InvalidArgumentError
+from statecore.errors import InvalidArgumentError, UnknownKeyHashError
 from statecore.key_groups import compute_key_group_for_key_hash
 from statecore.serializers import parse_type
 
@@ -99,7 +99,11 @@ def java_hash_codes(array: pa.Array, key_type: str) -> np.ndarray[Any, Any]:
     """Java ``hashCode`` of every value of ``array`` as ``key_type`` (int64 holding int32)."""
     if array.null_count:
         raise InvalidArgumentError("keys cannot be null")
-    spec = parse_type(key_type).spec
+    serializer = parse_type(key_type)
+    if not serializer.hashable:  # a POJO's, an enum's: refused with the reason
+        raise UnknownKeyHashError(f"keys of type {serializer.spec} have no key group statectl "
+                                  f"can compute: {serializer.unhashable}")
+    spec = serializer.spec
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if spec in ("int8", "int16", "int32"):
@@ -124,10 +128,10 @@ def java_hash_codes(array: pa.Array, key_type: str) -> np.ndarray[Any, Any]:
 
 
 def _python_keys(array: pa.Array, spec: str) -> list[Any]:
-    from formats.arrow_types import from_arrow
+    from formats.arrow_types import from_arrow, pylist
 
     read = from_arrow(spec)
-    return [read(v) for v in array.to_pylist()]
+    return [read(v) for v in pylist(array)]
 
 
 def key_groups(array: pa.Array, key_type: str, max_parallelism: int) -> np.ndarray[Any, Any]:

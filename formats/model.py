@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from formats.arrow_types import from_arrow
+from formats.arrow_types import from_arrow, pydict
 from formats.columns import join_ttl, keyed_schema, operator_schema, ttl_spec, value_spec
 from formats.key_hash import key_groups
+from formats.sources import SourceProgress
 from statecore.checkpoint import (
     CheckpointMetadata,
     KeyedStateHandle,
@@ -42,6 +43,7 @@ from statecore.errors import (
     CorruptCheckpointError,
     InvalidArgumentError,
     StatectlError,
+    UnknownKeyHashError,
     UnsupportedFormatError,
 )
 from statecore.key_groups import KeyGroupRange, assign_to_key_group
@@ -53,9 +55,10 @@ from statecore.operator_backend import (
     OperatorStateSnapshotEntry,
 )
 from statecore.rescale_plan import RescalePlan
-from statecore.serializers import VOID_NAMESPACE
+from statecore.serializers import VOID_NAMESPACE, parse_type
 
-__all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "WrittenSnapshot", "state_of"]
+__all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "WrittenSnapshot", "rehash_refused",
+           "state_of"]
 
 #: Rows read at once by :meth:`Checkpoint.keyed_entries` (whole key groups, at least one).
 ENTRY_BATCH_ROWS = 65536
@@ -81,6 +84,15 @@ class DownloadUnit:
 
     key_group_range: KeyGroupRange
     files: tuple[tuple[str, int], ...]
+
+
+def rehash_refused(op: OperatorMetadata, max_parallelism: int, reason: str
+                   ) -> UnknownKeyHashError:
+    """The error for a max-parallelism change of keys whose key group cannot be computed."""
+    return UnknownKeyHashError(
+        f"operator {op.uid!r} cannot change its max parallelism to {max_parallelism}: its keys "
+        f"({op.key_type}) would each need their key group at the new max parallelism, and that "
+        f"is not computable: {reason}")
 
 
 def state_of(op: OperatorMetadata, name: str, scope: str) -> StateMetadata:
@@ -163,13 +175,20 @@ class Checkpoint(ABC):
     def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
         """The key group of ``key`` in ``op`` (reference §1.2); ``None``: not computable."""
         assert op.key_type is not None
+        if self.unknown_key_hash(op) is not None:
+            return None
         group: int = assign_to_key_group(key, op.max_parallelism, op.key_type)
         return group
 
     def expected_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
                             table: pa.Table) -> np.ndarray | None:
-        """The key group each row's key hashes to (reference §1.2), for ``verify``."""
+        """The key group each row's key hashes to (reference §1.2), for ``verify``.
+
+        ``None`` when the key type's hash is not computable (:meth:`unknown_key_hash`).
+        """
         assert op.key_type is not None
+        if self.unknown_key_hash(op) is not None:
+            return None
         result: np.ndarray = key_groups(table.column("key"), op.key_type, op.max_parallelism)
         return result
 
@@ -181,12 +200,33 @@ class Checkpoint(ABC):
         as a POJO's ``hashCode``) is refused with an error naming the operator.
         """
         assert op.key_type is not None
+        reason = self.unknown_key_hash(op)
+        if reason is not None:
+            raise rehash_refused(op, max_parallelism, reason)
         try:
             result: np.ndarray = key_groups(self.keyed_table(op.uid, handle, ["key"]).column(
                 "key"), op.key_type, max_parallelism)
         except InvalidArgumentError as exc:
             raise CorruptCheckpointError(f"a stored key cannot be hashed: {exc}") from exc
         return result
+
+    def sources(self) -> tuple[SourceProgress, ...]:
+        """What the job's sources have read (their splits and enumerators), where known.
+
+        Statectl's own checkpoints keep source offsets as operator state: none here.
+        """
+        return ()
+
+    def unknown_key_hash(self, op: OperatorMetadata) -> str | None:
+        """Why the key groups of ``op``'s keys cannot be computed; ``None`` when they can.
+
+        A POJO's ``hashCode`` is user code, an enum's ``Object.hashCode`` (identity-based), a
+        Kryo object's its class's: statectl has none of them.
+        """
+        if op.key_type is None:
+            return None
+        serializer = parse_type(op.key_type)
+        return None if serializer.hashable else serializer.unhashable
 
     # -- written once, over the primitives ---------------------------------------------------
 
@@ -335,7 +375,7 @@ class Checkpoint(ABC):
 def _pydict(table: pa.Table, relative: str) -> dict[str, list[Any]]:
     """A table's columns as Python lists; a value Python cannot hold is corruption."""
     try:
-        columns: dict[str, list[Any]] = table.to_pydict()
+        columns: dict[str, list[Any]] = pydict(table)
     except (pa.ArrowException, ValueError, OverflowError) as exc:  # incl. UnicodeDecodeError
         raise CorruptCheckpointError(f"{relative}: {exc}") from exc
     return columns

@@ -8,15 +8,22 @@ a real Flink checkpoint or savepoint is a directory with ``_metadata``
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pyarrow.fs as pafs
 
-from formats.filesystems import resolve_filesystem
+from formats.filesystems import is_storage_failure, resolve_filesystem, storage_errors
 from formats.flink.checkpoint import FLINK_METADATA_FILE, is_flink_checkpoint, open_flink_checkpoint
 from formats.model import Checkpoint
+from formats.statectl.claims import CLAIMS_DIR, Claims
 from formats.statectl.publish import METADATA_FILE
 from formats.statectl.reader import open_statectl_checkpoint
 
-__all__ = ["open_checkpoint"]
+__all__ = ["open_checkpoint", "pinned"]
+
+_IN_STATE_DIRECTORY = re.compile(r"(?:chk|savepoint)-(\d{7,})")
 
 
 def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
@@ -31,6 +38,12 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
     """
     fs, root = resolve_filesystem(location, filesystem)
     root = root.rstrip("/") or root
+    with storage_errors("reading", location):
+        return _open(fs, root, location, strict, allow_pickle)
+
+
+def _open(fs: pafs.FileSystem, root: str, location: str, strict: bool,
+          allow_pickle: bool) -> Checkpoint:
     for name in (METADATA_FILE, FLINK_METADATA_FILE):  # the metadata file itself: its directory
         if root.endswith("/" + name):
             root = root.rsplit("/", 1)[0]
@@ -43,5 +56,45 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
 def _exists(fs: pafs.FileSystem, path: str) -> bool:
     try:
         return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
-    except OSError:
+    except OSError as exc:
+        if is_storage_failure(exc):
+            raise  # fail at once (said with the location by open_checkpoint), not per probe
         return False
+
+
+@contextmanager
+def pinned(location: str, *, filesystem: pafs.FileSystem | None = None) -> Iterator[None]:
+    """Hold the checkpoint at ``location`` against deletion while the block reads it.
+
+    Only a checkpoint of a statectl state directory (``chk-<id>`` or ``savepoint-<id>``
+    beside ``_claims/``) can be released by another process; it is pinned
+    (:mod:`formats.statectl.claims`): retention, ``snapshot release`` and ``prune`` leave it
+    alone meanwhile, and one being released already is refused
+    (:class:`~statecore.errors.ConcurrentWriteError`). Anything else is read as it is.
+    """
+    fs, root = resolve_filesystem(location, filesystem)
+    root = root.rstrip("/") or root
+    for name in (METADATA_FILE, FLINK_METADATA_FILE):
+        if root.endswith("/" + name):
+            root = root.rsplit("/", 1)[0]
+    parent, _, name = root.rpartition("/")
+    match = _IN_STATE_DIRECTORY.fullmatch(name)
+    if not match or not parent:
+        yield
+        return
+    with storage_errors("reading", location):
+        if fs.get_file_info(f"{parent}/{CLAIMS_DIR}").type != pafs.FileType.Directory:
+            match = None  # no process coordinates here (a copy, or a checkpoint on its own)
+        else:
+            claims = Claims(fs, parent)
+            try:
+                pin = claims.pin(int(match[1]))
+            except PermissionError:  # (on S3: 403)
+                match = None  # a state directory this user may only read: read it as it is
+    if match is None:
+        yield
+        return
+    try:
+        yield
+    finally:
+        claims.remove(pin)

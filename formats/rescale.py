@@ -32,12 +32,13 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from formats.columns import keyed_schema, operator_schema
-from formats.filesystems import resolve_filesystem, staged
+from formats.commit import staged
+from formats.filesystems import resolve_filesystem, storage_errors
 from formats.key_hash import key_groups
-from formats.model import Checkpoint
+from formats.model import Checkpoint, rehash_refused
 from formats.statectl.publish import publish
 from formats.statectl.reader import StatectlCheckpoint
-from formats.statectl.writer import ParquetFileWriter, link_file
+from formats.statectl.writer import ParquetFileWriter, link_file, link_files
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -75,11 +76,12 @@ class RescaleResult:
     location: str
     mode: str  # metadata | compact | rehash
     metadata: CheckpointMetadata
-    files_linked: int
+    files_linked: int  # hard links (the local disk)
     files_written: int
     entries_written: int
     entries_dropped: int
     seconds: float
+    files_copied: int = 0  # copies: by the server within an object store, else streamed
 
 
 def check_source(checkpoint: Checkpoint) -> StatectlCheckpoint:
@@ -95,7 +97,9 @@ def check_source(checkpoint: Checkpoint) -> StatectlCheckpoint:
 def check_target(location: str) -> None:
     """Refuse an output location that exists (checked again when the output is published)."""
     fs, path = resolve_filesystem(location, None)
-    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+    with storage_errors("writing", location):
+        exists = fs.get_file_info(path).type != pafs.FileType.NotFound
+    if exists:
         raise CheckpointError(f"{location} already exists; a checkpoint is never overwritten")
 
 
@@ -128,6 +132,10 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
     """
     rehashed: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
     if max_parallelism is not None:
+        for op in checkpoint.metadata.operators:
+            reason = checkpoint.unknown_key_hash(op)
+            if op.key_type is not None and op.max_parallelism != max_parallelism and reason:
+                raise rehash_refused(op, max_parallelism, reason)
         tasks: list[tuple[str, RehashTask]] = [
             (state.name, (op, st.index, handle))
             for op in checkpoint.metadata.operators
@@ -153,10 +161,9 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
 
 def _downloads(checkpoint: Checkpoint, plan: RescalePlan
                ) -> dict[tuple[str, int], tuple[tuple[str, int], ...]]:
-    """Flink's rule for incremental handles on restore: whole handles per new subtask.
+    """Flink's rule for incremental handles on restore (``RocksDBIncrementalRestoreOperation``).
 
-    A new subtask downloads every handle whose key-group range intersects its own
-    (``RocksDBIncrementalRestoreOperation``).
+    A new subtask downloads every handle whose key-group range intersects its own.
     """
     out: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}
     for op in plan.operators:
@@ -214,11 +221,10 @@ def rescale_checkpoint(
         new_kind = source.kind if kind is None else kind
         if not rewrite:
             metadata = plan.metadata(source, new_id, new_kind, created)
-            for info in metadata.files:
-                checkpoint.check_size(info.path)
-            for done, info in enumerate(metadata.files):
-                stats.linked += link_file(checkpoint, info.path, fs, staging)
-                report(done + 1, len(metadata.files))
+            linked = link_files(checkpoint, [info.path for info in metadata.files], fs,
+                                staging, report, check_size=True)
+            stats.linked += linked
+            stats.copied += len(metadata.files) - linked
         else:
             operators = []
             files: list[FileInfo] = []
@@ -234,7 +240,7 @@ def rescale_checkpoint(
         publish(fs, staging, final, metadata)
     return RescaleResult(location, mode, metadata, stats.linked,
                          stats.written, stats.entries, stats.dropped,
-                         time.perf_counter() - started)
+                         time.perf_counter() - started, stats.copied)
 
 
 def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescalePlan,
@@ -264,6 +270,7 @@ def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescaleP
 @dataclass
 class _Stats:
     linked: int = 0
+    copied: int = 0
     written: int = 0
     entries: int = 0
     dropped: int = 0
@@ -310,7 +317,7 @@ def prepare_rows(table: pa.Table, job: KeyedJob) -> tuple[pa.Table, np.ndarray[A
     max-parallelism change); rows are not reordered.
     """
     state, dropped = job.state, 0
-    if job.drop_expired and state.ttl:
+    if job.drop_expired and state.ttl is not None and state.ttl > 0:
         before = table.num_rows
         table = drop_expired_rows(table, state, job.now)
         dropped = before - table.num_rows
@@ -329,7 +336,11 @@ def write_sorted(job: KeyedJob, fs: pafs.FileSystem, relative: str, table: pa.Ta
     """Write rows sorted by key group as one data file; its info and per-key-group rows."""
     assert job.op.key_type is not None
     writer = ParquetFileWriter(fs, job.staging, relative, keyed_schema(job.state, job.op.key_type))
-    rows = _write_by_key_group(writer, table, groups)
+    try:
+        rows = _write_by_key_group(writer, table, groups)
+    except BaseException:
+        writer.abandon()
+        raise
     return writer.close(), rows
 
 
@@ -401,7 +412,10 @@ class _OperatorRewriter:
             self.linked.add(relative)
             info = next(f for f in self.checkpoint.metadata.files if f.path == relative)
             self.checkpoint.check_size(relative)
-            self.stats.linked += link_file(self.checkpoint, relative, self.fs, self.staging)
+            if link_file(self.checkpoint, relative, self.fs, self.staging):
+                self.stats.linked += 1
+            else:
+                self.stats.copied += 1
             self.files.append(info)
 
     def _keyed(self, state_index: int, state: StateMetadata) -> list[list[KeyedStateHandle]]:
@@ -447,10 +461,15 @@ class _OperatorRewriter:
         """Write the handles' elements one after another into one file; their counts."""
         writer = ParquetFileWriter(self.fs, self.staging, relative, schema)
         counts = []
-        for h in handles:
-            table = self.checkpoint.rows_table(h.file, schema, h.first_element, h.element_count)
-            writer.write_table(table)
-            counts.append(table.num_rows)
+        try:
+            for h in handles:
+                table = self.checkpoint.rows_table(h.file, schema, h.first_element,
+                                                   h.element_count)
+                writer.write_table(table)
+                counts.append(table.num_rows)
+        except BaseException:
+            writer.abandon()
+            raise
         self.files.append(writer.close())
         self.stats.written += 1
         return counts
@@ -487,7 +506,7 @@ def drop_expired_rows(table: pa.Table, state: StateMetadata, now: int) -> pa.Tab
     Value-like states lose expired rows; list and map states lose expired elements and then
     the rows left empty, as Flink's full-snapshot cleanup does (reference §9.5).
     """
-    assert state.ttl is not None
+    assert state.ttl is not None and state.ttl > 0, "expiry needs the TTL"
     ttl_column = table.column("ttl_timestamp").combine_chunks()
     value_column = table.column("value").combine_chunks()
     if state.kind not in ("list", "map"):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from formats.arrow_types import from_arrow, value_from_text
+from formats.arrow_types import from_arrow, pyrows, value_from_text
 from formats.columns import keyed_schema, operator_schema, ttl_spec, value_spec
 from formats.model import Checkpoint
 from formats.rescale import drop_expired_rows
@@ -142,7 +142,7 @@ def _entries(op: OperatorMetadata, state: StateMetadata, subtask: int, table: pa
     read_ns = None if state.namespace_type == "void" else from_arrow(state.namespace_type)
     read_ttl = from_arrow(ttl_spec(state)) if state.ttl else None
     out = []
-    for row, size in zip(table.to_pylist(), sizes.tolist(), strict=True):
+    for row, size in zip(pyrows(table), sizes.tolist(), strict=True):
         out.append(Entry(
             subtask, row.get("key_group"), read_key(row.get("key")),
             VOID_NAMESPACE if read_ns is None else read_ns(row["namespace"]),
@@ -322,7 +322,7 @@ def expired_shares(checkpoint: Checkpoint, now: int, states: Collection[str] | N
     out = []
     for op in checkpoint.metadata.operators:
         for state in _selected(op, states, "keyed"):
-            if state.ttl is None:
+            if state.ttl is None or state.ttl <= 0:  # no TTL, or one the snapshot lacks
                 continue
             totals = np.zeros(6, dtype=np.int64)
             for _, h in _keyed_handles(op, state.name):

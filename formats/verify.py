@@ -21,6 +21,18 @@ keeps going and reports each problem with a kind, so scripts can gate on it. Kin
 * ``flink``: a state of a Flink snapshot cannot be read (a missing, truncated or corrupt file,
   a serializer statectl cannot decode); the message says which.
 
+Warnings are listed apart and do not make a checkpoint unclean (nor ``verify`` exit with 1):
+they say what could not be checked, or what the job did that Flink allows but a rescale may
+not keep, not that the checkpoint is damaged. Kinds:
+
+* ``key-hash-unknown``: an operator's keys have no Java ``hashCode`` statectl can compute (a
+  POJO's is user code, an enum's ``Object.hashCode`` is identity-based), so whether each key
+  is in its key group was not checked (one warning per operator);
+* ``broadcast-copies``: the subtasks' copies of a broadcast state differ. Flink keeps one copy
+  per subtask and expects them equal (the job's contract, not checked by Flink); on a rescale
+  each new subtask restores one of them (``RoundRobinOperatorStateRepartitioner``), so which
+  content survives depends on the parallelism. A warning: the snapshot itself is intact.
+
 A Flink checkpoint or savepoint gets the same checks on its decoded state (its files are read
 and decoded completely when it is opened; it has no checksums to compare).
 """
@@ -36,7 +48,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from formats.arrow_types import pyrows
 from formats.columns import operator_schema
+from formats.diff import canonical
 from formats.model import Checkpoint
 from formats.open import open_checkpoint
 from statecore.checkpoint import KeyedStateHandle, OperatorIdentity, OperatorMetadata
@@ -48,11 +62,14 @@ from statecore.errors import (
     UnsupportedFormatError,
 )
 
-__all__ = ["PROBLEM_KINDS", "Problem", "VerifyReport", "verify_checkpoint"]
+__all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "Problem", "VerifyReport", "verify_checkpoint"]
 
 PROBLEM_KINDS = ("metadata", "unsafe-path", "missing-file", "size", "checksum", "unreadable",
                  "key-group-ranges", "handle-range", "overlap", "offsets", "key-placement",
                  "duplicate-key")
+
+#: Kinds of warnings (see the module doc): they do not make a checkpoint unclean.
+WARNING_KINDS = ("key-hash-unknown", "broadcast-copies")
 
 #: At most this many problems of one kind are listed (all are counted).
 MAX_LISTED = 100
@@ -81,15 +98,23 @@ class VerifyReport:
     entries: int = 0
     #: the operator being checked: problems added meanwhile concern it
     current: OperatorIdentity | None = None
+    #: what could not be checked (see the module doc); they leave the checkpoint clean
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
+        """No problem found (warnings do not count)."""
         return not self.counts
 
     def add(self, kind: str, where: str, message: str) -> None:
         self.counts[kind] += 1
         if self.counts[kind] <= MAX_LISTED:
             self.problems.append(Problem(kind, where, message, self.current))
+
+    def warn(self, kind: str, where: str, message: str) -> None:
+        """A warning about the current operator, once per kind and place."""
+        if not any(w.kind == kind and w.where == where for w in self.warnings):
+            self.warnings.append(Problem(kind, where, message, self.current))
 
 
 def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None = None,
@@ -211,7 +236,12 @@ def _check_placement(checkpoint: Checkpoint, op: OperatorMetadata, handle: Keyed
     except StatectlError as exc:
         report.add("key-placement", where, f"keys cannot be hashed: {exc}")
         return
-    if expected is None:  # a Flink key type whose hashCode statectl does not know
+    if expected is None:  # a key type whose hashCode statectl does not know
+        reason = checkpoint.unknown_key_hash(op)
+        if reason is not None:
+            report.warn("key-hash-unknown", f"operator {op.uid}",
+                        f"the key group of a {_short(op.key_type)} key is not computable "
+                        f"({reason}): key placement was not checked")
         return
     stored = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
     wrong = np.flatnonzero(stored != expected)
@@ -221,6 +251,11 @@ def _check_placement(checkpoint: Checkpoint, op: OperatorMetadata, handle: Keyed
                    f"{int(stored[i])}; its hash gives {int(expected[i])}")
     if wrong.size > 5:
         report.add("key-placement", where, f"... and {wrong.size - 5} more misplaced keys")
+
+
+def _short(spec: str | None, limit: int = 60) -> str:
+    text = spec or ""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _check_duplicates(tables: list[pa.Table], where: str, report: VerifyReport) -> None:
@@ -246,14 +281,33 @@ def _check_duplicates(tables: list[pa.Table], where: str, report: VerifyReport) 
 def _check_operator_state(checkpoint: Checkpoint, op: OperatorMetadata, report: VerifyReport,
                           bad: set[str]) -> None:
     states = {s.name: s for s in op.states}
+    copies: dict[str, list[tuple[int, dict[Any, Any]]]] = {}
     for st in op.subtasks:
         for h in st.operator:
             if h.file in bad:
                 continue
             where = f"operator {op.uid}, subtask {st.index}, state {h.state}"
             try:
-                checkpoint.rows_table(h.file, operator_schema(states[h.state]),
-                                      h.first_element, h.element_count)
+                table = checkpoint.rows_table(h.file, operator_schema(states[h.state]),
+                                              h.first_element, h.element_count)
             except CorruptCheckpointError as exc:
                 report.add("offsets" if "beyond" in str(exc) else "unreadable", where, str(exc))
+                continue
+            if states[h.state].kind == "broadcast":
+                copies.setdefault(h.state, []).append((st.index, _broadcast_copy(table)))
+    for name, held in copies.items():
+        first_index, first = held[0]
+        for index, copy in held[1:]:
+            if copy != first:
+                differing = len(set(copy.items()) ^ set(first.items()))
+                report.warn("broadcast-copies", f"operator {op.uid}, state {name}",
+                           f"subtask {index}'s copy differs from subtask {first_index}'s "
+                           f"({differing} entries differ): every subtask holds the same "
+                           f"broadcast state, and a rescale gives new subtasks one of the copies")
+                break
+
+
+def _broadcast_copy(table: pa.Table) -> dict[Any, Any]:
+    """A broadcast state's copy as comparable ``{key: value}`` (NaN equal to NaN)."""
+    return {canonical(row["key"]): canonical(row["value"]) for row in pyrows(table)}
 

@@ -34,6 +34,7 @@ from statecore.serializers import parse_type
 __all__ = [
     "FORMAT_MARKER",
     "FORMAT_VERSION",
+    "TTL_UNKNOWN",
     "CheckpointKind",
     "CheckpointMetadata",
     "FileInfo",
@@ -110,9 +111,19 @@ class OperatorStateHandle:
     element_count: int
 
 
+#: :attr:`StateMetadata.ttl` of a state whose values carry TTL timestamps while the TTL itself
+#: is unknown: a Flink snapshot stores each value's last access, its ``StateTtlConfig`` is in
+#: the job's code. Such a state has the ``ttl_timestamp`` column; its expiry cannot be computed.
+#: Never stored in a statectl checkpoint (whose TTLs are positive).
+TTL_UNKNOWN = -1
+
+
 @dataclass(frozen=True, slots=True)
 class StateMetadata:
-    """A registered state: its kind and declared types (type specs), and its TTL in ms."""
+    """A registered state: its kind and declared types (type specs), and its TTL in ms.
+
+    ``ttl`` is ``None`` without TTL, :data:`TTL_UNKNOWN` for TTL values of an unknown TTL.
+    """
 
     name: str
     scope: str  # "keyed" | "operator"

@@ -8,7 +8,9 @@ JSON) are translated at the boundary with ``raise ... from exc``.
 
     StatectlError
     ├── InvalidArgumentError          (also ValueError) a precondition Flink checks, e.g. bounds
-    │   └── ParallelismError          parallelism / max parallelism outside 1..32768 or p > max p
+    │   ├── ParallelismError          parallelism / max parallelism outside 1..32768 or p > max p
+    │   └── UnknownKeyHashError       a key type whose Java hashCode statectl cannot compute
+    │                                 (a POJO's, an enum's): its key groups are unknown
     ├── KeyGroupError                 a key or key group outside a backend's KeyGroupRange
     ├── StateMapError                 misuse of a state map or of one of its snapshots
     │   ├── ConcurrentModificationError   the map changed structurally under an iterator
@@ -18,7 +20,11 @@ JSON) are translated at the boundary with ``raise ... from exc``.
     ├── EngineError                   a distributed job (Spark) failed; nothing was published
     └── CheckpointError               a checkpoint cannot be written or read as asked
         ├── CheckpointCancelledError  an asynchronous write was cancelled (nothing was kept)
+        ├── ConcurrentWriteError      another process holds the state directory, or claimed
+        │                             the same output or checkpoint id first
         ├── CorruptCheckpointError    malformed, truncated or inconsistent files or metadata
+        ├── StorageError              the storage failed or refused: unreachable endpoint,
+        │                             timeout, credentials, missing bucket, throttling
         ├── UnsafePathError           a path in a checkpoint escapes its directory
         └── UnsupportedFormatError    an unknown format marker or version, or a value type
                                       the format cannot store
@@ -30,6 +36,7 @@ __all__ = [
     "CheckpointCancelledError",
     "CheckpointError",
     "ConcurrentModificationError",
+    "ConcurrentWriteError",
     "CorruptCheckpointError",
     "EngineError",
     "InvalidArgumentError",
@@ -39,8 +46,10 @@ __all__ = [
     "SnapshotReleasedError",
     "StateMapError",
     "StatectlError",
+    "StorageError",
     "TraceScriptError",
     "UnsafePathError",
+    "UnknownKeyHashError",
     "UnsupportedFormatError",
 ]
 
@@ -55,6 +64,10 @@ class InvalidArgumentError(StatectlError, ValueError):
 
 class ParallelismError(InvalidArgumentError):
     """Parallelism or max parallelism outside Flink's bounds (1..32768, p <= max p)."""
+
+
+class UnknownKeyHashError(InvalidArgumentError):
+    """The key type's Java ``hashCode`` is user code or identity-based: no key group is known."""
 
 
 class KeyGroupError(StatectlError):
@@ -96,6 +109,17 @@ class CheckpointError(StatectlError):
 
 class CheckpointCancelledError(CheckpointError):
     """An asynchronous checkpoint write was cancelled; its partial files were removed."""
+
+
+class ConcurrentWriteError(CheckpointError):
+    """Another process writes the same state directory, or claimed the same output first."""
+
+
+class StorageError(CheckpointError):
+    """The storage failed or refused a request (network, timeout, credentials, bucket, 503).
+
+    The message says what was being done, where, and the store's own error code.
+    """
 
 
 class CorruptCheckpointError(CheckpointError):

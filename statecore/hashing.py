@@ -17,13 +17,19 @@ __all__ = [
     "INT32_MIN",
     "VOID_NAMESPACE_HASH",
     "bit_mix",
+    "java_big_decimal_hash",
+    "java_big_integer_hash",
     "java_bool_hash",
     "java_bytes_hash",
     "java_char_hash",
     "java_double_hash",
     "java_float_hash",
+    "java_instant_hash",
     "java_int_hash",
     "java_list_hash",
+    "java_local_date_hash",
+    "java_local_datetime_hash",
+    "java_local_time_hash",
     "java_long_hash",
     "java_string_hash",
     "java_tuple_hash",
@@ -206,6 +212,54 @@ def java_list_hash(element_hashes: Iterable[int | None]) -> int:
     for eh in element_hashes:
         h = (h * 31 + (0 if eh is None else eh)) & _MASK32
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+# -- JDK value classes (hashCode as the JDK 17 sources define it) ------------------------------
+
+
+def java_instant_hash(epoch_second: int, nano: int) -> int:
+    """``java.time.Instant.hashCode``: ``((int) (seconds ^ (seconds >>> 32))) + 51 * nanos``."""
+    return to_int32(java_long_hash(epoch_second) + 51 * nano)
+
+
+def java_local_date_hash(year: int, month: int, day: int) -> int:
+    """``java.time.LocalDate.hashCode``: ``(y & 0xFFFFF800) ^ ((y << 11) + (m << 6) + d)``."""
+    return to_int32((year & 0xFFFFF800) ^ ((year << 11) + (month << 6) + day))
+
+
+def java_local_time_hash(nano_of_day: int) -> int:
+    """``java.time.LocalTime.hashCode``: ``Long.hashCode(toNanoOfDay())``."""
+    return java_long_hash(nano_of_day)
+
+
+def java_local_datetime_hash(year: int, month: int, day: int, nano_of_day: int) -> int:
+    """``java.time.LocalDateTime.hashCode``: ``date.hashCode() ^ time.hashCode()``."""
+    return to_int32(java_local_date_hash(year, month, day) ^ java_local_time_hash(nano_of_day))
+
+
+def java_big_integer_hash(value: int) -> int:
+    """``java.math.BigInteger.hashCode``.
+
+    ``h = 31*h + mag[i]`` (int32 wrap, each magnitude word unsigned) over the big-endian
+    32-bit words of ``|value|`` without leading zero words, times the signum.
+    """
+    magnitude = abs(value)
+    words = []
+    while magnitude:
+        words.append(magnitude & _MASK32)
+        magnitude >>= 32
+    h = 0
+    for word in reversed(words):
+        h = (31 * h + word) & _MASK32
+    return to_int32(h * (1 if value > 0 else -1 if value < 0 else 0))
+
+
+def java_big_decimal_hash(unscaled: int, scale: int) -> int:
+    """``java.math.BigDecimal.hashCode``: ``31 * unscaledValue().hashCode() + scale``.
+
+    (Its compact-value branch computes the same number for values that fit a ``long``.)
+    """
+    return to_int32(31 * java_big_integer_hash(unscaled) + scale)
 
 
 # -- 128-bit MurmurHash3 (x64 variant): OperatorIDs of uids --------------------------------------

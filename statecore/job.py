@@ -29,6 +29,7 @@ with or without folding.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -178,7 +179,15 @@ class RestoredCheckpoint(Protocol):
 
 
 class CheckpointStorage(Protocol):
-    """Where checkpoints go: written asynchronously, listed, discarded, opened."""
+    """Where checkpoints go: ids claimed, written asynchronously, listed, discarded, read.
+
+    ``claim(n)`` reserves ``n`` or the next id after it that no other writer of the storage
+    has taken, and returns it: ids are never issued twice. ``discard`` may keep a checkpoint
+    that is being read (the next retention takes it). ``reading(n)`` holds checkpoint ``n``
+    for the block: nothing deletes it meanwhile.
+    """
+
+    def claim(self, checkpoint_id: int) -> int: ...
 
     def begin(self, checkpoint_id: int, kind: CheckpointKind,
               operators: Sequence[OperatorSnapshot]) -> PendingWrite: ...
@@ -187,7 +196,7 @@ class CheckpointStorage(Protocol):
 
     def discard(self, checkpoint_id: int) -> None: ...
 
-    def open(self, checkpoint_id: int) -> RestoredCheckpoint: ...
+    def reading(self, checkpoint_id: int) -> AbstractContextManager[RestoredCheckpoint]: ...
 
 
 @dataclass
@@ -307,9 +316,13 @@ class LocalJob:
         restored = self._checkpoint_to_restore(restore_from)
         self.restored_from = restored.checkpoint_id if restored else None
         self._next_id = 1 + max((c.checkpoint_id for c in storage.completed()), default=0)
-        reader = storage.open(restored.checkpoint_id) if restored else None
-        self._subtasks = [self._make_subtask(i, function_factory, map_kind, clock, reader)
-                          for i in range(parallelism)]
+        if restored is None:
+            self._subtasks = [self._make_subtask(i, function_factory, map_kind, clock, None)
+                              for i in range(parallelism)]
+        else:
+            with storage.reading(restored.checkpoint_id) as reader:
+                self._subtasks = [self._make_subtask(i, function_factory, map_kind, clock,
+                                                     reader) for i in range(parallelism)]
 
     # -- set-up and restore ---------------------------------------------------------------------
 
@@ -361,8 +374,30 @@ class LocalJob:
         """Process records (at most ``limit``) and wait for checkpoints still in flight.
 
         ``on_record(n)`` is called after the n-th record of this run, or once after the last
-        record of a folded run of records (progress reporting).
+        record of a folded run of records (progress reporting). If processing fails (a
+        checkpoint cannot even be started: its storage is gone), the checkpoints in flight are
+        cancelled and waited for before the error propagates, so no writer of this job
+        outlives it.
         """
+        try:
+            return self._run(limit, on_record)
+        except BaseException:
+            self.abort_pending()
+            raise
+
+    def abort_pending(self) -> None:
+        """Cancel the checkpoints in flight and wait until their writers have stopped."""
+        for pending in self._pending:
+            pending.cancel()
+        for pending in self._pending:
+            try:
+                pending.result()
+            except Exception:  # noqa: BLE001 - cancelled or failed: nothing to keep
+                pass
+        self._pending = []
+
+    def _run(self, limit: int | None,
+             on_record: Callable[[int], None] | None) -> JobResult:
         self._processed = 0
         for owner in self._subtasks:
             for split in list(owner.positions):
@@ -460,8 +495,9 @@ class LocalJob:
 
     def trigger_checkpoint(self, kind: CheckpointKind = CheckpointKind.CHECKPOINT) -> PendingWrite:
         """The synchronous half now; the storage writes the rest while processing goes on."""
+        checkpoint_id = self.storage.claim(self._next_id)
+        self._next_id = checkpoint_id + 1
         snapshots = [subtask_snapshot(s.context, s.positions) for s in self._subtasks]
-        checkpoint_id, self._next_id = self._next_id, self._next_id + 1
         pending = self.storage.begin(checkpoint_id, kind, [OperatorSnapshot(
             self.uid, self.name, self.parallelism, self.max_parallelism, snapshots)])
         self._pending.append(pending)
@@ -469,8 +505,12 @@ class LocalJob:
 
     def complete_checkpoint(self, kind: CheckpointKind = CheckpointKind.CHECKPOINT) -> int:
         """Take a checkpoint (or savepoint) and wait until it is complete; returns its id."""
-        pending = self.trigger_checkpoint(kind)
-        self._wait_for_pending()
+        try:
+            pending = self.trigger_checkpoint(kind)
+            self._wait_for_pending()
+        except BaseException:
+            self.abort_pending()
+            raise
         if pending.checkpoint_id in self._result.failed:
             raise CheckpointError(f"{kind.value} {pending.checkpoint_id} failed: "
                                   f"{self._result.failed[pending.checkpoint_id]}")

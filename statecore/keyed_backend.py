@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from statecore.copy_on_write_state_map import CopyOnWriteStateMap, HashMode
-from statecore.errors import InvalidArgumentError, KeyGroupError, StateMapError
+from statecore.errors import (
+    InvalidArgumentError,
+    KeyGroupError,
+    StateMapError,
+    UnknownKeyHashError,
+)
 from statecore.key_groups import KeyGroupRange, assign_to_key_group
 from statecore.keyed_state import (
     STATE_CLASSES,
@@ -70,6 +75,10 @@ class HeapKeyedStateBackend(Generic[K]):
             raise InvalidArgumentError(
                 f"unknown map kind {map_kind!r} (known: copy_on_write, nested)")
         self.key_serializer: TypeSerializer[K] = resolve_type(key_type)
+        if not self.key_serializer.hashable:  # keys are placed by their Java hash
+            raise UnknownKeyHashError(
+                f"a backend cannot be keyed by {self.key_serializer.spec}: its key groups "
+                f"are not computable ({self.key_serializer.unhashable})")
         self.max_parallelism = max_parallelism
         self.key_group_range = key_group_range or KeyGroupRange(0, max_parallelism - 1)
         if self.key_group_range.end >= max_parallelism:

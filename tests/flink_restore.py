@@ -148,6 +148,11 @@ class RestoreCase:
     #: expected state of every key (``{key: {state: value}}``, as BootstrapJob prints it), the
     #: states' spec (BootstrapJob's), the keyed operator's uid and the TTL the job declares
     bootstrap: BootstrapState | None = None
+    #: The restored job's TTL clock starts at this time (epoch ms) instead of now
+    #: (``tests/flink_jobs/TtlClockBackend.java``: the backend itself, unchanged but for its TTL
+    #: time provider), so TTL state live when the snapshot was taken is live when restored
+    #: however long after; ``None``: the wall clock.
+    ttl_now_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.job not in JOB_KINDS:
@@ -319,11 +324,12 @@ def build() -> Build:
         staging = Path(tempfile.mkdtemp(prefix="build-", dir=cache_root()))
         try:
             _copy_tree(jobs, staging / "jobs", skip=("__pycache__", ".jar"))
-            for name in ("RestoreDriver.java", "BootstrapJob.java", "pyds_driver.py",
-                         "log4j2.properties"):
+            for name in ("RestoreDriver.java", "BootstrapJob.java", "TtlClockBackend.java",
+                         "SerializerVectors.java", "pyds_driver.py", "log4j2.properties"):
                 shutil.copyfile(DRIVER_SOURCES / name, staging / name)
             (staging / "classes").mkdir()
             sources = [staging / "RestoreDriver.java", staging / "BootstrapJob.java",
+                       staging / "TtlClockBackend.java", staging / "SerializerVectors.java",
                        staging / "jobs/java/JavaStateJob.java",
                        staging / "jobs/java/TypesJob.java"]
             done = subprocess.run(["javac", "-nowarn", "-d", str(staging / "classes"),
@@ -561,7 +567,8 @@ class FlinkRestorer:
             parallelism=case.parallelism, max_parallelism=case.max_parallelism,
             backend=case.backend, prefix=case.input.key_prefix, nkeys=case.input.keys, out=out,
             expect=expect, count_regex=OUTPUT_LINE[case.job],
-            timeout_ms=int(case.timeout * 1000), quiet_ms=5000)
+            timeout_ms=int(case.timeout * 1000), quiet_ms=5000,
+            ttl_now_ms="" if case.ttl_now_ms is None else case.ttl_now_ms)
         reply = driver.run(fields, wait=case.timeout + 120)
         problems: list[str] = []
         if reply is None:

@@ -17,7 +17,7 @@ import json
 import math
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,15 +108,18 @@ def render(value: Any) -> Any:
     """A value as the export's text formats hold it (the module doc's rules)."""
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
-    if isinstance(value, tuple):
-        return {f"f{i}": render(v) for i, v in enumerate(value)}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):  # tuples: arrays (docs/flink-types.md)
         return [render(v) for v in value]
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value):
             return {k: render(v) for k, v in value.items()}
         return [{"key": render(k), "value": render(v)} for k, v in value.items()]
     return value
+
+
+def mixed_tuples(specs: Iterable[str | None]) -> bool:
+    """Whether a spec has a tuple of fields with different JSON kinds (an array of both)."""
+    return any(spec is not None and "tuple<" in spec and "string" in spec for spec in specs)
 
 
 # -- expected content, from the reader ----------------------------------------------------------
@@ -238,7 +241,9 @@ def read_back(checkpoint: Checkpoint, out: Path, fmt: str, states: set[str] | No
             lines = [line for line in path.read_bytes().decode().split("\n") if line]
             rows = [json.loads(line) for line in lines]
             assert all(list(r) == COLUMNS for r in rows)
-            if rows:  # plain pyarrow reads it (it refuses a file without rows)
+            if rows and not mixed_tuples(column_specs.values()):
+                # plain pyarrow reads it (it refuses a file without rows, and cannot infer a
+                # type for an array of a string and a number: a tuple<string,int64>)
                 table = pajson.read_json(path)
                 assert table.column_names == COLUMNS and table.num_rows == len(rows)
         else:
@@ -300,9 +305,8 @@ def test_samples_export_their_content(tmp_path: Path, sample: Path, fmt: str) ->
     assert result.format == fmt and result.location == str(tmp_path / "out")
     tables = check_export(checkpoint, tmp_path / "out", fmt)
     assert result.rows == sum(len(rows) for rows in tables.values())
-    assert [(t.operator.uid, t.state, t.rows) for t in result.tables] == [
-        (t["operator"]["uid"], t["state"], t["rows"])
-        for t in manifest_of(tmp_path / "out")["tables"]]
+    assert [(t.operator.to_json(), t.state, t.rows) for t in result.tables] == [
+        (t["operator"], t["state"], t["rows"]) for t in manifest_of(tmp_path / "out")["tables"]]
     if sample == EMPTY:
         assert tables == {} and sorted(p.name for p in (tmp_path / "out").iterdir()) == [
             "_export.json"]
@@ -335,7 +339,7 @@ def test_operator_rows_follow_restore_semantics(tmp_path: Path) -> None:
     offsets = tables["events-source", "partition_offsets"]
     restored = [checkpoint.operator_entries("events-source", i) for i in range(3)]
     assert [(r["subtask"], r["value"]) for r in offsets] == [
-        (i, {"f0": e[0], "f1": e[1]}) for i in range(3) for e in restored[i][0].elements]
+        (i, [e[0], e[1]]) for i in range(3) for e in restored[i][0].elements]
     assert sorted(r["value"] for r in tables["events-source", "watermarks"]) == sorted(
         e for sub in restored for e in sub[2].elements)
     rules = tables["events-source", "rules"]

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from oracle import REPO_ROOT
 from test_diff_pairs import keyed_checkpoint, operator_checkpoint
+from test_export import mixed_tuples
 
 from formats.arrow_types import from_arrow, is_scalar
 from formats.columns import operator_schema, split_ttl, ttl_spec, value_spec
@@ -103,8 +104,10 @@ def exported(checkpoint: Checkpoint, out: Path, fmt: str) -> Content:
             lines = [line for line in path.read_text().split("\n") if line]
             if fmt == "jsonl":
                 rows = [json.loads(line) for line in lines]
-                if rows:
-                    assert pajson.read_json(path).num_rows == len(rows)  # plain pyarrow reads it
+                specs = [checkpoint.operator(uid).key_type, state.value_type,
+                         state.user_key_type, state.namespace_type]
+                if rows and not mixed_tuples(specs):  # plain pyarrow reads it (see there)
+                    assert pajson.read_json(path).num_rows == len(rows)
             else:  # CSV infers types: read text columns as text (a key "0" stays "0")
                 op = checkpoint.operator(uid)
                 specs = {"key": op.key_type if state.scope == "keyed" else state.user_key_type,

@@ -1,10 +1,12 @@
 """Real Flink 2.3 checkpoints and savepoints, read by statectl, against the fixtures' ground truth.
 
-The heap fixtures (``$STATECTL_FLINK_FIXTURES``) and the RocksDB ones
+The heap fixtures (``$STATECTL_FLINK_FIXTURES``), the RocksDB ones
 (``$STATECTL_FLINK_ROCKSDB_FIXTURES``: incremental checkpoints and native savepoints, whose
-keyed state is RocksDB's SST files). For every snapshot every fixture set's ``expected.json``
-lists: operators, parallelism, max
-parallelism, state names and kinds and every key's value equal ``expected.json``; the
+keyed state is RocksDB's SST files) and those of the types real jobs keep
+(``$STATECTL_FLINK_TYPES_FIXTURES``: POJOs, enums, java.time, Kryo, TTL, tuple keys, windows).
+For every snapshot every fixture set's ``expected.json`` lists: operators, parallelism, max
+parallelism, state names and kinds and every key's value, in its canonical JSON form
+(:func:`formats.export.jsonable`, docs/flink-types.md), equal ``expected.json``; the
 ``_metadata`` reader agrees with ``metadata-dump.json`` (what Flink's own
 ``Checkpoints.loadCheckpointMetadata`` reported); ``verify`` is clean; ``export`` writes typed
 Parquet. Rescale oracle: ``rescale --plan`` of each p2 snapshot to the parallelism of a
@@ -14,18 +16,20 @@ subtask, split and union operator state).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from formats.arrow_types import arrow_type, from_arrow
 from formats.columns import operator_schema, value_spec
 from formats.diff import diff_checkpoints
-from formats.export import export_checkpoint
+from formats.export import export_checkpoint, jsonable
 from formats.flink.checkpoint import FlinkCheckpoint
 from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.open import open_checkpoint
@@ -34,9 +38,9 @@ from formats.state_scan import lookup
 from formats.verify import verify_checkpoint
 from statecore.checkpoint import CheckpointKind
 from statecore.rescale_plan import intersect_handle
+from statecore.ttl import TtlValue
 from tests.flink_fixtures import (
     expected,
-    fixture_sets,
     plain,
     plain_key,
     require_fixtures,
@@ -44,14 +48,15 @@ from tests.flink_fixtures import (
     snapshots,
 )
 
-ROOTS = ("heap", "rocksdb")
+ROOTS = ("heap", "rocksdb", "types")
 SNAPSHOTS = snapshots(*ROOTS)
 IDS = snapshot_ids(*ROOTS)
 
 #: expected.json key type names -> statectl type specs of the decoded keys
 KEY_TYPES = {"String": "string", "Long": "int64", "Integer": "int32",
              "Row(String)": "tuple<string>", "Row(Long)": "tuple<int64>",
-             "RowData(VARCHAR)": "tuple<string>", "RowData(INT)": "tuple<int32>"}
+             "RowData(VARCHAR)": "tuple<string>", "RowData(INT)": "tuple<int32>",
+             "Tuple2(String,Integer)": "tuple<string,int32>"}
 
 
 @pytest.mark.parametrize("root", ROOTS)
@@ -59,8 +64,11 @@ def test_fixture_sets_exist(root: str) -> None:
     assert require_fixtures(root)
 
 
+@functools.cache
 def _backend(fixture_set: Path) -> str:
-    return "rocksdb" if fixture_set in fixture_sets("rocksdb") else "hashmap"
+    """``rocksdb`` when Flink's own reading (``metadata-dump.json``) found incremental handles."""
+    dump = (fixture_set / "metadata-dump.json").read_text()
+    return "rocksdb" if '"IncrementalRemoteKeyedStateHandle"' in dump else "hashmap"
 
 
 def _open(fixture_set: Path, snap: dict[str, Any]) -> FlinkCheckpoint:
@@ -69,13 +77,42 @@ def _open(fixture_set: Path, snap: dict[str, Any]) -> FlinkCheckpoint:
     return checkpoint
 
 
-def _keyed(checkpoint: FlinkCheckpoint, uid: str, state: str) -> dict[Any, Any]:
+def _canonical(value: Any) -> Any:
+    """A decoded value in its canonical JSON form (a TTL value: its value)."""
+    if isinstance(value, TtlValue):
+        return _canonical(value.user_value)
+    if isinstance(value, list) and value and isinstance(value[0], TtlValue):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict) and any(isinstance(v, TtlValue) for v in value.values()):
+        return jsonable({k: v.user_value for k, v in value.items()})
+    return jsonable(value)
+
+
+def _keyed(checkpoint: FlinkCheckpoint, uid: str, state: str, raw: bool = False
+           ) -> dict[Any, Any]:
+    """Every key's value, in its canonical JSON form (``raw``: as decoded)."""
     out: dict[Any, Any] = {}
     for _kg, key, _ns, value in checkpoint.keyed_entries(uid, state):
         k = plain_key(key)
         assert k not in out, f"{uid}/{state}: key {k!r} twice"
-        out[k] = plain(value)
+        out[k] = value if raw else _canonical(value)
     return out
+
+
+def _windowed(checkpoint: FlinkCheckpoint, uid: str, state: str) -> set[Any]:
+    """``(key, namespace, value)`` of a state with a namespace, canonical and hashable."""
+    return {(plain_key(key), plain_key(jsonable(ns)), plain_key(_canonical(value)))
+            for _kg, key, ns, value in checkpoint.keyed_entries(uid, state)}
+
+
+def _timers(checkpoint: FlinkCheckpoint, uid: str, state: str) -> dict[Any, list[int]]:
+    """Every key's timer timestamps, over all its namespaces, sorted."""
+    out: dict[Any, list[int]] = {}
+    for _kg, key, namespace, stamps in checkpoint.keyed_entries(uid, state):
+        if isinstance(namespace, tuple) and len(namespace) == 2:  # a TimeWindow's timers
+            assert stamps == [namespace[1] - 1], (uid, state, key, namespace, stamps)
+        out.setdefault(plain_key(key), []).extend(stamps)
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def _ints(value: Any) -> list[int]:
@@ -123,23 +160,33 @@ def test_keyed_and_broadcast_state_equal_expected(fixture_set: Path, snap: dict[
         for name, state_spec in spec.get("keyed_states", {}).items():
             state = states[name]
             assert state.scope == "keyed"
-            values = _keyed(checkpoint, uid, name)
+            if "namespace" in state_spec:  # [key, namespace, value] per entry (windows)
+                assert state.kind == state_spec["kind"].lower()
+                assert state.namespace_type != "void"
+                assert _windowed(checkpoint, uid, name) == {
+                    (plain_key(k), plain_key(ns), plain_key(v))
+                    for k, ns, v in state_spec["entries"]}
+                continue
+            values = _keyed(checkpoint, uid, name, raw=state_spec.get("values") == "opaque")
             if state_spec.get("values") == "opaque":
                 # PyFlink's Python state: the keys are known, the values are bytes its coders
-                # wrote. A Python ValueState is a Java ListState holding one element.
+                # wrote. A Python ValueState is a Java ListState holding one element. Kryo
+                # state: the keys are known, the values Kryo's bytes (typed kryo<class>).
                 assert set(values) == {plain_key(k) for k in state_spec["keys"]}
                 if state_spec["kind"] == "VALUE" and name.startswith("python-state-"):
                     assert state.kind == "list"
                     assert all(len(v) == 1 and isinstance(v[0], bytes) for v in values.values())
                 else:
                     assert state.kind == state_spec["kind"].lower()
+                    if state.value_type.startswith("kryo<"):
+                        assert all(isinstance(v, bytes) for v in values.values())
                 continue
             assert state.kind == state_spec["kind"].lower()
-            assert values == {plain_key(k): plain(v) for k, v in state_spec["entries"]}
+            assert values == {plain_key(k): jsonable(v) for k, v in state_spec["entries"]}
         for name, timer_spec in spec.get("timers", {}).items():
             assert states[name].kind == "list" and states[name].value_type == "int64"
-            assert _keyed(checkpoint, uid, name) == {plain_key(k): v
-                                                     for k, v in timer_spec["entries"]}
+            assert _timers(checkpoint, uid, name) == {plain_key(k): v
+                                                      for k, v in timer_spec["entries"]}
         for name, bc_spec in spec.get("broadcast_states", {}).items():
             assert states[name].kind == "broadcast"
             copies = []
@@ -167,7 +214,7 @@ def _check_sql(checkpoint: FlinkCheckpoint, spec: dict[str, Any]) -> None:
         for name, state_spec in want["keyed_states"].items():
             state = next(s for s in op.states if s.name == name)
             assert state.kind == state_spec["kind"].lower()
-            values = _keyed(checkpoint, op.uid, name)
+            values = _keyed(checkpoint, op.uid, name, raw=True)
             if "entries_contain_ints" in state_spec:
                 assert set(values) == {plain_key(k) for k, _ in state_spec["entries_contain_ints"]}
                 for key, ints in state_spec["entries_contain_ints"]:
@@ -454,6 +501,18 @@ def test_rescale_plan_downloads_incremental_handles_whole(
 # -- export -----------------------------------------------------------------------------------
 
 
+def _micro(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` with its nanosecond timestamps in microseconds."""
+    if pa.types.is_timestamp(data_type) and data_type.unit == "ns":
+        return pa.timestamp("us", tz=data_type.tz)
+    if pa.types.is_struct(data_type):
+        return pa.struct([data_type.field(i).with_type(_micro(data_type.field(i).type))
+                          for i in range(data_type.num_fields)])
+    if pa.types.is_list(data_type):
+        return pa.list_(_micro(data_type.value_type))
+    return data_type
+
+
 @pytest.mark.parametrize(("fixture_set", "snap"), [
     (f, s) for f, s in SNAPSHOTS if s["kind"] == "savepoint" and s["format"] == "canonical"],
     ids=[i for (f, s), i in zip(SNAPSHOTS, IDS, strict=True)
@@ -474,7 +533,11 @@ def test_export_of_a_savepoint_is_typed_parquet(fixture_set: Path, snap: dict[st
         if state.scope == "keyed":  # typed as the serializers say: a Flink String key is string
             assert op.key_type is not None
             assert table.schema.field("key").type == arrow_type(op.key_type)
-            assert table.schema.field("value").type == arrow_type(value_spec(state))
+            value = table.schema.field("value")
+            assert value.metadata[b"statectl.type"].decode() == value_spec(state)
+            # instants in microseconds when no value has a finer digit (Spark reads those)
+            declared = arrow_type(value_spec(state))
+            assert value.type == declared or value.type == _micro(declared)
             if not state.name.startswith("_timer_state/"):
                 known += "bytes" not in value_spec(state)
     expect_typed = expected(fixture_set)["job"] != "pyds"  # PyFlink state values are bytes
@@ -493,19 +556,22 @@ def test_key_lookup_finds_every_key_where_flink_put_it(fixture_set: Path) -> Non
         keyed = [s for s in op.states if s.scope == "keyed" and not s.name.startswith("_timer")]
         if op.key_type is None or not keyed:
             continue
-        stored = {}  # key -> {state: (key group, value)}
+        stored: dict[Any, dict[str, list[Any]]] = {}  # key -> {state: [(kg, ns, value)]}
         for state in keyed:
-            for key_group, key, _ns, value in checkpoint.keyed_entries(op.uid, state.name):
-                stored.setdefault(key, {})[state.name] = (key_group, value)
+            for key_group, key, ns, value in checkpoint.keyed_entries(op.uid, state.name):
+                stored.setdefault(key, {}).setdefault(state.name, []).append(
+                    (key_group, ns, value))
         for key in sorted(stored, key=repr)[:12]:
             text = key if isinstance(key, str) else json.dumps(plain(key))
             found = lookup(checkpoint, text, [s.name for s in keyed])
             location = next(loc for loc in found.locations if loc[0] == op.uid)
-            groups = {kg for kg, _ in stored[key].values()}
+            groups = {kg for entries in stored[key].values() for kg, _, _ in entries}
             assert len(groups) == 1 and location[2] in groups, (op.uid, key, location)
             for state in (s for s in found.states if s.uid == op.uid):
-                entries = [(e.key_group, e.value) for e in state.entries]
-                want = stored[key].get(state.state)
-                assert entries == ([] if want is None else [want]), (op.uid, key, state.state)
+                entries = sorted(((e.key_group, e.namespace, e.value if e.ttl_timestamp is None
+                                   else TtlValue(e.value, e.ttl_timestamp))
+                                  for e in state.entries), key=repr)
+                want = sorted(stored[key].get(state.state, []), key=repr)
+                assert entries == want, (op.uid, key, state.state)
             looked_up += 1
     assert looked_up

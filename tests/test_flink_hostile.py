@@ -1,7 +1,8 @@
 """Real Flink snapshots, damaged: truncated and bit-flipped files (issue 8, "Robustness").
 
 Every file of every snapshot the fixture sets' ``expected.json`` files list (``_metadata`` and
-the state files beside it) is truncated at many points and bit-flipped at many positions, in a
+the state files beside it; the heap and RocksDB sets, and in a test of its own the sets of the
+types real jobs keep) is truncated at many points and bit-flipped at many positions, in a
 copy (the fixtures are never touched). Each case opens the copy and reads everything: every
 keyed state's entries and every subtask's operator state (which converts every decoded value
 to Arrow). The outcome is a :class:`StatectlError` with a message or, for a bit flip, a
@@ -32,9 +33,12 @@ from types import FrameType
 
 import pytest
 
+from formats.diff import diff_checkpoints
 from formats.flink.checkpoint import FlinkCheckpoint
 from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.open import open_checkpoint
+from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.verify import verify_checkpoint
 from statecore.errors import StatectlError
 from tests.cli_support import run
 from tests.flink_fixtures import require_fixtures, snapshot_files, snapshots
@@ -63,12 +67,13 @@ class Case:
         return f"{self.snapshot.name}/{self.file} {self.kind} {self.position}"
 
 
-def cases(truncations: int, flips: int, seed: int) -> list[Case]:
+def cases(truncations: int, flips: int, seed: int,
+          roots: tuple[str, ...] = ("heap", "rocksdb")) -> list[Case]:
     """Deterministic cases: cut points spread over each file (always its first and last
     bytes) plus random ones; flips at random bits."""
     rng = random.Random(seed)
     out: list[Case] = []
-    for fixture_set, snap in snapshots("heap", "rocksdb"):
+    for fixture_set, snap in snapshots(*roots):
         root = fixture_set / snap["path"]
         referenced = _referenced(root)
         for path in snapshot_files(root):
@@ -168,9 +173,11 @@ class Copies:
             os.link(original, target)
 
 
-def sweep(tmp_path: Path, truncations: int, flips: int, seed: int) -> None:
-    require_fixtures()
-    all_cases = cases(truncations, flips, seed)
+def sweep(tmp_path: Path, truncations: int, flips: int, seed: int,
+          roots: tuple[str, ...] = ("heap", "rocksdb"), least: int = 1000) -> None:
+    for root in roots:
+        require_fixtures(root)
+    all_cases = cases(truncations, flips, seed, roots)
     copies = Copies(tmp_path)
     failures: list[str] = []
     errors: list[Case] = []
@@ -206,7 +213,7 @@ def sweep(tmp_path: Path, truncations: int, flips: int, seed: int) -> None:
                                 f"{trailers[case.snapshot]}) and read without an error")
     rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
     assert not failures, f"{len(failures)} of {len(all_cases)} cases:\n" + "\n".join(failures[:40])
-    assert len(all_cases) >= 1000
+    assert len(all_cases) >= least
     assert errors, "no case failed: the mutations do not reach the decoders"
     assert rss_growth <= MAX_RSS_GROWTH, f"peak memory grew by {rss_growth >> 20} MiB"
 
@@ -227,6 +234,64 @@ def test_truncated_and_bit_flipped_fixtures(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_truncated_and_bit_flipped_fixtures_more(tmp_path: Path) -> None:
     sweep(tmp_path, TRUNCATIONS * 10, FLIPS * 10, seed=88)
+
+
+def test_truncated_and_bit_flipped_type_fixtures(tmp_path: Path) -> None:
+    """The type fixtures (POJOs, enums, java.time, Kryo, TTL, tuple keys, windows): their
+    serializer snapshots and values damaged the same way."""
+    sweep(tmp_path, TRUNCATIONS, FLIPS, seed=20, roots=("types",), least=500)
+
+
+@pytest.mark.slow
+def test_truncated_and_bit_flipped_type_fixtures_more(tmp_path: Path) -> None:
+    sweep(tmp_path, TRUNCATIONS * 10, FLIPS * 10, seed=2020, roots=("types",), least=5000)
+
+
+def test_damaged_sources_are_rewritten_or_refused(tmp_path: Path) -> None:
+    """The savepoint writer's inputs, hostile (issue 21): damaged snapshots of every root
+    rewritten into Flink savepoints at another parallelism. Each case either fails with a
+    :class:`StatectlError` leaving nothing at the output, or writes a savepoint that holds the
+    state read (``diff``; unless a flip made the copies of a broadcast state differ, which
+    ``verify`` warns of as ``broadcast-copies``) and whose ``verify`` finds nothing the source's
+    does not (a flip in a key can leave it in another key group: read, carried over as stored,
+    reported by both); never another exception, never a hang."""
+    all_cases = cases(1, 2, seed=21, roots=("heap", "rocksdb", "types"))
+    copies = Copies(tmp_path / "copies")
+    failures: list[str] = []
+    written = refused = 0
+    for n, case in enumerate(all_cases):
+        out = tmp_path / f"out-{n}"
+        with copies.mutated(case) as root:
+            try:
+                with time_limit(2 * HANG_SECONDS):
+                    source = open_checkpoint(str(root))
+                    parallelism = source.metadata.operators[0].parallelism + 1
+                    rescale_checkpoint(source, str(out), plan_checkpoint(source, parallelism))
+                    checked = verify_checkpoint(str(root))
+                    known = {p.kind for p in checked.problems}
+                    # broadcast copies that differ: the rescale gives each new subtask one
+                    differing_copies = any(w.kind == "broadcast-copies" for w in checked.warnings)
+                    if not differing_copies and not diff_checkpoints(
+                            source, open_checkpoint(str(out))).equal:
+                        failures.append(f"{case}: the savepoint written differs from its source")
+                    found = {p.kind for p in verify_checkpoint(str(out)).problems}
+                    if not found <= known:
+                        failures.append(f"{case}: the savepoint written has problems its source "
+                                        f"has not: {sorted(found - known)}")
+                written += 1
+            except StatectlError as exc:
+                refused += 1
+                if not str(exc).strip():
+                    failures.append(f"{case}: a StatectlError without a message")
+                if out.exists():
+                    failures.append(f"{case}: a refused write left {out}")
+            except AssertionError as exc:
+                failures.append(f"{case}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the point of the test
+                failures.append(f"{case}: {type(exc).__name__}: {exc}")
+        shutil.rmtree(out, ignore_errors=True)
+    assert not failures, f"{len(failures)} of {len(all_cases)} cases:\n" + "\n".join(failures[:40])
+    assert written and refused, (written, refused)
 
 
 def _allfiles_copy(tmp_path: Path) -> tuple[Path, list[str]]:

@@ -6,6 +6,12 @@ Issue 21's acceptance, proven by Flink itself (the harness: ``tests/flink_restor
   never named) rewritten by ``statectl rescale --out`` from its canonical savepoint: at a new
   parallelism, at a higher max parallelism (x2, or 128 from below 128) and at a lower one (/4),
   restored on the heap and on the RocksDB backend; Flink's fixture checkers compare every key;
+- every set of the types job (``$STATECTL_FLINK_TYPES_FIXTURES``: POJOs, enums, instants, dates,
+  a Kryo value, TTL, ``Tuple2`` keys, window state and timers, every value re-encoded by
+  statectl) rewritten at a new parallelism and restored on both backends, and at a higher max
+  parallelism (its keys are Strings and ``Tuple2`` s, whose hash Flink's is); the TTL clock of
+  the restored job starts when the snapshot was taken (``RestoreCase.ttl_now_ms``), and a month
+  later (a negative control) the TTL state is gone, so Flink read the timestamps statectl wrote;
 - every RocksDB incremental checkpoint (``$STATECTL_FLINK_ROCKSDB_FIXTURES``) converted to a
   canonical savepoint and restored into the heap backend;
 - a ``statectl build`` result (count, sum, list, map, last; with and without TTL) converted and
@@ -18,8 +24,10 @@ Each written savepoint is also read back by statectl: ``diff`` with its source s
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +44,10 @@ from statecore.ttl import TtlValue
 
 REPO = Path(__file__).resolve().parent.parent
 JOBS = ("java", "sql", "pyds")
+TYPES = "types"
+#: A restore's TTL clock: this long after the latest last access of the snapshot's TTL state.
+TTL_CLOCK_AFTER_MS = 60_000
+MONTH_MS = 30 * 24 * 3600 * 1000
 
 
 def _canonical(fixture_set: Path) -> dict[str, Any]:
@@ -44,7 +56,7 @@ def _canonical(fixture_set: Path) -> dict[str, Any]:
 
 
 def _rescale_cases() -> list[tuple[Path, int, int | None, str]]:
-    """(set, new parallelism, new max parallelism or None, backend) per heap fixture set."""
+    """(set, new parallelism, new max parallelism or None, backend) per heap and types set."""
     out = []
     for fixture_set in fixture_sets("heap"):
         document = expected(fixture_set)
@@ -55,6 +67,13 @@ def _rescale_cases() -> list[tuple[Path, int, int | None, str]]:
         down = max(2, max_p // 4)
         out += [(fixture_set, 3, None, "rocksdb"), (fixture_set, 2, up, "hashmap"),
                 (fixture_set, 2, up, "rocksdb"), (fixture_set, 2, down, "hashmap")]
+    for fixture_set in fixture_sets("types"):
+        document = expected(fixture_set)
+        if document["job"] != TYPES:
+            continue
+        max_p = int(document["max_parallelism"])
+        out += [(fixture_set, 3, None, "hashmap"), (fixture_set, 3, None, "rocksdb"),
+                (fixture_set, 2, max_p * 2, "hashmap")]
     return out
 
 
@@ -68,7 +87,40 @@ def _written_equals_source(source: Any, written: Path) -> None:
 
 
 def test_there_are_restore_cases() -> None:
-    assert RESCALES and {expected(s)["job"] for s, *_ in RESCALES} == set(JOBS)
+    assert RESCALES and {expected(s)["job"] for s, *_ in RESCALES} == {*JOBS, TYPES}
+
+
+def _ttl_values(stored: Any) -> Iterator[TtlValue[Any]]:
+    if isinstance(stored, TtlValue):
+        yield stored
+    elif isinstance(stored, list):
+        for element in stored:
+            yield from _ttl_values(element)
+    elif isinstance(stored, dict):
+        for element in stored.values():
+            yield from _ttl_values(element)
+
+
+def _ttl_state(source: Any) -> tuple[set[str], int | None]:
+    """The names of ``source``'s TTL states, and their latest last-access timestamp."""
+    names, latest = set(), None
+    for op in source.metadata.operators:
+        for state in op.states:
+            if state.scope != "keyed":
+                continue
+            for *_, stored in source.keyed_entries(op.uid, state.name):
+                for value in _ttl_values(stored):
+                    names.add(state.name)
+                    latest = max(latest or value.last_access_timestamp,
+                                 value.last_access_timestamp)
+    return names, latest
+
+
+def _ttl_clock(source: Any) -> int | None:
+    """The restored job's TTL clock: just after the snapshot's TTL state was last accessed
+    (else, restored more than its TTL after that day, Flink hides the state as expired)."""
+    latest = _ttl_state(source)[1]
+    return None if latest is None else latest + TTL_CLOCK_AFTER_MS
 
 
 @pytest.mark.parametrize(("fixture_set", "parallelism", "max_parallelism", "backend"), RESCALES,
@@ -81,10 +133,39 @@ def test_flink_restores_a_rescaled_savepoint(flink_restorer: FlinkRestorer, fixt
     out = tmp_path / "savepoint"
     rescale_checkpoint(source, str(out), plan_checkpoint(source, parallelism, max_parallelism))
     _written_equals_source(source, out)
-    overrides = {} if max_parallelism is None else {"max_parallelism": max_parallelism}
+    overrides: dict[str, Any] = {"ttl_now_ms": _ttl_clock(source)}
+    if max_parallelism is not None:
+        overrides["max_parallelism"] = max_parallelism
     result = flink_restorer.restore(RestoreCase.from_fixture(
         fixture_set, out, parallelism=parallelism, backend=backend, **overrides))
     assert result.ok, result.report()
+
+
+TYPE_SETS = [s for s in fixture_sets("types") if expected(s)["job"] == TYPES]
+
+
+@pytest.mark.parametrize("fixture_set", TYPE_SETS[:1], ids=[s.name for s in TYPE_SETS[:1]])
+def test_flink_restores_the_ttl_timestamps_statectl_wrote(flink_restorer: FlinkRestorer,
+                                                          fixture_set: Path,
+                                                          tmp_path: Path) -> None:
+    """A negative control of the TTL clock: the rewrite of the types job restored as a month
+    after its TTL state's last access. What the checker finds differ is the TTL state alone:
+    Flink read the timestamps statectl wrote (and with the clock of the other cases, a month
+    earlier, the values)."""
+    snap = _canonical(fixture_set)
+    source = open_checkpoint(str(fixture_set / snap["path"]))
+    out = tmp_path / "savepoint"
+    rescale_checkpoint(source, str(out), plan_checkpoint(source, 3))
+    names, latest = _ttl_state(source)
+    assert names and latest is not None
+    result = flink_restorer.restore(RestoreCase.from_fixture(
+        fixture_set, out, parallelism=3, ttl_now_ms=latest + MONTH_MS, name="ttl-expired"))
+    assert not result.ok
+    # the checker's findings: "POJO <key> at <amount>: states ['<name>', ...] differ: ..."
+    differing = [re.match(r"POJO \S+ at \d+: states \[([^]]*)\] differ", p)
+                 for p in result.problems if not p.startswith("note: ")]
+    assert differing and all(differing), result.report()
+    assert {name.strip(" '") for m in differing if m for name in m[1].split(",")} == names
 
 
 def _rocksdb_checkpoints() -> list[tuple[Path, dict[str, Any]]]:

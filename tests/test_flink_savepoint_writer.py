@@ -2,22 +2,23 @@
 
 Byte for byte where Flink's output is deterministic: the ``CheckpointProperties`` of every
 savepoint, the serializer snapshots and state meta infos statectl writes for its own types, the
-keyed streams of canonical savepoints whose pairs come in key order (RocksDB's). Then every
-fixture snapshot (heap and RocksDB; checkpoints, native and canonical savepoints) rewritten at
-another parallelism and max parallelism, read back: the same state (``diff``), clean
-(``verify``), every value encoded as it was decoded. Real Flink restoring what statectl writes is
-``tests/test_flink_restore.py``.
+keyed streams of canonical savepoints whose pairs come in key order (RocksDB's), POJOs, enums,
+instants, dates, Kryo values, TTL values, tuple keys and windows included. Then every fixture
+snapshot (heap, RocksDB and the types sets; checkpoints, native and canonical savepoints)
+rewritten at another parallelism and max parallelism, read back: the same state (``diff``),
+clean (``verify``), every key, namespace and value encoded as it was decoded. Real Flink
+restoring what statectl writes is ``tests/test_flink_restore.py``; the encoders of types the
+fixtures do not hold are ``tests/test_flink_encoders.py``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import KEYED, OPERATOR, run, run_json
-from flink_fixtures import snapshot_ids, snapshots
+from flink_fixtures import expected, snapshot_ids, snapshots
 
 import formats.flink.savepoint_writer as savepoint_writer
 from formats.convert import convert_checkpoint
@@ -31,9 +32,9 @@ from formats.flink.snapshot_out import serializer_for_spec, state_meta_info
 from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.verify import verify_checkpoint
-from statecore.errors import StatectlError, UnsupportedFormatError
+from statecore.errors import StatectlError, UnknownKeyHashError
 
-ROOTS = ("heap", "rocksdb")
+ROOTS = ("heap", "rocksdb", "types")
 SNAPSHOTS = snapshots(*ROOTS)
 IDS = snapshot_ids(*ROOTS)
 REPO = Path(__file__).resolve().parent.parent
@@ -103,39 +104,60 @@ def test_serializer_snapshots_and_meta_infos_are_flinks_bytes() -> None:
 
 @pytest.mark.parametrize(("fixture", "snap"), SNAPSHOTS, ids=IDS)
 def test_every_value_encodes_to_what_decodes_to_it(fixture: Path, snap: dict[str, Any]) -> None:
+    """Keys, namespaces and values (lists and maps whole): encoded, then decoded, equal."""
     checkpoint = _open(fixture / snap["path"])
     encoded = 0
     for op in checkpoint.metadata.operators:
         header = checkpoint.keyed_header(op.uid)
         if header is None:
             continue
+        key_encoder = encoder_for(header.key_snapshot)
+        assert header.key is not None and key_encoder is not None
         for info in header.states:
-            value = info.serializers.get("VALUE_SERIALIZER")
-            codec, encoder = info.value, None if value is None else encoder_for(value)
-            if codec is None or encoder is None or info.kind == "timers":
+            if info.kind == "timers":
                 continue
+            value = info.serializers.get("VALUE_SERIALIZER")
+            namespace = info.serializers.get("NAMESPACE_SERIALIZER")
+            codec, encoder = info.value, None if value is None else encoder_for(value)
+            ns_encoder = None if namespace is None else encoder_for(namespace)
+            assert info.namespace is not None and ns_encoder is not None
+            checks = [(header.key, key_encoder, 1), (info.namespace, ns_encoder, 2)]
+            if codec is not None and encoder is not None:
+                checks.append((codec, encoder, 3))
             for st in op.subtasks:
                 for handle in (h for h in st.keyed if h.state == info.name):
-                    for _kg, _key, _ns, stored in checkpoint.decoded_rows(handle.file):
-                        out = bytearray()
-                        encoder(out, stored)
-                        assert codec.read(DataReader(bytes(out), "x")) == stored
+                    for row in checkpoint.decoded_rows(handle.file):
+                        for part_codec, part_encoder, at in checks:
+                            out = bytearray()
+                            part_encoder(out, row[at])
+                            reader = DataReader(bytes(out), "x")
+                            assert part_codec.read_delimited(reader) == row[at]
+                            assert reader.at_end()
                         encoded += 1
-    assert encoded or expected_opaque(fixture)
+    assert encoded
 
 
-def expected_opaque(fixture: Path) -> bool:
-    """A PyFlink set keeps its values as bytes of Python coders: nothing typed to encode."""
-    return bool(json.loads((fixture / "expected.json").read_text())["job"] == "pyds")
+def _written_by_rocksdb(fixture: Path) -> bool:
+    """A set whose native snapshots hold RocksDB's incremental handles."""
+    for snap in expected(fixture)["snapshots"]:
+        if snap["format"] == "native":
+            meta = parse_metadata((fixture / snap["path"] / "_metadata").read_bytes())
+            return any(isinstance(h, FlinkIncrementalHandle) for op in meta.operators
+                       for st in op.subtasks for h in st.managed_keyed)
+    return False
 
 
 def _key_ordered_canonical() -> list[tuple[Path, dict[str, Any]]]:
     """Canonical savepoints whose pairs Flink wrote in key order (RocksDB's: its iterator)."""
-    return [(f, s) for f, s in snapshots("rocksdb") if s["format"] == "canonical"]
+    return [(f, s) for f, s in SNAPSHOTS if s["format"] == "canonical"
+            and _written_by_rocksdb(f)]
 
 
-@pytest.mark.parametrize(("fixture", "snap"), _key_ordered_canonical(),
-                         ids=[f"{f.name}:{s['path']}" for f, s in _key_ordered_canonical()])
+KEY_ORDERED = _key_ordered_canonical()
+
+
+@pytest.mark.parametrize(("fixture", "snap"), KEY_ORDERED,
+                         ids=[f"{f.name}:{s['path']}" for f, s in KEY_ORDERED])
 def test_a_rewrite_at_the_same_parallelism_is_flinks_bytes(fixture: Path, snap: dict[str, Any],
                                                            tmp_path: Path) -> None:
     source = fixture / snap["path"]
@@ -225,16 +247,76 @@ def test_a_failed_write_leaves_nothing_that_looks_like_a_savepoint(
     assert list(tmp_path.iterdir()) == []  # neither the savepoint nor its staging directory
 
 
+def _types_canonical() -> tuple[Path, dict[str, Any]]:
+    return next((f, s) for f, s in snapshots("types") if s["format"] == "canonical")
+
+
 def test_a_key_whose_hash_is_unknown_is_not_rehashed(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    fixture, snap = SNAPSHOTS[0]
+    """An operator keyed by a POJO (``hashCode`` is user code): its max parallelism cannot
+    change, and nothing is written; a new parallelism is a plain rewrite."""
+    fixture, snap = _types_canonical()
     source = _open(fixture / snap["path"])
-    keyed = next(op for op in source.metadata.operators if op.key_type is not None)
-    codec = source.key_codecs[keyed.uid]
-    monkeypatch.setitem(source.key_codecs, keyed.uid,
-                        type(codec)(codec.read, codec.spec, codec.length, "MyPojo"))
-    with pytest.raises(UnsupportedFormatError, match="MyPojo key cannot be computed"):
-        plan_checkpoint(source, 2, 256)
+    pojo, keyed = next((info.value, op) for op in source.metadata.operators
+                       if (header := source.keyed_header(op.uid)) is not None
+                       for info in header.states
+                       if info.value is not None and info.value.spec.startswith("struct<"))
+    monkeypatch.setitem(source.key_codecs, keyed.uid, pojo)
+    with pytest.raises(UnknownKeyHashError, match=f"{keyed.uid!r} cannot change its max "
+                                                  f"parallelism to 256.*POJO"):
+        rescale_checkpoint(source, str(tmp_path / "out"), plan_checkpoint(source, 2, 256))
+    with pytest.raises(UnknownKeyHashError, match=f"{keyed.uid!r} cannot change"):
+        source.new_key_groups(keyed, keyed.subtasks[0].keyed[0], 256)  # the rewrite's own rehash
+    assert not (tmp_path / "out").exists()
+
+
+def _java_string_hash(text: str) -> int:
+    """``String.hashCode``: ``31 * h + c`` over the UTF-16 code units (unsigned 32 bits)."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _flink_key_group(java_hash: int, max_parallelism: int) -> int:
+    """``KeyGroupRangeAssignment.computeKeyGroupForKeyHash``: murmur of the hash, mod M."""
+    k = (java_hash * 0xCC9E2D51) & 0xFFFFFFFF
+    k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
+    h = (k * 0x1B873593) & 0xFFFFFFFF
+    h = ((h << 13) | (h >> 19)) & 0xFFFFFFFF
+    h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h ^= 4
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return (h & 0x7FFFFFFF if h < 1 << 31 else (-(h - (1 << 32))) & 0x7FFFFFFF) % max_parallelism
+
+
+def test_tuple_keys_are_rehashed_with_flinks_hash(tmp_path: Path) -> None:
+    """``Tuple2<String, Integer>`` keys: ``Tuple2.hashCode`` is ``31 * f0.hashCode() +
+    f1.hashCode()`` (computed here from Java's rules, not statectl's); Flink placed every key
+    by it at the fixture's max parallelism, and the rewrite at another places it by the same."""
+    fixture, snap = _types_canonical()
+    source = _open(fixture / snap["path"])
+    tuple_ops = [op for op in source.metadata.operators
+                 if op.key_type is not None and op.key_type.startswith("tuple<string,int32")]
+    assert tuple_ops
+    new_max = source.metadata.operators[0].max_parallelism * 2
+    out = tmp_path / "out"
+    rescale_checkpoint(source, str(out), plan_checkpoint(source, 3, new_max))
+    written = _open(out)
+    for op in tuple_ops:
+        for checkpoint, max_p in ((source, op.max_parallelism), (written, new_max)):
+            (state,) = [s for s in op.states if s.scope == "keyed" and not s.name.startswith(
+                "_timer_state")]
+            rows = list(checkpoint.keyed_entries(op.uid, state.name))
+            assert rows
+            for key_group, (f0, f1), _ns, _value in rows:
+                java = (31 * _java_string_hash(f0) + (f1 & 0xFFFFFFFF)) & 0xFFFFFFFF
+                assert key_group == _flink_key_group(java, max_p), (f0, f1)
 
 
 # -- statectl -> Flink (bootstrap) ----------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Format v1 round trip, property-based (issue 4, acceptance "Round trip").
 
 Hypothesis builds an operator: a key type, max parallelism and parallelism, keyed states of
-every kind with random declared types (scalars, ``list``, ``map``, ``tuple``, nested), random
+every kind with random declared types (scalars, ``list``, ``map``, ``tuple``, nested; and the
+types of Flink jobs: ``struct`` (POJOs), ``enum``, ``timestamp[ms|us|ns]``, ``date32``,
+``local_time``, ``local_datetime``, ``bigint``, ``decimal``, ``kryo<class>``), random
 namespace types and TTL on some, and operator states (split, union, broadcast) with random
 elements. The subtasks' backends are filled through the state API, checkpointed with
 ``write_checkpoint`` and restored into fresh backends. Checked:
@@ -18,6 +20,8 @@ elements. The subtasks' backends are filled through the state API, checkpointed 
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
@@ -66,8 +70,9 @@ from statecore.operator_backend import (
     OperatorStateBackend,
     OperatorStateSnapshot,
 )
-from statecore.serializers import VOID_NAMESPACE, VoidNamespace
+from statecore.serializers import VOID_NAMESPACE, VoidNamespace, parse_type
 from statecore.ttl import ManualClock, StateVisibility, TtlConfig, TtlValue, UpdateType
+from statecore.values import NANOS_PER_DAY, Instant, LocalDateTime, LocalTime
 
 MAX_KEYS = 30
 
@@ -100,6 +105,12 @@ def canon(value: Any) -> Any:
         return ("list", tuple(canon(v) for v in value))
     if isinstance(value, dict):
         return ("dict", frozenset((canon(k), canon(v)) for k, v in value.items()))
+    if isinstance(value, decimal.Decimal):  # the scale too: 1.50 is not 1.5
+        return ("decimal", value.as_tuple())
+    if isinstance(value, Instant | LocalTime | LocalDateTime | datetime.date):
+        return (type(value).__name__, value)
+    if value is None:  # a null field of a struct
+        return ("null",)
     raise AssertionError(f"unexpected stored value {value!r} of type {type(value).__name__}")
 
 
@@ -130,8 +141,33 @@ SCALARS: list[Typed] = [
     Typed("string", st.text(_NO_SURROGATES, max_size=8)),
     Typed("bytes", st.binary(max_size=8)),
 ]
+_INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
+#: The types of Flink jobs (issue 20), as statectl declares them.
+TYPED_SCALARS: list[Typed] = [
+    Typed("timestamp[ms]", _INT64.map(lambda v: Instant(v * 1_000_000))),
+    Typed("timestamp[us]", _INT64.map(lambda v: Instant(v * 1_000))),
+    Typed("timestamp[ns]", _INT64.map(Instant)),
+    Typed("date32", st.dates()),
+    Typed("local_time", st.integers(0, NANOS_PER_DAY - 1).map(LocalTime)),
+    Typed("local_datetime", _INT64.map(LocalDateTime)),
+    Typed("bigint", st.integers(-(10 ** 40), 10 ** 40)),
+    Typed("decimal", st.decimals(allow_nan=False, allow_infinity=False)),
+    Typed("enum<ACTIVE,SUSPENDED,CLOSED>", st.sampled_from(["ACTIVE", "SUSPENDED", "CLOSED"])),
+    Typed("kryo<java.util.UUID>", st.binary(max_size=18)),
+]
+SCALARS += TYPED_SCALARS
 #: Types whose values can be dict keys (map keys, broadcast keys): every scalar.
 HASHABLE_SCALARS = SCALARS
+
+
+@st.composite
+def struct_types(draw: st.DrawFn, depth: int) -> Typed:
+    """A POJO: named fields (case kept), each of a value type, each possibly null."""
+    names = draw(st.lists(st.sampled_from(["a", "bB", "c_1", "$d", "Zip"]), min_size=1,
+                          max_size=3, unique=True))
+    fields = [(name, draw(value_types(depth))) for name in names]
+    spec = "struct<" + ",".join(f"{n}:{t.spec}" for n, t in fields) + ">"
+    return Typed(spec, st.fixed_dictionaries({n: st.none() | t.values for n, t in fields}))
 
 
 @st.composite
@@ -144,10 +180,13 @@ def hashable_types(draw: st.DrawFn) -> Typed:
 
 @st.composite
 def value_types(draw: st.DrawFn, depth: int = 2) -> Typed:
-    """Scalars, ``list<T>``, ``map<K,V>``, ``tuple<A,B>`` nested up to ``depth`` levels."""
-    shape = draw(st.sampled_from(["scalar"] * 3 + (["list", "map", "tuple"] if depth else [])))
+    """Scalars, ``list<T>``, ``map<K,V>``, ``tuple<A,B>``, ``struct`` nested up to ``depth``."""
+    shape = draw(st.sampled_from(["scalar"] * 3 + (["list", "map", "tuple", "struct"]
+                                                   if depth else [])))
     if shape == "scalar":
         return draw(st.sampled_from(SCALARS))
+    if shape == "struct":
+        return draw(struct_types(depth - 1))
     if shape == "list":
         element = draw(value_types(depth - 1))
         return Typed(f"list<{element.spec}>", st.lists(element.values, max_size=3))
@@ -165,12 +204,15 @@ KEY_TYPES: list[Typed] = [
     _int(64),
     Typed("tuple<string,int64>", st.tuples(st.text(_NO_SURROGATES, max_size=4),
                                            st.integers(-(1 << 63), (1 << 63) - 1))),
+    # keys of Flink's value types whose Java hashCode the JDK defines
+    *(t for t in TYPED_SCALARS if parse_type(t.spec).hashable and t.spec != "timestamp[us]"),
 ]
 NAMESPACE_TYPES: list[Typed] = [
     Typed("void", st.just(VOID_NAMESPACE)),
     _int(64),
     Typed("tuple<int64,int64>", st.tuples(st.integers(-(1 << 63), (1 << 63) - 1),
                                           st.integers(-5, 5))),
+    Typed("global_window", st.just("GlobalWindow")),
 ]
 
 

@@ -107,7 +107,7 @@ def test_writing_commands(tmp_path: Path) -> None:
                    state, "--checkpoint-every", "1000"), "build")
     check(run_json("snapshot", "list", state), "snapshots")
     check(run_json("snapshot", "take", state), "snapshots")
-    check(run_json("snapshot", "prune", state, "--keep", "1"), "released")
+    check(run_json("snapshot", "prune", state, "--keep", "1"), "pruned")
     listed = run_json("snapshot", "list", state)["snapshots"]
     check(run_json("snapshot", "release", state, str(listed[-1]["id"])), "released")
     check(run_json("trace", "--example", "seed000-copy-on-write"), "trace")
@@ -127,8 +127,8 @@ def test_a_verify_problem_names_its_operator(tmp_path: Path) -> None:
         "operators"][0]["uid"]
 
 
-@pytest.mark.parametrize(("fixture", "snap"), snapshots("heap", "rocksdb"),
-                         ids=snapshot_ids("heap", "rocksdb"))
+@pytest.mark.parametrize(("fixture", "snap"), snapshots("heap", "rocksdb", "types"),
+                         ids=snapshot_ids("heap", "rocksdb", "types"))
 def test_reading_commands_on_every_flink_snapshot(fixture: Path, snap: dict[str, Any],
                                                   tmp_path: Path) -> None:
     require_fixtures()
@@ -136,6 +136,7 @@ def test_reading_commands_on_every_flink_snapshot(fixture: Path, snap: dict[str,
     document = run_json("inspect", str(path), "--key-groups", "--top", "1", "--entries",
                         "--limit", "1")
     check(document, "inspect")
+    check(run_json("inspect", str(path)), "inspect")  # the summary: with the sources
     dump = json.loads((fixture / "metadata-dump.json").read_text())[snap["path"]]
     assert sorted((op["id"], op["uid"], op["name"]) for op in document["operators"]) == sorted(
         (op["operatorId"], op["operatorUid"] or None, op["operatorName"] or None)

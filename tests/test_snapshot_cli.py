@@ -59,7 +59,8 @@ def test_savepoint_release_and_prune(tmp_path: Path) -> None:
         reopened.verify_checksum(info.path)
 
     code, out, _ = run("--output", "json", "snapshot", "prune", str(state), "--keep", "2")
-    assert code == 0 and json.loads(out) == {"released": [1, 2, 4]}
+    assert code == 0 and json.loads(out) == {"released": [1, 2, 4], "kept": [],
+                                             "leftovers": []}
     assert [(s["id"], s["kind"]) for s in listed(state)] == [
         (5, "checkpoint"), (6, "checkpoint"), (7, "savepoint")]
     code, _, _ = run("snapshot", "release", str(state), "6", "--force")

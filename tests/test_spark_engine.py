@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_support import KEYED, OPERATOR, run, run_json
+from flink_fixtures import expected, require_fixtures
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 from oracle import REPO_ROOT
@@ -461,3 +462,82 @@ def test_rewrite_spreads_key_groups_over_every_partition(spark: Any, generated: 
             for h in st.keyed:
                 partition = int(h.file.rsplit("-p", 1)[1].split(".")[0])
                 assert all(r.key_group * 4 // 256 == partition for r in h.rows)
+
+
+def test_spark_reads_the_export_of_pojo_state(spark: Any, tmp_path: Path) -> None:
+    """Issue 20: a Flink snapshot's POJO state exported to Parquet is a struct Spark reads as
+    one, with the POJO's field names and types (instants as timestamps, enums as strings)."""
+    fixture_set = require_fixtures("types")[0]
+    snap = next(s for s in expected(fixture_set)["snapshots"] if s["format"] == "canonical")
+    checkpoint = open_checkpoint(str(fixture_set / snap["path"]))
+    result = export_checkpoint(checkpoint, str(tmp_path / "out"))
+    structs = [t for t in result.tables
+               if pa.types.is_struct(pq.read_schema(tmp_path / "out" / t.path).field(
+                   "value").type) and t.kind == "value"]
+    assert structs
+    table = structs[0]
+    arrow = pq.read_schema(tmp_path / "out" / table.path).field("value").type
+    frame = spark.read.parquet(str(tmp_path / "out" / table.path))
+    value = frame.schema["value"].dataType
+    assert [f.name for f in value.fields] == [arrow.field(i).name
+                                              for i in range(arrow.num_fields)]
+    kinds = {f.name: f.dataType.typeName() for f in value.fields}
+    for i in range(arrow.num_fields):
+        field = arrow.field(i)
+        if pa.types.is_timestamp(field.type):
+            assert kinds[field.name] in ("timestamp", "timestamp_ntz")
+        elif pa.types.is_string(field.type):
+            assert kinds[field.name] == "string"
+    assert frame.count() == table.rows
+    want = dict(expected(fixture_set)["operators"][table.operator.uid]["keyed_states"][
+        table.state]["entries"])
+    row = frame.where(frame.key == next(iter(want))).collect()[0]
+    got = row["value"].asDict(recursive=True)
+    for name, json_value in want[next(iter(want))].items():
+        if kinds[name] == "string" or isinstance(json_value, bool | float):
+            assert got[name] == json_value, name
+
+
+# --- on S3 (tests/s3_server.py) ---------------------------------------------------------------
+
+
+def test_spark_reads_and_writes_s3(spark: Any, s3: Any, tmp_path: Path) -> None:
+    """Spark's Python workers reach S3 as the driver does: the AWS_* settings are forwarded
+    to them (they are taken out of the workers' environment first, so only the forwarding
+    can have put them there), and checkpoints travel into tasks with their credentials."""
+    from s3_support import state_of, upload
+    environment = spark.sparkContext.environment
+    for name in [n for n in environment if n.startswith("AWS_")]:
+        del environment[name]
+    local_inputs = _inputs(tmp_path)
+    for path in local_inputs:  # parquet, csv, jsonl
+        upload(s3.fs(), Path(path), s3.path(f"in/{Path(path).name}"))
+    inputs = [s3.uri(f"in/{Path(path).name}") for path in local_inputs]
+    aggregations = ["--agg", "count", "--agg", "list:page"]
+    built = run_json("build", *inputs, "--key", "user", *aggregations, "--checkpoint-dir",
+                     s3.uri("state"), "--parallelism", "2", "--engine", "spark")
+    assert built["records"] == 700 + 850 + 1000
+    assert built["location"] == s3.uri("state/chk-0000001")
+    code, _, err = run("build", *local_inputs, "--key", "user", *aggregations,
+                       "--checkpoint-dir", str(tmp_path / "local"), "--parallelism", "2")
+    assert code == 0, err
+    local = str(tmp_path / "local" / "chk-0000001")
+    # the same keyed state (the source positions name the inputs where they were read)
+    assert state_of(built["location"]) == state_of(local)
+
+    for args, out in ((["-p", "3", "--compact"], s3.uri("compact")),
+                      (["-p", "2", "--max-parallelism", "64"], s3.uri("m64")),
+                      (["-p", "3", "--compact"], str(tmp_path / "compact-local"))):
+        result = run_json("rescale", built["location"], *args, "--out", out, "--engine",
+                          "spark")["result"]
+        assert result["files_written"] > 0 and result["location"] == out
+        assert run_json("verify", out)["clean"]
+        code, text, err = run("diff", out, built["location"])
+        assert code == 0, text + err
+
+    exported = run_json("export", built["location"], "--out", s3.uri("exported"), "--engine",
+                        "spark")
+    assert {t["state"] for t in exported["tables"]} >= {"count", "list_page"}
+    histogram = run_json("inspect", built["location"], "--key-groups", "--engine", "spark")
+    assert histogram["key_groups"] == run_json("inspect", built["location"],
+                                               "--key-groups")["key_groups"]

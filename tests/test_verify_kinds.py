@@ -223,6 +223,22 @@ def test_duplicate_key(tmp_path: Path) -> None:
     assert _kinds(root) == {"duplicate-key"}
 
 
+def test_broadcast_copies(tmp_path: Path) -> None:
+    root = _copy(tmp_path, SAMPLES / "operator-split-union-broadcast-p3")
+    assert _kinds(root) == set()
+    relative = "op-0/operator/1/1.parquet"  # subtask 1's copy of the broadcast state "rules"
+
+    def change(columns: dict[str, list[Any]]) -> None:
+        columns["value"][0] = columns["value"][0] + "-changed"
+    _rewrite(root, relative, change)
+    report = verify_checkpoint(str(root))
+    # a warning: the job broke Flink's contract, the checkpoint itself is intact
+    assert report.clean and not report.problems
+    assert [w.kind for w in report.warnings] == ["broadcast-copies"]
+    assert "subtask 1's copy differs from subtask 0's (2 entries differ)" in (
+        report.warnings[0].message)
+
+
 def test_verify_never_modifies_its_input(tmp_path: Path) -> None:
     root = _copy(tmp_path)
     relative, _ = _first_keyed_file(root)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import engine_options
+from cli.params import Location, engine_options
 from formats.engines import open_engine
 
 __all__ = ["build_command"]
@@ -20,14 +20,14 @@ def _resume(value: str | None) -> int | str | None:
 
 
 @click.command("build")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("inputs", nargs=-1, required=True, type=Location(dir_okay=False))
 @click.option("--key", required=True, help="The column whose values are the keys.")
 @click.option("--key-type", help="Java type of the key (default: the column's type), e.g. "
                                  "string, int32, int64: it decides the key groups.")
 @click.option("--agg", "aggregations", multiple=True, required=True,
               help="An aggregation, repeatable: count, sum:COL, min:COL, max:COL, last:COL, "
                    "list:COL, map:KEYCOL=VALCOL, window-count:COL:SIZE.")
-@click.option("--checkpoint-dir", required=True, type=click.Path(file_okay=False),
+@click.option("--checkpoint-dir", required=True, type=Location(file_okay=False),
               help="Where checkpoints go (chk-<id>/, savepoint-<id>/).")
 @click.option("--parallelism", default=1, show_default=True, type=click.IntRange(1, 32768),
               help="Subtasks of the keyed operator; subtask i owns key-group range i.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle
+from cli.params import Location, allow_pickle, hold
 from formats.convert import FORMATS, convert_checkpoint
 from formats.open import open_checkpoint
 
@@ -16,7 +16,7 @@ __all__ = ["convert_command"]
 @click.argument("source")
 @click.option("--to", "to", type=click.Choice(list(FORMATS)), default="flink",
               show_default=True, help="The format to write: flink, a canonical savepoint.")
-@click.option("--out", required=True, type=click.Path(),
+@click.option("--out", required=True, type=Location(),
               help="The savepoint directory to write (must not exist).")
 @click.option("--compress", is_flag=True,
               help="Snappy-compress the keyed state, as Flink does with "
@@ -32,6 +32,7 @@ def convert_command(output: Output, source: str, to: str, out: str, compress: bo
     into any state backend. Parallelism and max parallelism stay (statectl rescale changes
     them). SOURCE is never modified.
     """
+    hold(source)
     checkpoint = open_checkpoint(source, allow_pickle=allow_pickle())
     with output.progress("converting"):
         result = convert_checkpoint(checkpoint, out, to, compress=compress)

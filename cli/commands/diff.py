@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle
+from cli.params import allow_pickle, hold
 from formats.diff import diff_checkpoints
 from formats.open import open_checkpoint
 
@@ -27,6 +27,7 @@ def diff_command(ctx: click.Context, a: str, b: str, limit: int) -> None:
     checkpoint and its rescaled copy are equal.
     """
     output: Output = ctx.obj
+    hold(a, b)
     report = diff_checkpoints(open_checkpoint(a, allow_pickle=allow_pickle()),
                               open_checkpoint(b, allow_pickle=allow_pickle()), left=a, right=b,
                               limit=limit)

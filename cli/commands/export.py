@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle, engine_options
+from cli.params import Location, allow_pickle, engine_options, hold
 from formats.engines import open_engine
 from formats.export import FORMATS, export_checkpoint
 from formats.open import open_checkpoint
@@ -15,7 +15,7 @@ __all__ = ["export_command"]
 
 @click.command("export")
 @click.argument("path")
-@click.option("--out", required=True, type=click.Path(),
+@click.option("--out", required=True, type=Location(),
               help="The directory to write (must not exist): one file per state and an "
                    "_export.json manifest.")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="parquet",
@@ -35,6 +35,7 @@ def export_command(output: Output, path: str, out: str, fmt: str, states: tuple[
     piece, written by Spark tasks.
     """
     runner = open_engine(engine, spark_master, spark_conf)
+    hold(path)
     checkpoint = open_checkpoint(path, allow_pickle=allow_pickle())
     runner.check_source(checkpoint)
     with output.progress("exporting") as progress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP, allow_pickle, engine_options
+from cli.params import TIMESTAMP, allow_pickle, engine_options, hold
 from formats.engines import open_engine
 from formats.inspect import inspect_checkpoint
 from formats.open import open_checkpoint
@@ -29,8 +29,9 @@ __all__ = ["inspect_command"]
 @click.option("--state", "states", multiple=True, metavar="NAME",
               help="Only this state in --top, --now, --key and --entries (repeatable).")
 @click.option("--key", metavar="K",
-              help="Show the entries of key K (typed as the operator's key type; tuples and "
-                   "lists as JSON), reading only its key group.")
+              help="Show the entries of key K (typed as the operator's key type; tuples, "
+                   "lists and POJOs as JSON, instants as ISO 8601 or epoch ms), reading only "
+                   "its key group (every one for a key whose hash is not computable).")
 @click.option("--namespace", metavar="NS",
               help="With --key: only the entry in this namespace (e.g. a window start).")
 @click.option("--entries", "show_entries", is_flag=True,
@@ -63,6 +64,7 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
         raise click.UsageError("--engine spark applies to --key-groups (the other views read "
                                "little or run locally)")
     runner = open_engine(engine, spark_master, spark_conf)
+    hold(path)
     checkpoint = open_checkpoint(path, allow_pickle=allow_pickle())
     runner.check_source(checkpoint)
     output.inspect(inspect_checkpoint(

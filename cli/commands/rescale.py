@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP, allow_pickle, engine_options
+from cli.params import TIMESTAMP, Location, allow_pickle, engine_options, hold
 from formats.engines import open_engine
 from formats.open import open_checkpoint
 from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
@@ -20,7 +20,7 @@ __all__ = ["rescale_command"]
 @click.option("--max-parallelism", type=int,
               help="A new max parallelism: every key is re-hashed to its new key group and "
                    "keyed files are rewritten (Flink cannot do this).")
-@click.option("--out", "out", type=click.Path(),
+@click.option("--out", "out", type=Location(),
               help="Where to write the rescaled checkpoint (must not exist). Required unless "
                    "--plan.")
 @click.option("--plan", "plan_only", is_flag=True,
@@ -55,6 +55,7 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     if now is not None and not drop_expired:
         raise click.UsageError("--now only applies with --drop-expired")
     runner = open_engine(engine, spark_master, spark_conf)
+    hold(source)
     checkpoint = open_checkpoint(source, allow_pickle=allow_pickle())
     runner.check_source(checkpoint)
     if out is not None and not plan_only:

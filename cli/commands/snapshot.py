@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
+from cli.params import Location
 from formats.build import continue_build
 from formats.statectl.storage import DirectoryCheckpointStorage
 
 __all__ = ["snapshot_command"]
 
-_DIR = click.argument("directory", type=click.Path(exists=True, file_okay=False))
+_DIR = click.argument("directory", type=Location(exists=True, file_okay=False))
 
 
 @click.group("snapshot")
@@ -18,7 +19,8 @@ def snapshot_command() -> None:
     """Take savepoints of a state directory, list, release and prune its checkpoints.
 
     A state directory is what `statectl build --checkpoint-dir` writes: chk-<id>/ and
-    savepoint-<id>/ subdirectories, each complete once its _metadata.json exists.
+    savepoint-<id>/ subdirectories, each complete once its _metadata.json exists. It may be
+    a local path or a URI such as s3://bucket/state.
     """
 
 
@@ -26,7 +28,7 @@ def snapshot_command() -> None:
 @_DIR
 @click.option("--from", "from_checkpoint", type=int,
               help="The checkpoint to take it from (default: the latest).")
-@click.option("--input", "inputs", multiple=True, type=click.Path(dir_okay=False),
+@click.option("--input", "inputs", multiple=True, type=Location(dir_okay=False),
               help="Process more input first (repeatable): the build resumes from its latest "
                    "checkpoint with the settings it was started with, then the savepoint is "
                    "taken of its final state.")
@@ -42,8 +44,8 @@ def take_command(output: Output, directory: str, from_checkpoint: int | None,
         with output.progress("processing") as progress:
             built = continue_build(inputs, directory, progress)
         from_checkpoint = built.final_checkpoint
-    output.savepoint(DirectoryCheckpointStorage(directory).take_savepoint(from_checkpoint),
-                     built)
+    output.savepoint(DirectoryCheckpointStorage(directory, create=False).take_savepoint(
+        from_checkpoint), built)
 
 
 @snapshot_command.command("list")
@@ -51,7 +53,7 @@ def take_command(output: Output, directory: str, from_checkpoint: int | None,
 @click.pass_obj
 def list_command(output: Output, directory: str) -> None:
     """List the completed checkpoints and savepoints with their sizes and times."""
-    output.snapshots(DirectoryCheckpointStorage(directory).list())
+    output.snapshots(DirectoryCheckpointStorage(directory, create=False).list())
 
 
 @snapshot_command.command("release")
@@ -62,7 +64,8 @@ def list_command(output: Output, directory: str) -> None:
 @click.pass_obj
 def release_command(output: Output, directory: str, checkpoint_id: int, force: bool) -> None:
     """Delete a checkpoint or savepoint (refuses the latest checkpoint without --force)."""
-    released = DirectoryCheckpointStorage(directory).release(checkpoint_id, force=force)
+    released = DirectoryCheckpointStorage(directory, create=False).release(checkpoint_id,
+                                                                           force=force)
     output.released([released.checkpoint_id])
 
 
@@ -72,5 +75,10 @@ def release_command(output: Output, directory: str, checkpoint_id: int, force: b
               help="How many of the newest checkpoints to keep (savepoints are never pruned).")
 @click.pass_obj
 def prune_command(output: Output, directory: str, keep: int) -> None:
-    """Release all but the newest --keep checkpoints; savepoints stay."""
-    output.released(DirectoryCheckpointStorage(directory).prune(keep))
+    """Release all but the newest --keep checkpoints; savepoints stay; remove leftovers.
+
+    Leftovers are what writers that crashed left: incomplete checkpoint directories (no
+    _metadata.json), and claims of processes that are gone. What a running process is
+    writing or reading is never touched.
+    """
+    output.pruned(DirectoryCheckpointStorage(directory, create=False).prune(keep))

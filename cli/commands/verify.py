@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle
+from cli.params import allow_pickle, hold
 from formats.verify import verify_checkpoint
 
 __all__ = ["EXIT_PROBLEMS", "verify_command"]
@@ -27,6 +27,7 @@ def verify_command(ctx: click.Context, path: str) -> None:
     twice in a state. Reads every file.
     """
     output: Output = ctx.obj
+    hold(path)
     with output.progress("verifying") as progress:
         report = verify_checkpoint(path, progress, allow_pickle=allow_pickle())
     output.verify(report)

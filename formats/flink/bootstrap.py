@@ -17,7 +17,6 @@ other than the void namespace, such as statectl's ``int64`` window starts, which
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from formats.flink.encoders import Encoder, encoder_for
 from formats.flink.savepoint_writer import (
@@ -40,7 +39,6 @@ from formats.model import Checkpoint, WrittenSnapshot
 from statecore.checkpoint import OperatorMetadata, StateMetadata
 from statecore.errors import UnsupportedFormatError
 from statecore.key_groups import KeyGroupRange
-from statecore.ttl import TtlValue
 
 __all__ = ["write_flink_savepoint"]
 
@@ -127,21 +125,11 @@ def _keyed_state(state: StateMetadata, where: str) -> KeyedStateOut:
 
 def _entries(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
              key_groups: KeyGroupRange) -> Iterator[Entry]:
-    """The state's entries of ``key_groups``, TTL wrappers as Flink's ``(timestamp, value)``."""
-    for key_group, key, namespace, stored in checkpoint.keyed_entries(op.uid, state.name,
-                                                                       key_groups):
-        yield key_group, key, namespace, _flink_value(stored) if state.ttl else stored
+    """The state's entries of ``key_groups``.
 
-
-def _flink_value(stored: Any) -> Any:
-    """Statectl's ``TtlValue(value, last access)`` as Flink's TTL serializer takes it."""
-    if isinstance(stored, TtlValue):
-        return (stored.last_access_timestamp, stored.user_value)
-    if isinstance(stored, list):
-        return [_flink_value(e) for e in stored]
-    if isinstance(stored, dict):
-        return {k: _flink_value(v) for k, v in stored.items()}
-    return stored
+    TTL-wrapped values stay ``TtlValue`` s, as the TTL serializer's encoder takes them.
+    """
+    yield from checkpoint.keyed_entries(op.uid, state.name, key_groups)
 
 
 def _operator_state(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,

@@ -17,27 +17,32 @@ Mapping decisions (DESIGN "Real Flink checkpoints and savepoints"):
 - Timers (``_timer_state/...`` priority queues) are keyed list state of ``int64`` timestamps per
   (key, namespace), sorted.
 - Values of serializers statectl cannot decode are raw ``bytes`` where Flink delimits them (the
-  canonical format and operator state); the heap format cannot be read past them.
-- A TTL-wrapped value is ``tuple<int64, T>``: (last access timestamp, value); the TTL itself is
-  not in a Flink snapshot.
+  canonical format and operator state); the heap format cannot be read past them. Kryo values
+  are ``kryo<class>`` bytes (:mod:`formats.flink.typecodecs`).
+- A TTL state (``TtlSerializer`` values) is the model's TTL state: its values in ``value``, their
+  last-access timestamps in ``ttl_timestamp``, ``ttl`` :data:`~statecore.checkpoint.TTL_UNKNOWN`
+  (the TTL itself is in the job's ``StateTtlConfig``, not in the snapshot).
 - Sizes are Flink's encoded bytes per state and subtask (state blocks of the heap format,
   key/value pairs of the canonical format, elements of operator state).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.columns import keyed_schema, operator_schema
+from formats.arrow_types import storage_converter
+from formats.columns import keyed_schema, operator_schema, split_ttl, ttl_spec, value_spec
+from formats.filesystems import is_storage_failure, raise_if_storage_failure
 from formats.flink.incremental import decode_incremental
 from formats.flink.keyed import (
     DecodedKeyed,
@@ -57,15 +62,19 @@ from formats.flink.metadata import (
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
 from formats.flink.rewrite import rewrite_flink_savepoint
-from formats.flink.serializers import Codec
+from formats.flink.serializers import Codec, opaque_spec
+from formats.flink.sources import READER_STATE, source_progress
 from formats.model import (
     Checkpoint,
     DownloadUnit,
     FileProblem,
     WrittenSnapshot,
+    rehash_refused,
     state_of,
 )
+from formats.sources import SourceProgress
 from statecore.checkpoint import (
+    TTL_UNKNOWN,
     CheckpointKind,
     CheckpointMetadata,
     FileInfo,
@@ -79,9 +88,9 @@ from statecore.checkpoint import (
 from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
+    InvalidArgumentError,
     StatectlError,
     UnsafePathError,
-    UnsupportedFormatError,
 )
 from statecore.key_groups import (
     KeyGroupRange,
@@ -90,6 +99,7 @@ from statecore.key_groups import (
 )
 from statecore.operator_backend import OperatorStateMode
 from statecore.rescale_plan import RescalePlan
+from statecore.serializers import parse_type
 
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
@@ -123,32 +133,57 @@ class _Table:
 
     def __init__(self, rows: list[Any], schema: pa.Schema, keyed: bool, flink_bytes: int,
                  row_groups: list[tuple[int, int]], key_codec: Codec | None = None,
-                 max_parallelism: int = 0, where: str = "") -> None:
+                 max_parallelism: int = 0, where: str = "",
+                 state: StateMetadata | None = None, key_type: str | None = None) -> None:
         self.rows, self.schema, self.keyed, self.where = rows, schema, keyed, where
         self.flink_bytes, self.row_groups = flink_bytes, row_groups
         self.key_codec, self.max_parallelism = key_codec, max_parallelism
+        self.state, self.key_type = state, key_type
         self._table: pa.Table | None = None
 
     @property
     def table(self) -> pa.Table:
         if self._table is None:
-            rows = self.rows
-            if self.keyed:
-                columns: dict[str, list[Any]] = {"key_group": [r[0] for r in rows],
-                                                 "key": [_arrow_value(r[1]) for r in rows]}
-                if "namespace" in self.schema.names:
-                    columns["namespace"] = [_arrow_value(r[2]) for r in rows]
-                columns["value"] = [_arrow_value(r[3]) for r in rows]
-            elif "key" in self.schema.names:  # broadcast (key, value) pairs
-                columns = {"key": [_arrow_value(k) for k, _ in rows],
-                           "value": [_arrow_value(v) for _, v in rows]}
-            else:
-                columns = {"value": [_arrow_value(v) for v in rows]}
+            try:
+                columns = self._columns()
+            except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+                raise CorruptCheckpointError(f"{self.where}: decoded values do not fit their "
+                                             f"declared types: {exc}") from exc
             try:
                 self._table = _arrow_table(columns, self.schema)
-            except CorruptCheckpointError as exc:
+            except (CorruptCheckpointError, InvalidArgumentError) as exc:
                 raise CorruptCheckpointError(f"{self.where}: {exc}") from exc
         return self._table
+
+    def _columns(self) -> dict[str, list[Any]]:
+        """The rows in the model's columns, as ``pa.array`` takes them."""
+        rows = self.rows
+        state = self.state
+        if self.keyed:
+            assert state is not None and self.key_type is not None
+            key = _converter(self.key_type)
+            columns: dict[str, list[Any]] = {"key_group": [r[0] for r in rows],
+                                             "key": [key(r[1]) for r in rows]}
+            if "namespace" in self.schema.names:
+                namespace = _converter(state.namespace_type)
+                columns["namespace"] = [namespace(r[2]) for r in rows]
+            value = _converter(value_spec(state))
+            if state.ttl is not None:  # TtlValue wrappers: values and their timestamps
+                split = [split_ttl(state, r[3]) for r in rows]
+                stamps = _converter(ttl_spec(state))
+                columns["value"] = [value(v) for v, _ in split]
+                columns["ttl_timestamp"] = [stamps(t) for _, t in split]
+            else:
+                columns["value"] = [value(r[3]) for r in rows]
+        elif "key" in self.schema.names:  # broadcast (key, value) pairs
+            assert state is not None and state.user_key_type is not None
+            key, value = _converter(state.user_key_type), _converter(state.value_type)
+            columns = {"key": [key(k) for k, _ in rows],
+                       "value": [value(v) for _, v in rows]}
+        else:
+            value = _arrow_value if state is None else _converter(state.value_type)
+            columns = {"value": [value(v) for v in rows]}
+        return columns
 
     def expected(self) -> np.ndarray | None:
         codec = self.key_codec
@@ -176,7 +211,9 @@ def is_flink_checkpoint(fs: pafs.FileSystem, root: str) -> bool:
     try:
         return bool(fs.get_file_info(f"{root}/{FLINK_METADATA_FILE}").type
                     == pafs.FileType.File)
-    except OSError:
+    except OSError as exc:
+        if is_storage_failure(exc):
+            raise  # the store failed: not an answer
         return False
 
 
@@ -209,6 +246,7 @@ class FlinkCheckpoint(Checkpoint):
         self.unpickled = unpickled
         self.problems = problems
         self.key_codecs = key_codecs
+        self._sources: tuple[SourceProgress, ...] | None = None
 
     # -- the virtual files ------------------------------------------------------------------
 
@@ -259,7 +297,11 @@ class FlinkCheckpoint(Checkpoint):
     # -- what a savepoint writer carries over -------------------------------------------------
 
     def keyed_header(self, uid: str) -> KeyedHeader | None:
-        """An operator's keyed state header as Flink wrote it: key serializer, state metas."""
+        """An operator's keyed state header as Flink wrote it: key serializer, state metas.
+
+        The states of every subtask's header: Flink registers a keyed state in a subtask when
+        it first accesses it, so a state may be in some subtasks' headers only.
+        """
         return self._keyed_headers.get(self.operator(uid).uid)
 
     def decoded_rows(self, relative: str) -> list[tuple[int, Any, Any, Any]]:
@@ -321,12 +363,9 @@ class FlinkCheckpoint(Checkpoint):
                        max_parallelism: int) -> np.ndarray:
         """Key groups at ``max_parallelism`` by the key serializer's own hash (Flink's)."""
         codec = self.key_codecs.get(op.uid)
-        if codec is None or codec.java_hash is None:
-            shown = codec.name if codec is not None else "?"
-            raise UnsupportedFormatError(
-                f"operator {op.identity.label}: the key group of a {shown} key cannot be "
-                f"computed (its hashCode is not known to statectl), so its keys cannot be "
-                f"re-hashed to another max parallelism")
+        reason = self.unknown_key_hash(op)
+        if reason is not None or codec is None or codec.java_hash is None:
+            raise rehash_refused(op, max_parallelism, reason or "its key serializer is unknown")
         java_hash = codec.java_hash
         out = np.empty(len(self.decoded_rows(handle.file)), dtype=np.int32)
         cache: dict[Any, int] = {}
@@ -346,10 +385,49 @@ class FlinkCheckpoint(Checkpoint):
     def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
         """The key group by the key serializer's own hash (a ``Row``'s is not a tuple's).
 
-        ``None`` for a ``RowData`` key, whose hash is over a binary form a typed key lacks.
+        ``None`` for a ``RowData`` key, whose hash is over a binary form a typed key lacks, and
+        for keys whose hash statectl cannot compute (:meth:`unknown_key_hash`).
         """
         codec = self.key_codecs.get(op.uid)
         return None if codec is None else key_group_of(codec, key, op.max_parallelism)
+
+    def sources(self) -> tuple[SourceProgress, ...]:
+        """Every source operator's reader splits and enumerator state (:mod:`.sources`).
+
+        A source operator: one with coordinator state or ``SourceReaderState``. Decoded when
+        first asked for.
+        """
+        if self._sources is None:
+            found = []
+            for flink_op, op in zip(self.flink.operators, self.metadata.operators, strict=True):
+                readers = [(st.index, [e for entry in self.operator_entries(op.uid, st.index)
+                                       if entry.name == READER_STATE
+                                       for e in entry.elements])
+                           for st in op.subtasks
+                           if any(h.state == READER_STATE for h in st.operator)]
+                coordinator = flink_op.coordinator_state
+                state = None
+                if coordinator is not None:
+                    state = coordinator.data if coordinator.kind == "inline" else None
+                if coordinator is None and not readers:
+                    continue
+                progress = source_progress(op.uid, state, readers, f"operator {op.uid}")
+                if coordinator is not None and state is None:
+                    progress = replace(progress, notes=(
+                        *progress.notes, "enumerator state in a file statectl does not read"))
+                found.append(progress)
+            self._sources = tuple(found)
+        return self._sources
+
+    def unknown_key_hash(self, op: OperatorMetadata) -> str | None:
+        """Why the key serializer's ``hashCode`` is unknown to statectl; ``None`` if known."""
+        codec = self.key_codecs.get(op.uid)
+        if codec is None or codec.java_hash is not None:
+            return None
+        serializer = parse_type(codec.spec)
+        if not serializer.hashable:
+            return serializer.unhashable
+        return f"a Java {codec.name} key hashes by identity (Object.hashCode)"
 
     def verify_checksum(self, relative: str) -> None:
         """Flink files carry no checksums; decoding them completely is the check (at open)."""
@@ -408,6 +486,7 @@ def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int
                                          f"reads")
         return data
     except OSError as exc:
+        raise_if_storage_failure(exc, "reading", f"{root}/{shown}")
         raise CheckpointError(f"cannot read {shown}: {exc}") from exc
 
 
@@ -549,14 +628,30 @@ class _Builder:
                     self.fail(exc, hw)
                     continue
                 assert header.key is not None
+                described = list(self.keyed_states(header, decoded))
+                try:  # every subtask's header declares the states alike
+                    for state_meta, _rows in described:
+                        _same_declaration(states.get(state_meta.name), state_meta, hw)
+                    if key_type is not None and key_type != header.key.spec:
+                        raise CorruptCheckpointError(f"{hw}: keys of type {header.key.spec}, "
+                                                     f"another subtask's are {key_type}")
+                except StatectlError as exc:
+                    self.fail(exc, hw)
+                    continue
                 key_type = header.key.spec
                 self.key_codecs[uid] = header.key
-                self.keyed_headers.setdefault(uid, header)
+                known = self.keyed_headers.setdefault(uid, header)
+                if known is not header:  # a state registered in some subtasks only (lazily)
+                    names = {info.name for info in known.states}
+                    extra = [info for info in header.states if info.name not in names]
+                    if extra:
+                        self.keyed_headers[uid] = dataclasses.replace(
+                            known, states=[*known.states, *extra])
                 held = KeyGroupRange(handle.first_key_group, handle.last_key_group)
                 key_ranges[st.index] = held if st.index not in key_ranges else KeyGroupRange(
                     min(held.start, key_ranges[st.index].start),
                     max(held.end, key_ranges[st.index].end))
-                for state_meta, rows in self.keyed_states(header, decoded):
+                for state_meta, rows in described:
                     states.setdefault(state_meta.name, state_meta)
                     keyed.setdefault(st.index, []).append(
                         (state_meta.name, rows, decoded.state_key_group_bytes[state_meta.name],
@@ -569,12 +664,15 @@ class _Builder:
                 except StatectlError as exc:
                     self.fail(exc, hw)
                     continue
-                for ds in decoded_states:
-                    kind, _mode = _MODES[ds.mode]
-                    value_spec = ds.value.spec if ds.value is not None else "bytes"
-                    states.setdefault(ds.name, StateMetadata(
-                        ds.name, "operator", kind, value_spec,
-                        None if kind != "broadcast" else (ds.key.spec if ds.key else "bytes")))
+                declared = [self.operator_state(ds) for ds in decoded_states]
+                try:  # every subtask declares its operator states alike
+                    for meta in declared:
+                        _same_declaration(states.get(meta.name), meta, hw)
+                except StatectlError as exc:
+                    self.fail(exc, hw)
+                    continue
+                for meta in declared:
+                    states.setdefault(meta.name, meta)
                 op_states.setdefault(st.index, []).extend(decoded_states)
                 for ds in decoded_states:
                     self.operator_stored[id(ds)] = (self.stored_as(op_handle.stream),)
@@ -603,6 +701,18 @@ class _Builder:
                                 has_uid=op.uid is not None and op.uid == uid)
 
     @staticmethod
+    def operator_state(ds: DecodedOperatorState) -> StateMetadata:
+        """The model's declaration of one decoded operator state."""
+        kind, _mode = _MODES[ds.mode]
+        serializers = ds.info.serializers if ds.info is not None else {}
+        value_spec = ds.value.spec if ds.value is not None else opaque_spec(
+            serializers.get("VALUE_SERIALIZER"))
+        return StateMetadata(
+            ds.name, "operator", kind, value_spec,
+            None if kind != "broadcast" else (ds.key.spec if ds.key else opaque_spec(
+                serializers.get("KEY_SERIALIZER"))))
+
+    @staticmethod
     def unpickle(states: dict[str, StateMetadata], keyed: dict[int, list[tuple[Any, ...]]],
                  op_states: dict[int, list[DecodedOperatorState]], where: str) -> None:
         """``allow_pickle``: PyFlink's pickled values as their ``repr()`` (:mod:`.pickled`)."""
@@ -629,13 +739,22 @@ class _Builder:
                     info.value.spec if info.value is not None else "bytes"))
                 yield meta, iter_timers(entries)
                 continue
-            element = info.element.spec if info.element is not None else "bytes"
+            value = info.serializers.get("VALUE_SERIALIZER")
+            nested = value.nested if value is not None else ()
+            if info.kind == "list" and nested:
+                value = nested[0]
+            elif info.kind == "map" and len(nested) == 2:
+                value = nested[1]
+            element = info.element.spec if info.element is not None else opaque_spec(value)
+            ttl = TTL_UNKNOWN if info.element is not None and info.element.ttl else None
             if info.kind == "map":
-                user_key = info.user_key.spec if info.user_key is not None else "bytes"
-                meta = StateMetadata(info.name, "keyed", "map", element, user_key, namespace)
+                user_key = info.user_key.spec if info.user_key is not None else opaque_spec(
+                    nested[0] if len(nested) == 2 else None)
+                meta = StateMetadata(info.name, "keyed", "map", element, user_key, namespace,
+                                     ttl)
             elif info.kind in _KINDS:
                 meta = StateMetadata(info.name, "keyed", info.kind, element,
-                                     namespace_type=namespace)
+                                     namespace_type=namespace, ttl=ttl)
             else:
                 meta = StateMetadata(info.name, "keyed", "value", "bytes",
                                      namespace_type=namespace)
@@ -677,7 +796,7 @@ class _Builder:
         self.tables[name] = _Table(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
-                                   f"#{op_index}, subtask {subtask}")
+                                   f"#{op_index}, subtask {subtask}", state, key_type)
         return KeyedStateHandle(state.name, name, key_group_range, tuple(groups))
 
     def operator_file(self, op_index: int, state: StateMetadata, subtask: int,
@@ -688,8 +807,16 @@ class _Builder:
         self.tables[name] = _Table(ds.elements, _operator_schema(state), False, ds.bytes,
                                    [(len(ds.elements), ds.bytes)],
                                    where=f"operator state {state.name!r} of operator "
-                                   f"#{op_index}, subtask {subtask}")
+                                   f"#{op_index}, subtask {subtask}", state=state)
         return OperatorStateHandle(state.name, _MODES[ds.mode][1], name, 0, len(ds.elements))
+
+
+def _same_declaration(known: StateMetadata | None, state: StateMetadata, where: str) -> None:
+    """Refuse a state that another subtask's header declared otherwise (types, kind, TTL)."""
+    if known is not None and known != state:
+        raise CorruptCheckpointError(
+            f"{where}: state {state.name!r} is declared as {state.kind} {state.value_type}, "
+            f"another subtask declares it as {known.kind} {known.value_type}")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -709,6 +836,27 @@ def _safe(name: str) -> str:
 
 
 _PLAIN = (int, str, bytes, float, bool, type(None))
+#: words only the specs of the types real jobs keep contain (struct, enum, java.time...)
+_TYPED_WORDS = ("struct<", "enum<", "timestamp[", "date32", "local_", "bigint", "decimal",
+                "kryo<", "opaque<", "global_window")
+
+
+@functools.lru_cache(maxsize=1024)
+def _converter(spec: str) -> Callable[[Any], Any]:
+    """How a decoded value of ``spec`` becomes what ``pa.array`` takes.
+
+    The plain types (numbers, strings, bytes, lists, maps, tuples of them) by
+    :func:`_arrow_value`, which needs no type; the others by
+    :func:`formats.arrow_types.storage_converter` (instants to their counts, ...).
+    """
+    if any(word in spec for word in _TYPED_WORDS):
+        convert = storage_converter(spec)  # the decoders made the values: no type checks
+        return convert if convert is not None else _same
+    return _arrow_value
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _arrow_value(value: Any) -> Any:

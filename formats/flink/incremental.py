@@ -35,13 +35,14 @@ from formats.flink.keyed import (
     HeaderCache,
     KeyedHeader,
     cached_header,
+    in_state,
     pair_decoder,
     undecodable_key,
 )
 from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle
 from formats.flink.rocksdb import SstFile, live_range, open_sst
 from formats.flink.rocksdb.manifest import read_manifest
-from statecore.errors import CorruptCheckpointError
+from statecore.errors import CheckpointError, CorruptCheckpointError
 
 __all__ = ["RocksDBFile", "decode_incremental", "key_group_prefix"]
 
@@ -128,27 +129,30 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
         decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out)
         # only the handle's key groups: a key outside them is ignored, as Flink's restore does
         items = live_range(tables, start, end if end is not None else b"\xff" * (prefix + 1))
-        run_group, run_bytes = -1, 0  # keys come in key-group order: sizes summed per run
-        for key, value in items:
-            n = len(key)
-            if n < prefix:
-                raise CorruptCheckpointError(f"{where}: state {state.name!r}: a key of "
-                                             f"{n} bytes has no key-group prefix")
-            key_group = key[0] if prefix == 1 else key[0] << 8 | key[1]
-            k.data = key
-            k.pos = prefix
-            k.end = n
-            v.data = value
-            v.pos = 0
-            v.end = m = len(value)
-            decode_pair(k, v, key_group)
-            if key_group != run_group:
-                if run_bytes:
-                    sizes[run_group] = run_bytes
-                run_group, run_bytes = key_group, 0
-            run_bytes += n + m
-        if run_bytes:
-            sizes[run_group] = run_bytes
+        try:
+            run_group, run_bytes = -1, 0  # keys come in key-group order: sizes summed per run
+            for key, value in items:
+                n = len(key)
+                if n < prefix:
+                    raise CorruptCheckpointError(f"{where}: state {state.name!r}: a key of "
+                                                 f"{n} bytes has no key-group prefix")
+                key_group = key[0] if prefix == 1 else key[0] << 8 | key[1]
+                k.data = key
+                k.pos = prefix
+                k.end = n
+                v.data = value
+                v.pos = 0
+                v.end = m = len(value)
+                decode_pair(k, v, key_group)
+                if key_group != run_group:
+                    if run_bytes:
+                        sizes[run_group] = run_bytes
+                    run_group, run_bytes = key_group, 0
+                run_bytes += n + m
+            if run_bytes:
+                sizes[run_group] = run_bytes
+        except CheckpointError as exc:
+            raise in_state(exc, state) from exc
         _on_disk(sizes, sum(len(table.data) for table in tables))
     for state_sizes in decoded.state_key_group_bytes.values():
         for key_group, size in state_sizes.items():

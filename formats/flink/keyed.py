@@ -40,12 +40,13 @@ from formats.flink.serializers import (
     SerializerSnapshot,
     codec_for,
     read_snapshot,
+    why_undecodable,
 )
-from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
+from statecore.errors import CheckpointError, CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import VOID_NAMESPACE
 
 __all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "StateInfo", "cached_header",
-           "decode_keyed_stream", "pair_decoder", "read_keyed_header",
+           "decode_keyed_stream", "in_state", "pair_decoder", "read_keyed_header",
            "read_state_info", "undecodable_key", "unframe_snappy"]
 
 KEYED_PROXY_VERSION = 6
@@ -212,9 +213,20 @@ def _snappy_length(payload: bytes, where: str) -> int:
 
 
 def _undecodable(where: str, what: str, snapshot: SerializerSnapshot | None) -> Exception:
-    shown = snapshot.class_name if snapshot is not None else "(none)"
+    shown = "no serializer" if snapshot is None else (
+        why_undecodable(snapshot) or f"serializer {snapshot.class_name}")
     return UnsupportedFormatError(
-        f"{where}: {what} uses serializer {shown}, which statectl cannot decode")
+        f"{where}: {what} uses {shown}, which statectl cannot decode")
+
+
+def in_state(exc: CheckpointError, state: StateInfo) -> CheckpointError:
+    """``exc`` (raised reading one of ``state``'s values) naming the state and its serializers.
+
+    The same exception class, its message completed.
+    """
+    described = ", ".join(f"{k.lower().removesuffix('_serializer')} {v}"
+                          for k, v in state.serializer_names.items())
+    return type(exc)(f"{exc} (state {state.name!r}: {described})")
 
 
 #: Parsed headers by their exact bytes, grouped by length (see :func:`decode_keyed_stream`).
@@ -341,46 +353,57 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
             plan, read_value, read_ns, out, sizes = plans[state_id]
             append = out.append
             r.pos = pos
-            if plan == 1:
-                # the commonest entry: void namespace (one 0 byte), a short ASCII String key
-                # (a one-byte length), read inline; anything else: the codecs
-                for _ in range(n):
-                    pos = r.pos
-                    if pos >= limit or data_k[pos]:
-                        raise r.fail("bad void namespace byte")
-                    pos += 1
-                    after = pos + data_k[pos] if pos < limit else limit + 1
-                    if pos < after < pos + 0x80 and after <= limit:
-                        chunk = data_k[pos + 1:after]
-                        if chunk.isascii():
-                            r.pos = after
-                            append((key_group, chunk.decode("ascii"), VOID_NAMESPACE,
-                                    read_value(r)))
-                            continue
-                    r.pos = pos
-                    key = read_key(r)
-                    append((key_group, key, VOID_NAMESPACE, read_value(r)))
-            elif plan == 2:
-                for _ in range(n):
-                    pos = r.pos
-                    if pos >= limit or data_k[pos]:
-                        raise r.fail("bad void namespace byte")
-                    r.pos = pos + 1
-                    key = read_key(r)
-                    append((key_group, key, VOID_NAMESPACE, read_value(r)))
-            elif plan == 3:
-                assert read_ns is not None
-                for _ in range(n):
-                    namespace = read_ns(r)
-                    key = read_key(r)
-                    append((key_group, key, namespace, read_value(r)))
-            else:  # timers: (timestamp, key, namespace) each
-                for _ in range(n):
-                    timestamp, key, namespace = read_value(r)
-                    append((key_group, key, namespace, timestamp))
+            try:
+                _read_block(plan, n, r, data_k, limit, key_group, read_key, read_value,
+                            read_ns, append)
+            except CheckpointError as exc:
+                raise in_state(exc, states[state_id]) from exc
             pos = r.pos
             sizes[key_group] = pos - block_start
         group_bytes[key_group] = end - offset
+
+
+def _read_block(plan: int, n: int, r: DataReader, data_k: bytes, limit: int, key_group: int,
+                read_key: Reader, read_value: Reader, read_ns: Reader | None,
+                append: Callable[[tuple[int, Any, Any, Any]], None]) -> None:
+    """The ``n`` entries of one heap state block, by the plan of :func:`_heap_plan`."""
+    if plan == 1:
+        # the commonest entry: void namespace (one 0 byte), a short ASCII String key
+        # (a one-byte length), read inline; anything else: the codecs
+        for _ in range(n):
+            pos = r.pos
+            if pos >= limit or data_k[pos]:
+                raise r.fail("bad void namespace byte")
+            pos += 1
+            after = pos + data_k[pos] if pos < limit else limit + 1
+            if pos < after < pos + 0x80 and after <= limit:
+                chunk = data_k[pos + 1:after]
+                if chunk.isascii():
+                    r.pos = after
+                    append((key_group, chunk.decode("ascii"), VOID_NAMESPACE,
+                            read_value(r)))
+                    continue
+            r.pos = pos
+            key = read_key(r)
+            append((key_group, key, VOID_NAMESPACE, read_value(r)))
+    elif plan == 2:
+        for _ in range(n):
+            pos = r.pos
+            if pos >= limit or data_k[pos]:
+                raise r.fail("bad void namespace byte")
+            r.pos = pos + 1
+            key = read_key(r)
+            append((key_group, key, VOID_NAMESPACE, read_value(r)))
+    elif plan == 3:
+        assert read_ns is not None
+        for _ in range(n):
+            namespace = read_ns(r)
+            key = read_key(r)
+            append((key_group, key, namespace, read_value(r)))
+    else:  # timers: (timestamp, key, namespace) each
+        for _ in range(n):
+            timestamp, key, namespace = read_value(r)
+            append((key_group, key, namespace, timestamp))
 
 
 def _heap_plan(state: StateInfo, read_key: Reader, decoded: DecodedKeyed
@@ -450,33 +473,37 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
             decode_pair = pair_decoders[state_id]
             run_start = pos
             more = 0
-            while not more:
-                if pos + 4 > limit:
-                    r.pos = pos
-                    raise r.fail("truncated key length")
-                key_length = _I32.unpack_from(buf, pos)[0]
-                key_start = pos + 4
-                value_at = key_start + key_length
-                if key_length < prefix or value_at + 4 > limit:
-                    r.pos = pos
-                    raise r.fail(f"impossible key length {key_length}")
-                value_length = _I32.unpack_from(buf, value_at)[0]
-                value_start = value_at + 4
-                pos = value_start + value_length
-                if value_length < 0 or pos > limit:
-                    r.pos = value_at
-                    raise r.fail(f"impossible value length {value_length}")
-                first = buf[key_start]
-                more = first & FIRST_BIT
-                stored = first & 0x7F
-                if prefix == 2:
-                    stored = stored << 8 | buf[key_start + 1]
-                if stored != key_group:
-                    r.pos = key_start
-                    raise r.fail(f"an entry of key group {stored} inside key group {key_group}")
-                k.pos, k.end = key_start + prefix, value_at
-                v.pos, v.end = value_start, pos
-                decode_pair(k, v, key_group)
+            try:
+                while not more:
+                    if pos + 4 > limit:
+                        r.pos = pos
+                        raise r.fail("truncated key length")
+                    key_length = _I32.unpack_from(buf, pos)[0]
+                    key_start = pos + 4
+                    value_at = key_start + key_length
+                    if key_length < prefix or value_at + 4 > limit:
+                        r.pos = pos
+                        raise r.fail(f"impossible key length {key_length}")
+                    value_length = _I32.unpack_from(buf, value_at)[0]
+                    value_start = value_at + 4
+                    pos = value_start + value_length
+                    if value_length < 0 or pos > limit:
+                        r.pos = value_at
+                        raise r.fail(f"impossible value length {value_length}")
+                    first = buf[key_start]
+                    more = first & FIRST_BIT
+                    stored = first & 0x7F
+                    if prefix == 2:
+                        stored = stored << 8 | buf[key_start + 1]
+                    if stored != key_group:
+                        r.pos = key_start
+                        raise r.fail(f"an entry of key group {stored} inside key group "
+                                     f"{key_group}")
+                    k.pos, k.end = key_start + prefix, value_at
+                    v.pos, v.end = value_start, pos
+                    decode_pair(k, v, key_group)
+            except CheckpointError as exc:
+                raise in_state(exc, states[state_id]) from exc
             sizes = state_sizes[state_id]
             sizes[key_group] = sizes.get(key_group, 0) + pos - run_start
             if pos + 2 > limit:
@@ -556,6 +583,8 @@ def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
 
     element = state.element
     read_element = element.read if element is not None else _rest
+    # a value state's value and a map value fill the rest of a pair's value: delimited
+    read_whole = element.read_delimited if element is not None else _rest
     if state.kind == "map":
         assert state.user_key is not None
         read_user_key = state.user_key.read
@@ -582,7 +611,7 @@ def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
             if at >= v.end:
                 raise v.fail("truncated: 1 more bytes expected, 0 left")
             v.pos = at + 1
-            value = None if v.data[at] else read_element(v)
+            value = None if v.data[at] else read_whole(v)
             if out:  # a key's user keys come one pair each, adjacent: extend its map
                 last = out[-1]
                 if last[0] == key_group and last[1] == key and last[2] == namespace:
@@ -613,7 +642,7 @@ def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
         key, namespace = key_and_namespace(k)
         if k.pos < k.end:
             _at_end(k, "key")
-        append((key_group, key, namespace, read_element(v)))
+        append((key_group, key, namespace, read_whole(v)))
         if v.pos < v.end:
             _at_end(v, "value")
     return value_pair

@@ -35,7 +35,8 @@ import google_crc32c
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.filesystems import fsync, resolve_filesystem, staged
+from formats.commit import commit, staged
+from formats.filesystems import fsync, resolve_filesystem
 from formats.flink.encoders import Encoder, raw_encoder
 from formats.flink.metadata_out import (
     KeyedHandleOut,
@@ -355,13 +356,7 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
                                          op.max_parallelism, tuple(subtasks), op.coordinator,
                                          f"{final}/{uuid.uuid4()}"))
         metadata = savepoint_metadata(checkpoint_id, described)
-        temporary = f"{staging}/{METADATA_FILE}.tmp"
-        with fs.open_output_stream(temporary) as stream:  # last: its presence means complete
-            stream.write(metadata)
-        fsync(fs, temporary)
-        fs.move(temporary, f"{staging}/{METADATA_FILE}")
-        fs.move(staging, final)
-        fsync(fs, final.rsplit("/", 1)[0] if "/" in final else ".")
+        commit(fs, staging, final, METADATA_FILE, metadata)  # last: its presence means complete
     return WrittenSnapshot(location, files + 1, size + len(metadata), entries)
 
 

@@ -34,7 +34,8 @@ import numpy as np
 import pyarrow as pa
 
 from formats.build import BuildSummary
-from formats.filesystems import resolve_filesystem, staged
+from formats.commit import staged
+from formats.filesystems import resolve_filesystem
 from formats.inputs import InputError, column_spec, read_input
 from formats.key_hash import key_groups
 from formats.spark import require_pyspark
@@ -143,78 +144,80 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     template.keyed.close()  # type: ignore[union-attr]
 
     storage = DirectoryCheckpointStorage(checkpoint_dir)
-    checkpoint_id = 1 + max((c.checkpoint_id for c in storage.completed()), default=0)
-    location = storage.location(checkpoint_id, CheckpointKind.CHECKPOINT)
-    fs, final = resolve_filesystem(location, None)
-    columns = list(first.names)
-    tagged = first
-    for column, kind in (("_subtask", pa.int32()), ("_owner", pa.int32()),
-                         ("_split", pa.int32()), ("_row", pa.int64())):
-        tagged = tagged.append(pa.field(column, kind))
-    result_schema = pa.schema([("subtask", pa.int32()), ("metadata", pa.string()),
-                               ("files", pa.string())])
+    with storage.writing():  # one build per state directory; its checkpoint id claimed
+        checkpoint_id = storage.claim(
+            1 + max((c.checkpoint_id for c in storage.completed()), default=0))
+        location = storage.location(checkpoint_id, CheckpointKind.CHECKPOINT)
+        fs, final = resolve_filesystem(location, None)
+        columns = list(first.names)
+        tagged = first
+        for column, kind in (("_subtask", pa.int32()), ("_owner", pa.int32()),
+                             ("_split", pa.int32()), ("_row", pa.int64())):
+            tagged = tagged.append(pa.field(column, kind))
+        result_schema = pa.schema([("subtask", pa.int32()), ("metadata", pa.string()),
+                                   ("files", pa.string())])
 
-    # one partition per subtask: hash partitioning on the subtask number itself could put
-    # several subtasks in one partition (pmod(hash(0), 2) == pmod(hash(1), 2))
-    tag_of = np.asarray(partition_tags(spark, p), dtype=np.int64)
-    with staged(fs, final, location, "writing checkpoint") as staging:
-        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for batch in batches:
-                for j in batch.column(0).to_pylist():
-                    table = read_input(inputs[j])
-                    groups = key_groups(table.column(key), spec, m)
-                    n = table.num_rows
-                    table = table.append_column(
-                        "_subtask", pa.array((groups.astype(np.int64) * p // m).astype(
-                            np.int32))).append_column(
-                        "_owner", pa.array(np.full(n, j % p, dtype=np.int32))).append_column(
-                        "_split", pa.array(np.full(n, j, dtype=np.int32))).append_column(
-                        "_row", pa.array(np.arange(n, dtype=np.int64)))
-                    yield from arrow_blocks(table.cast(tagged),
-                                            groups.astype(np.int64) * p // m, tag_of,
-                                            block_bytes)
+        # one partition per subtask: hash partitioning on the subtask number itself could put
+        # several subtasks in one partition (pmod(hash(0), 2) == pmod(hash(1), 2))
+        tag_of = np.asarray(partition_tags(spark, p), dtype=np.int64)
+        with staged(fs, final, location, "writing checkpoint") as staging:
+            def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                for batch in batches:
+                    for j in batch.column(0).to_pylist():
+                        table = read_input(inputs[j])
+                        groups = key_groups(table.column(key), spec, m)
+                        n = table.num_rows
+                        table = table.append_column(
+                            "_subtask", pa.array((groups.astype(np.int64) * p // m).astype(
+                                np.int32))).append_column(
+                            "_owner", pa.array(np.full(n, j % p, dtype=np.int32))).append_column(
+                            "_split", pa.array(np.full(n, j, dtype=np.int32))).append_column(
+                            "_row", pa.array(np.arange(n, dtype=np.int64)))
+                        yield from arrow_blocks(table.cast(tagged),
+                                                groups.astype(np.int64) * p // m, tag_of,
+                                                block_bytes)
 
-        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            table = read_blocks(batches, tagged)
-            if table.num_rows == 0:
-                return
-            table = table.sort_by([(column, "ascending") for column in _ORDER])
-            owners = np.asarray(table.column("_subtask").to_numpy(), dtype=np.int32)
-            out: dict[str, list[Any]] = {"subtask": [], "metadata": [], "files": []}
-            for index in np.unique(owners):
-                lo, hi = np.searchsorted(owners, [index, index + 1])
-                records = table.slice(lo, hi - lo).select(columns).to_pylist()
-                files: list[FileInfo] = []
-                meta = write_subtask(fs, staging, 0, subtask(int(index), records),
-                                     dict(states), files)
-                out["subtask"].append(int(index))
-                out["metadata"].append(json.dumps(subtask_to_json(meta)))
-                out["files"].append(json.dumps([[f.path, f.size, f.checksum] for f in files]))
-            yield pa.RecordBatch.from_pydict(out, schema=result_schema)
+            def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                table = read_blocks(batches, tagged)
+                if table.num_rows == 0:
+                    return
+                table = table.sort_by([(column, "ascending") for column in _ORDER])
+                owners = np.asarray(table.column("_subtask").to_numpy(), dtype=np.int32)
+                out: dict[str, list[Any]] = {"subtask": [], "metadata": [], "files": []}
+                for index in np.unique(owners):
+                    lo, hi = np.searchsorted(owners, [index, index + 1])
+                    records = table.slice(lo, hi - lo).select(columns).to_pylist()
+                    files: list[FileInfo] = []
+                    meta = write_subtask(fs, staging, 0, subtask(int(index), records),
+                                         dict(states), files)
+                    out["subtask"].append(int(index))
+                    out["metadata"].append(json.dumps(subtask_to_json(meta)))
+                    out["files"].append(json.dumps([[f.path, f.size, f.checksum] for f in files]))
+                yield pa.RecordBatch.from_pydict(out, schema=result_schema)
 
-        with engine_errors("building state"):
-            rows = (spark.range(len(inputs), numPartitions=len(inputs))
-                    .mapInArrow(read, spark_schema(BLOCKS))
-                    .repartition(p, PARTITION)
-                    .mapInArrow(run, spark_schema(result_schema))
-                    .collect())
-        subtasks: dict[int, SubtaskMetadata] = {}
-        files: list[FileInfo] = []
-        for row in rows:
-            subtasks[row.subtask] = subtask_from_json(json.loads(row.metadata))
-            files.extend(FileInfo(path, size, checksum)
-                         for path, size, checksum in json.loads(row.files))
-        for index in range(p):  # no record for it: its operator state still matters
-            if index not in subtasks:
-                subtasks[index] = write_subtask(fs, staging, 0, subtask(index, []),
-                                                dict(states), files)
-        metadata = CheckpointMetadata(
-            checkpoint_id, CheckpointKind.CHECKPOINT, int(time.time() * 1000),
-            (OperatorMetadata(uid, name, p, m, serializer.spec,
-                              tuple(states[n] for n in sorted(states)),
-                              tuple(subtasks[i] for i in range(p))),),
-            tuple(sorted(files, key=lambda f: f.path)))
-        publish(fs, staging, final, metadata)
+            with engine_errors("building state"):
+                rows = (spark.range(len(inputs), numPartitions=len(inputs))
+                        .mapInArrow(read, spark_schema(BLOCKS))
+                        .repartition(p, PARTITION)
+                        .mapInArrow(run, spark_schema(result_schema))
+                        .collect())
+            subtasks: dict[int, SubtaskMetadata] = {}
+            files: list[FileInfo] = []
+            for row in rows:
+                subtasks[row.subtask] = subtask_from_json(json.loads(row.metadata))
+                files.extend(FileInfo(path, size, checksum)
+                             for path, size, checksum in json.loads(row.files))
+            for index in range(p):  # no record for it: its operator state still matters
+                if index not in subtasks:
+                    subtasks[index] = write_subtask(fs, staging, 0, subtask(index, []),
+                                                    dict(states), files)
+            metadata = CheckpointMetadata(
+                checkpoint_id, CheckpointKind.CHECKPOINT, int(time.time() * 1000),
+                (OperatorMetadata(uid, name, p, m, serializer.spec,
+                                  tuple(states[n] for n in sorted(states)),
+                                  tuple(subtasks[i] for i in range(p))),),
+                tuple(sorted(files, key=lambda f: f.path)))
+            publish(fs, staging, final, metadata)
     total = sum(rows for _, rows in described)
     return BuildSummary(records=total, total_records=total, restored_from=None, checkpoints=(),
                         failed_checkpoints={}, final_checkpoint=checkpoint_id,

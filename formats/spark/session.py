@@ -6,6 +6,12 @@
   key=value`` settings on top; Python workers run the driver's interpreter (so they have
   statectl and pyarrow); the web UI and console progress are off for an embedded Spark, and
   Spark logs only errors (``--spark-conf statectl.log.level=INFO`` for more).
+
+Either way the driver's object-store settings reach the Python workers: the ``AWS_*``
+variables (credentials, region, profile, ...) are put in the environment Spark gives the
+Python functions of every job (:func:`forward_storage_environment`), so a task opens
+``s3://`` inputs and outputs as the driver does. (Checkpoints opened on the driver travel into
+tasks with their filesystem, which carries the credentials it was given.)
 """
 
 from __future__ import annotations
@@ -18,7 +24,23 @@ from typing import Any
 from formats.spark import require_pyspark
 from statecore.errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_MASTER", "MASTER_VARIABLE", "parse_conf", "spark_session"]
+__all__ = ["DEFAULT_MASTER", "MASTER_VARIABLE", "STORAGE_VARIABLES",
+           "forward_storage_environment", "parse_conf", "spark_session"]
+
+#: Environment variables (prefixes) that say how to reach object stores.
+STORAGE_VARIABLES = ("AWS_",)
+
+
+def forward_storage_environment(session: Any) -> None:
+    """Give the Python workers of ``session``'s later jobs the driver's ``AWS_*`` variables.
+
+    ``SparkContext.environment`` is sent with every Python function to the executors (on a
+    cluster too); a variable the driver does not have is left as the executor has it.
+    """
+    environment = session.sparkContext.environment
+    for name, value in os.environ.items():
+        if name.startswith(STORAGE_VARIABLES):
+            environment[name] = value
 
 DEFAULT_MASTER = "local[*]"
 MASTER_VARIABLE = "STATECTL_SPARK_MASTER"
@@ -43,6 +65,7 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
+        forward_storage_environment(active)
         return active
     chosen = master or os.environ.get(MASTER_VARIABLE) or DEFAULT_MASTER
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -57,4 +80,5 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel((conf or {}).get("statectl.log.level", "ERROR"))
+    forward_storage_environment(session)
     return session

@@ -15,11 +15,13 @@ its row groups only. Operator files have ``value`` (list states, in list order) 
 ``value`` (broadcast state). Every file's schema metadata carries the format version, state
 name and kind.
 
-Writing publishes atomically: files go into a sibling ``<dir>.inprogress-<random>`` directory
-(fsynced where the filesystem is local), ``_metadata.json`` last (temp name, then rename), then
-the directory is renamed into place (:mod:`formats.statectl.publish`). A crash leaves either no
-checkpoint or a complete one, and an existing checkpoint is never overwritten. All IO goes
-through ``pyarrow.fs``: a local path or any URI pyarrow supports.
+Writing publishes atomically, ``_metadata.json`` last (:mod:`formats.commit`): on the local
+disk files go into a sibling ``<dir>.inprogress-<random>`` directory (fsynced),
+``_metadata.json`` last (temp name, then rename), then the directory is renamed into place; on
+an object store they go into the directory itself, claimed by a create-only ``_inprogress``
+marker, and ``_metadata.json`` is one request after them. A crash leaves either no checkpoint
+or a complete one, and an existing checkpoint is never overwritten. All IO goes through
+``pyarrow.fs``: a local path or any URI pyarrow supports (:mod:`formats.filesystems`).
 
 Modules: :mod:`~formats.statectl.reader` opens a checkpoint (the model's
 :class:`~formats.model.Checkpoint` over Parquet files), :mod:`~formats.statectl.writer` writes
@@ -27,5 +29,5 @@ one from state snapshots, :mod:`~formats.statectl.rows` turns map snapshots' ent
 columns, :mod:`~formats.statectl.publish` makes a staged checkpoint appear,
 :mod:`~formats.statectl.async_writer` writes in the background while processing goes on, and
 :mod:`~formats.statectl.storage` manages a state directory of numbered checkpoints and
-savepoints.
+savepoints, shared by processes through :mod:`~formats.statectl.claims`.
 """

@@ -44,7 +44,9 @@ from typing import Any
 import pyarrow.fs as pafs
 
 import statecore.errors as errors
-from formats.filesystems import new_token, remove_staging, resolve_filesystem
+from formats.commit import new_token, remove_staging
+from formats.filesystems import resolve_filesystem
+from formats.statectl.publish import METADATA_FILE
 from formats.statectl.writer import close_snapshots, write_checkpoint
 from statecore.checkpoint import (
     CheckpointKind,
@@ -152,7 +154,8 @@ class PendingCheckpoint:
                 self._future.set_result(_reported(b"".join(chunks), status, self.location))
             except BaseException as exc:  # handed to whoever waits on result()
                 fs, final = resolve_filesystem(self.location, filesystem)
-                remove_staging(fs, final, token)  # a writer that died could not clean up
+                # a writer that died could not clean up
+                remove_staging(fs, final, token, METADATA_FILE)
                 self._future.set_exception(exc)
 
         self._thread = threading.Thread(

@@ -1,8 +1,10 @@
-"""Publishing a staged statectl checkpoint: ``_metadata.json`` last, then the directory.
+"""Publishing a staged statectl checkpoint: ``_metadata.json`` last, as the commit point.
 
 A checkpoint is complete exactly when its ``_metadata.json`` exists (DESIGN "statectl checkpoint
-format, version 1"). :func:`publish` writes it under a temporary name, fsyncs and renames it,
-then renames the staging directory (:func:`formats.filesystems.staged`) into place.
+format, version 1"). :func:`publish` writes it by the commit protocol of
+:mod:`formats.commit`: on the local disk under a temporary name, fsynced and renamed, then the
+staging directory renamed into place; on an object store with one request into the checkpoint
+directory itself, after every data file.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 
 import pyarrow.fs as pafs
 
-from formats.filesystems import fsync
+from formats.commit import commit
 from statecore.checkpoint import CheckpointMetadata, metadata_to_json
 
 __all__ = ["METADATA_FILE", "publish"]
@@ -21,18 +23,8 @@ METADATA_FILE = "_metadata.json"
 
 
 def publish(fs: pafs.FileSystem, staging: str, final: str, metadata: CheckpointMetadata) -> None:
-    """Make a staged checkpoint complete: its metadata, then the directory into place.
-
-    ``_metadata.json`` is written under a temporary name, fsynced and renamed; then the staged
-    directory is renamed to ``final``.
-    """
+    """Make a staged checkpoint complete: its metadata last (see :mod:`formats.commit`)."""
     # compact: the per-key-group row triples would otherwise take most of the file
     document = json.dumps(metadata_to_json(metadata), separators=(",", ":"),
                           sort_keys=True).encode()
-    temporary = f"{staging}/{METADATA_FILE}.tmp"
-    with fs.open_output_stream(temporary) as out:
-        out.write(document)
-    fsync(fs, temporary)
-    fs.move(temporary, f"{staging}/{METADATA_FILE}")
-    fs.move(staging, final)
-    fsync(fs, final.rsplit("/", 1)[0] if "/" in final else ".")
+    commit(fs, staging, final, METADATA_FILE, document)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from formats.filesystems import join_location, raise_if_storage_failure
 from formats.model import Checkpoint, FileProblem
 from formats.statectl.publish import METADATA_FILE
 from statecore.checkpoint import CheckpointMetadata, check_relative_path, metadata_from_json
@@ -24,6 +25,7 @@ from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
     StatectlError,
+    StorageError,
     UnsafePathError,
 )
 
@@ -65,6 +67,7 @@ class StatectlCheckpoint(Checkpoint):
         try:
             actual = self.fs.get_file_info(self._path(relative))
         except OSError as exc:
+            raise_if_storage_failure(exc, "reading", join_location(self.location, relative))
             raise CorruptCheckpointError(f"cannot stat {relative}: {exc}") from exc
         size = self._files[relative].size
         if actual.type != pafs.FileType.File or actual.size != size:
@@ -102,6 +105,7 @@ class StatectlCheckpoint(Checkpoint):
                     f"{relative} has {actual.size} bytes, the metadata says {info.size}")
             return pq.ParquetFile(self.fs.open_input_file(path))
         except (pa.ArrowException, OSError, ValueError) as exc:  # incl. UnicodeDecodeError
+            raise_if_storage_failure(exc, "reading", join_location(self.location, relative))
             raise CorruptCheckpointError(f"{relative} is not a readable Parquet file: {exc}") \
                 from exc
 
@@ -115,6 +119,7 @@ class StatectlCheckpoint(Checkpoint):
                          for c in range(footer.num_columns)))
                     for i in range(footer.num_row_groups)]
         except (pa.ArrowException, OSError, ValueError) as exc:
+            raise_if_storage_failure(exc, "reading", join_location(self.location, relative))
             raise CorruptCheckpointError(f"{relative}: unreadable footer: {exc}") from exc
 
     def verify_checksum(self, relative: str) -> None:
@@ -131,6 +136,7 @@ class StatectlCheckpoint(Checkpoint):
                 while chunk := stream.read(1 << 20):
                     digest.update(chunk)
         except OSError as exc:
+            raise_if_storage_failure(exc, "reading", join_location(self.location, relative))
             raise CorruptCheckpointError(f"cannot read {relative}: {exc}") from exc
         if "sha256:" + digest.hexdigest() != info.checksum:
             raise CorruptCheckpointError(f"{relative}: checksum mismatch")
@@ -146,6 +152,7 @@ class StatectlCheckpoint(Checkpoint):
             sizes = [parquet.metadata.row_group(i).num_rows
                      for i in range(parquet.num_row_groups)]
         except (pa.ArrowException, OSError, ValueError) as exc:
+            raise_if_storage_failure(exc, "reading", join_location(self.location, relative))
             raise CorruptCheckpointError(f"{relative}: {exc}") from exc
         return parquet, [sum(sizes[:i]) for i in range(len(sizes) + 1)]
 
@@ -167,6 +174,7 @@ class StatectlCheckpoint(Checkpoint):
         try:
             table = parquet.read_row_groups(groups, columns=names)
         except (pa.ArrowException, OSError, ValueError) as exc:
+            raise_if_storage_failure(exc, "reading", join_location(self.location, relative))
             raise CorruptCheckpointError(f"{relative}: {exc}") from exc
         expected = starts[groups[-1] + 1] - starts[groups[0]]
         if table.num_rows != expected:
@@ -181,6 +189,7 @@ class StatectlCheckpoint(Checkpoint):
         except UnsafePathError as exc:
             return "unsafe-path", str(exc)
         except OSError as exc:
+            raise_if_storage_failure(exc, "reading", join_location(self.location, relative))
             return "missing-file", f"cannot stat it: {exc}"
         if actual.type == pafs.FileType.NotFound:
             return "missing-file", "the file is missing"
@@ -189,6 +198,8 @@ class StatectlCheckpoint(Checkpoint):
             return "size", f"{actual.size} bytes, the metadata says {size}"
         try:
             self.verify_checksum(relative)
+        except StorageError:
+            raise  # the store failed: not a finding about the checkpoint
         except StatectlError as exc:
             return "checksum", str(exc)
         return None
@@ -235,6 +246,7 @@ def open_statectl_checkpoint(fs: pafs.FileSystem, root: str, location: str
         with fs.open_input_stream(path) as stream:
             raw = stream.read(MAX_METADATA_BYTES + 1)
     except OSError as exc:
+        raise_if_storage_failure(exc, "reading", location)
         raise CheckpointError(f"cannot read {path}: {exc}") from exc
     try:
         document = json.loads(raw.decode("utf-8"))

@@ -13,6 +13,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +23,8 @@ import pyarrow.parquet as pq
 
 from formats.arrow_types import to_arrow
 from formats.columns import keyed_schema, operator_schema
-from formats.filesystems import fsync, resolve_filesystem, staged
+from formats.commit import staged
+from formats.filesystems import fsync, renames_atomically, resolve_filesystem
 from formats.statectl.publish import publish
 from formats.statectl.reader import StatectlCheckpoint
 from formats.statectl.rows import block_appender
@@ -47,6 +49,7 @@ __all__ = [
     "close_snapshots",
     "copy_checkpoint",
     "link_file",
+    "link_files",
     "subtask_states",
     "write_checkpoint",
     "write_subtask",
@@ -59,8 +62,39 @@ ROW_GROUP_ROWS = 8192
 ROW_GROUP_BYTES = 128 << 10
 #: Bytes per read when a data file is copied from one filesystem to another.
 COPY_CHUNK = 8 << 20
+#: Server-side copies in flight at once (within one object store).
+COPY_THREADS = 8
 _MODE_KIND = {OperatorStateMode.SPLIT_DISTRIBUTE: "split", OperatorStateMode.UNION: "union",
               OperatorStateMode.BROADCAST: "broadcast"}
+
+
+class _HashingSink:
+    """An output stream that hashes (SHA-256) and counts what goes through it.
+
+    The checksum of a data file is taken as it is written: reading the file back (from an
+    object store: downloading it) would double the traffic.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.digest.update(view)
+        self.size += view.nbytes
+        self._stream.write(view)
+        return view.nbytes
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._stream.close()
 
 
 class ParquetFileWriter:
@@ -69,12 +103,13 @@ class ParquetFileWriter:
     def __init__(self, fs: pafs.FileSystem, root: str, relative: str, schema: pa.Schema) -> None:
         self.fs, self.relative, self.schema = fs, relative, schema
         self.path = f"{root}/{relative}"
-        fs.create_dir(self.path.rsplit("/", 1)[0], recursive=True)
-        self._stream = fs.open_output_stream(self.path)
+        if renames_atomically(fs):  # an object store has no directories to make
+            fs.create_dir(self.path.rsplit("/", 1)[0], recursive=True)
+        self._sink = _HashingSink(fs.open_output_stream(self.path))
         # Statistics only where they help: min/max of values (a 4 KiB value's twice per row
         # group) would make the footer that every reader reads first grow with the data.
         self._writer = pq.ParquetWriter(
-            self._stream, schema,
+            self._sink, schema,
             write_statistics=["key_group"] if "key_group" in schema.names else False)
         self.rows = 0
         self._pending: list[pa.Table] = []
@@ -118,17 +153,25 @@ class ParquetFileWriter:
             self._writer.write_table(table, row_group_size=min(table.num_rows, ROW_GROUP_ROWS))
             self._pending, self._pending_bytes, self._pending_rows = [], 0, 0
 
+    def abandon(self) -> None:
+        """Close without a result after a failure.
+
+        Then nothing is still being uploaded when the caller removes the partial output (an
+        object store completes an upload on close, which could otherwise happen later, when
+        the stream is collected).
+        """
+        for close in (self._writer.close, self._sink.close):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - the failure being handled is what matters
+                self._sink.closed = True
+
     def close(self) -> FileInfo:
         self._flush()
         self._writer.close()
-        self._stream.close()
+        self._sink.close()
         fsync(self.fs, self.path)
-        digest, size = hashlib.sha256(), 0
-        with self.fs.open_input_stream(self.path) as stream:
-            while chunk := stream.read(1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-        return FileInfo(self.relative, size, "sha256:" + digest.hexdigest())
+        return FileInfo(self.relative, self._sink.size, "sha256:" + self._sink.digest.hexdigest())
 
 
 def write_checkpoint(
@@ -169,24 +212,56 @@ def write_checkpoint(
 
 
 def copy_checkpoint(source: StatectlCheckpoint, location: str, checkpoint_id: int,
-                    kind: CheckpointKind, *, created_ms: int | None = None) -> CheckpointMetadata:
-    """A new checkpoint at ``location`` with the same state as ``source``, published atomically.
+                    kind: CheckpointKind, *, created_ms: int | None = None,
+                    shown: str | None = None) -> CheckpointMetadata:
+    """A new checkpoint at ``location`` (a path on ``source.fs``) with ``source``'s state.
 
     Data files are hard-linked where both are on the local disk (no record is rewritten, and
-    releasing either checkpoint later leaves the other intact), copied otherwise; only the
-    metadata is new. ``source`` is verified (sizes and checksums) first and never modified.
+    releasing either checkpoint later leaves the other intact), copied by the server on an
+    object store (nothing passes through this process); only the metadata is new.
+    ``source`` is verified (sizes and checksums) first and never modified. ``shown``: the
+    location in messages.
     """
     fs = source.fs
-    with staged(fs, location, location, "copying checkpoint to") as staging:
+    with staged(fs, location, shown or location, "copying checkpoint to") as staging:
         for info in source.metadata.files:  # verify before linking: never copy damage
             source.verify_checksum(info.path)
-        for info in source.metadata.files:
-            link_file(source, info.path, fs, staging)
+        link_files(source, [info.path for info in source.metadata.files], fs, staging)
         metadata = replace(source.metadata, checkpoint_id=checkpoint_id, kind=kind,
                            created_ms=int(time.time() * 1000) if created_ms is None
                            else created_ms)
         publish(fs, staging, location, metadata)
         return metadata
+
+
+def link_files(source: StatectlCheckpoint, relatives: Sequence[str], fs: pafs.FileSystem,
+               staging: str, progress: Callable[[int, int], None] | None = None, *,
+               check_size: bool = False) -> int:
+    """:func:`link_file` for each of ``relatives``; how many were hard links.
+
+    ``check_size``: refuse a source file whose size is not the metadata's first. Copies within
+    an object store are requests the server carries out: they run :data:`COPY_THREADS` at a
+    time (a metadata-only rescale of many files takes the time of a few requests, not of
+    their sum).
+    """
+    def one(relative: str) -> bool:
+        if check_size:
+            source.check_size(relative)
+        return link_file(source, relative, fs, staging)
+
+    linked = 0
+    if renames_atomically(fs) or len(relatives) < 2:
+        for done, relative in enumerate(relatives):
+            linked += one(relative)
+            if progress is not None:
+                progress(done + 1, len(relatives))
+        return linked
+    with ThreadPoolExecutor(COPY_THREADS) as pool:
+        for done, was_linked in enumerate(pool.map(one, relatives)):
+            linked += was_linked
+            if progress is not None:
+                progress(done + 1, len(relatives))
+    return linked
 
 
 def link_file(source: StatectlCheckpoint, relative: str, fs: pafs.FileSystem,
@@ -198,7 +273,8 @@ def link_file(source: StatectlCheckpoint, relative: str, fs: pafs.FileSystem,
     by the filesystem, across filesystems through this process). True when linked.
     """
     target = f"{staging}/{relative}"
-    fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    if renames_atomically(fs):  # an object store has no directories to make
+        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
     path = source.path(relative)
     if isinstance(source.fs, pafs.LocalFileSystem) and isinstance(fs, pafs.LocalFileSystem):
         try:
@@ -292,13 +368,18 @@ def _register(states: dict[str, StateMetadata], state: StateMetadata) -> int:
     return list(states).index(state.name)  # the file index: order of first registration
 
 
+#: One keyed state's file being written: metadata, writer, pending rows, rows per key group,
+#: the converter of a key group's entries into rows.
+_StateFile = tuple[StateMetadata, ParquetFileWriter, dict[str, list[Any]], list[KeyGroupRows],
+                   Callable[..., Any]]
+
+
 def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: SubtaskSnapshot,
                  states: dict[str, StateMetadata], files: list[FileInfo],
                  cancelled: Callable[[], bool]) -> list[KeyedStateHandle]:
     snapshot = subtask.keyed
     assert snapshot is not None
-    writers: dict[str, tuple[StateMetadata, ParquetFileWriter, dict[str, list[Any]],
-                             list[KeyGroupRows], Callable[..., Any]]] = {}
+    writers: dict[str, _StateFile] = {}
     for descriptor in snapshot.descriptors:
         meta = _keyed_metadata(descriptor)
         index = _register(states, meta)
@@ -307,6 +388,16 @@ def _write_keyed(fs: pafs.FileSystem, root: str, op_index: int, subtask: Subtask
                              schema)
         writers[meta.name] = (meta, writer, {f.name: [] for f in schema}, [],
                               block_appender(meta, snapshot.key_type))
+    try:
+        return _write_blocks(snapshot, writers, files, cancelled)
+    except BaseException:
+        for _, writer, _, _, _ in writers.values():
+            writer.abandon()
+        raise
+
+
+def _write_blocks(snapshot: Any, writers: dict[str, _StateFile], files: list[FileInfo],
+                  cancelled: Callable[[], bool]) -> list[KeyedStateHandle]:
     for block in snapshot:
         if cancelled():
             raise CheckpointCancelledError("the checkpoint was cancelled")
@@ -344,15 +435,19 @@ def _write_operator_state(fs: pafs.FileSystem, root: str, op_index: int,
                                    f"op-{op_index}/operator/{index}/{subtask.index}.parquet",
                                    operator_schema(meta))
         value = to_arrow(entry.value_type_spec)
-        if entry.mode is OperatorStateMode.BROADCAST:
-            assert entry.key_type_spec is not None
-            key = to_arrow(entry.key_type_spec)
-            writer.write({"key": [key(k) for k, _ in entry.entries],
-                          "value": [value(v) for _, v in entry.entries]})
-            count = len(entry.entries)
-        else:
-            writer.write({"value": [value(v) for v in entry.elements]})
-            count = len(entry.elements)
+        try:
+            if entry.mode is OperatorStateMode.BROADCAST:
+                assert entry.key_type_spec is not None
+                key = to_arrow(entry.key_type_spec)
+                writer.write({"key": [key(k) for k, _ in entry.entries],
+                              "value": [value(v) for _, v in entry.entries]})
+                count = len(entry.entries)
+            else:
+                writer.write({"value": [value(v) for v in entry.elements]})
+                count = len(entry.elements)
+        except BaseException:
+            writer.abandon()
+            raise
         files.append(writer.close())
         handles.append(OperatorStateHandle(entry.name, entry.mode, writer.relative, 0, count))
     return handles

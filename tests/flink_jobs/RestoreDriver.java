@@ -44,7 +44,8 @@ import org.slf4j.LoggerFactory;
  * <p>Each line on stdin is one case: tab-separated key=value pairs (values with \t, \n, \\
  * escaped as \\t, \\n, \\\\). Keys: id, kind (java | types | sql | bootstrap), base (a fresh directory
  * whose input/ already holds the verification records), restore (file:// URI of the snapshot),
- * parallelism, max_parallelism, backend (hashmap | rocksdb), prefix and nkeys (the FIX_* input
+ * parallelism, max_parallelism, backend (hashmap | rocksdb), ttl_now_ms (optional: the backend's
+ * TTL clock starts at this epoch millisecond, see TtlClockBackend), prefix and nkeys (the FIX_* input
  * parameters), out (file for the job's stdout), expect (number of output lines matching
  * count_regex after which the job has printed everything), count_regex, timeout_ms, quiet_ms
  * (once every task has restored its state, give up waiting for more lines after this long
@@ -217,6 +218,12 @@ public class RestoreDriver {
         String base = c.get("base");
         Configuration conf = new Configuration();
         conf.setString("state.backend.type", c.getOrDefault("backend", "hashmap"));
+        String ttlNow = c.getOrDefault("ttl_now_ms", "");
+        if (!ttlNow.isEmpty()) {  // the backend, its TTL clock starting at ttl_now_ms
+            conf.setString("state.backend.type", TtlClockBackend.Factory.class.getName());
+            conf.setString(TtlClockBackend.BACKEND.key(), c.getOrDefault("backend", "hashmap"));
+            conf.setString(TtlClockBackend.NOW_MS.key(), ttlNow);
+        }
         conf.setString("execution.checkpointing.incremental", c.getOrDefault("incremental", "false"));
         conf.setString("execution.checkpointing.dir", "file://" + base + "/checkpoints");
         conf.setString("execution.checkpointing.savepoint-dir", "file://" + base + "/savepoints");

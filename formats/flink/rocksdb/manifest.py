@@ -116,7 +116,8 @@ def read_log_records(data: Buffer, name: str, log_number: int | None = None) -> 
         kind = record_type - _RECYCLABLE_OFFSET if recyclable and record_type <= 8 else record_type
         if kind == _FULL:
             if fragments is not None:
-                raise corrupt(name, f"log record at byte {pos}: full record inside a fragment")
+                raise corrupt(name, f"log record at byte {pos}: full record inside a fragmented "
+                                    "one")
             yield payload
         elif kind == _FIRST:
             if fragments is not None:
