@@ -173,9 +173,16 @@ def test_a_null_key_fails_at_the_same_record_folded_or_not(tmp_path: Path) -> No
                         checkpoint_every=10, keep=100, fold=fold, fold_records=8)
         errors.append(str(caught.value))
     assert errors[0] == errors[1]
-    checkpoints = all_checkpoints(tmp_path / "True")
-    assert sorted(checkpoints) == list(range(1, 7))  # after records 10, 20, ..., 60
-    assert checkpoints == all_checkpoints(tmp_path / "False")
+    # checkpoints were triggered after records 10, 20, ..., 60; those still in flight when
+    # the build failed are cancelled (LocalJob.run), so how many completed depends on timing:
+    # those that did are the first ones, and each is the same folded or not
+    folded, unfolded = all_checkpoints(tmp_path / "True"), all_checkpoints(tmp_path / "False")
+    for checkpoints in (folded, unfolded):
+        assert sorted(checkpoints) == list(range(1, len(checkpoints) + 1))
+        assert len(checkpoints) <= 6
+    assert folded or unfolded
+    for checkpoint_id in folded.keys() & unfolded.keys():
+        assert folded[checkpoint_id] == unfolded[checkpoint_id]
 
 
 def test_csv_input_as_the_benchmark_writes_it(tmp_path: Path) -> None:
