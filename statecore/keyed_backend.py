@@ -95,14 +95,18 @@ class HeapKeyedStateBackend(Generic[K]):
 
     # -- key context ------------------------------------------------------------------------------
 
-    def set_current_key(self, key: K) -> None:
+    def set_current_key(self, key: K, key_group: int | None = None) -> None:
         """Put ``key`` in context; its key group is computed once here (reference §1.2).
 
-        A key whose group is outside this backend's range is refused with Flink's explanation.
+        ``key_group``, when given, is the caller's ``assign_to_key_group(key,
+        max_parallelism, key_serializer)``, computed already (a job routes by it); it is
+        trusted, not computed again. A key whose group is outside this backend's range is
+        refused with Flink's explanation.
         """
         if key is None:
             raise InvalidArgumentError("Assigned key must not be null!")
-        key_group = assign_to_key_group(key, self.max_parallelism, self.key_serializer)
+        if key_group is None:
+            key_group = assign_to_key_group(key, self.max_parallelism, self.key_serializer)
         if key_group not in self.key_group_range:
             # leave no key in context: a caller that goes on must not write to the previous key
             self.current_key = None
