@@ -52,7 +52,7 @@ demo: $(STAMP)
 
 bench: $(STAMP) $(FLINK_STAMP)
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) bench/flink_big.py
-	$(PY) bench/run.py
+	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) bench/run.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check statecore formats cli tests bench

@@ -1,10 +1,11 @@
-"""Spark: the max-parallelism change on the local engine, Spark ``local[1]`` and ``local[2]``.
+"""Spark against the local engine: the max-parallelism change and ``build``, up to 20M entries.
 
 One benchmark, ``spark`` (``bench/run.py --only spark``; part of ``make bench``). Checkpoints
 of string keys with one int64 value state, max parallelism 128, parallelism 4, are written
-directly with the format's writer (sorted Arrow columns; building 5M entries through a backend
-would take minutes), at 0.5M, 2M and 5M entries (quick: 50k and 200k). Each is rescaled to
-max parallelism 256 and parallelism 3 (plan, which hashes every key, plus the rewrite) by:
+directly with the format's writer (sorted Arrow columns; building 20M entries through a
+backend would take minutes), at 0.5M, 2M, 5M, 10M and 20M entries (quick: 50k and 200k).
+Each is rescaled to max parallelism 256 and parallelism 3 (plan, which hashes every key, plus
+the rewrite) by:
 
 * the local engine (``rescale_checkpoint`` in this process);
 * Spark ``local[1]`` on 1 CPU, ``local[1]`` with all the machine's CPUs, and ``local[2]`` on
@@ -12,13 +13,17 @@ max parallelism 256 and parallelism 3 (plan, which hashes every key, plus the re
   (a fresh JVM and Python workers) whose CPU set limits the whole run; session start-up
   excluded (reported in the notes).
 
-Rows: entries/s of Spark ``local[2]`` vs the local engine (information: where Spark overtakes
-is the size at which this passes 1), Spark's scaling from 1 to 2 cores at 5M entries
-(``local[2]`` on 2 CPUs vs ``local[1]`` on 1 CPU; bar >= 1.5x) and, for information,
-``local[2]`` vs ``local[1]`` left all CPUs (its JVM threads, Python daemon and driver then
-use the second core too). Every output is checked with ``statectl diff`` against the source
-on the smallest size. One run per point, except the largest size: best of ``REPEATS`` runs in
-a row for every engine (the bar's point). Single runs of ``local[2]`` there varied by 20%:
+And ``build`` (count and sum per key of 1M and 4M records in two Parquet inputs, a tenth as
+many string keys, parallelism 2; quick: 50k) by the local engine and by Spark ``local[2]``.
+
+Rows: entries/s of Spark ``local[2]`` vs the local engine at every size (where Spark
+overtakes is the size at which this passes 1; the goal at 20M is 1.2x), Spark's scaling from 1
+to 2 cores at 5M entries (``local[2]`` on 2 CPUs vs ``local[1]`` on 1 CPU; bar >= 1.5x) and,
+for information, ``local[2]`` vs ``local[1]`` left all CPUs (its JVM threads, Python daemon
+and driver then use the second core too), and the builds' records/s. Every output is
+checked: the smallest rescale with ``statectl diff`` against the source, every build for all
+its records. One run per point, except at 5M: best of ``REPEATS`` runs in a row for every
+engine (the scaling bar's point). Single runs of ``local[2]`` there varied by 20%:
 successive runs get faster as the JVM warms up (its JIT compiles the shuffle's code), and
 anything else running on this 2-CPU machine takes one of its two cores. Every run is
 reported.
@@ -38,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from bench_state_maps import Bar, Config, Row, Section, progress
 
 from formats.columns import keyed_schema
@@ -63,8 +69,16 @@ from statecore.checkpoint import (
 from statecore.key_groups import compute_key_group_range_for_operator_index
 
 M, P, NEW_M, NEW_P = 128, 4, 256, 3
-#: Runs at the largest size, best kept (see the module doc).
+#: Runs at the scaling bar's size, best kept (see the module doc).
 REPEATS = 3
+#: Sizes of the max-parallelism change (full run), the scaling bar's, and the builds'.
+SIZES = [500_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000]
+QUICK_SIZES = [50_000, 200_000]
+SCALING_SIZE = 5_000_000
+BUILD_SIZES = [1_000_000, 4_000_000]
+QUICK_BUILD_SIZES = [50_000]
+#: The goal at the largest size: Spark local[2] vs the local engine (issue 22 scope 3).
+CROSSOVER_GOAL = 1.2
 STATE = StateMetadata("amount", "keyed", "value", "int64", None, "void", None)
 
 
@@ -99,6 +113,39 @@ def make_checkpoint(location: str, entries: int) -> None:
                 "bench", "bench", P, M, "string", (STATE,), tuple(subtasks)),), tuple(files)))
 
 
+def make_inputs(directory: Path, records: int) -> list[str]:
+    """Two Parquet inputs of ``records`` records ``key`` (string, records/10 distinct keys,
+    each as often) and ``v`` (int64) for the builds."""
+    paths = []
+    half = records // 2
+    for part in range(2):
+        first = part * half
+        count = records - half if part else half
+        numbers = np.arange(first, first + count, dtype=np.int64)
+        keys = pa.array([f"key-{i % max(1, records // 10):08d}" for i in numbers.tolist()],
+                        pa.string())
+        path = directory / f"build-{records}-{part}.parquet"
+        pq.write_table(pa.table({"key": keys, "v": pa.array(numbers % 1000)}), path)
+        paths.append(str(path))
+    return paths
+
+
+def build(inputs: list[str], out: str, spark: Any = None) -> float:
+    """``statectl build`` of ``inputs`` (count and sum per key, parallelism 2) into ``out``."""
+    settings: dict[str, Any] = {"key": "key", "aggregations": ["count", "sum:v"],
+                                "checkpoint_dir": out, "parallelism": 2}
+    start = time.perf_counter()
+    if spark is None:
+        from formats.build import build_state
+        summary = build_state(inputs, **settings)
+    else:
+        from formats.spark.build import spark_build
+        summary = spark_build(spark, inputs, **settings)
+    took = time.perf_counter() - start
+    assert summary.records == summary.total_records > 0, "the build lost records"
+    return took
+
+
 def rescale(source: str, out: str, spark: Any = None) -> float:
     from formats.spark.jobs import spark_keyed_writer, spark_rehash_counter
     start = time.perf_counter()
@@ -118,10 +165,13 @@ SPARK_RUNS = (("local[1]", "local[1]", 1), ("local[1], all CPUs", "local[1]", No
 
 def bench_spark(cfg: Config) -> Section:
     section = Section("spark")
-    sizes = [500_000, 2_000_000, 5_000_000] if cfg.snapshot_entries >= 1_000_000 else [
-        50_000, 200_000]
+    full = cfg.snapshot_entries >= 1_000_000
+    sizes = SIZES if full else QUICK_SIZES
+    scaling = SCALING_SIZE if full else sizes[-1]
+    build_sizes = BUILD_SIZES if full else QUICK_BUILD_SIZES
     seconds: dict[tuple[str, int], float] = {}
-    spread: dict[tuple[str, int], list[float]] = {}  # every run at the largest size
+    built: dict[tuple[str, int], float] = {}
+    spread: dict[tuple[str, int], list[float]] = {}  # every run at the scaling bar's size
     with tempfile.TemporaryDirectory(prefix="statectl-bench-") as name:
         directory = Path(name)
         for n in sizes:
@@ -129,32 +179,50 @@ def bench_spark(cfg: Config) -> Section:
             make_checkpoint(str(directory / f"src-{n}"), n)
             progress(f"spark: local engine, {n:,}")
             runs = []
-            for _ in range(REPEATS if n == sizes[-1] else 1):
+            for _ in range(REPEATS if n == scaling else 1):
                 runs.append(rescale(str(directory / f"src-{n}"), str(directory / "out")))
                 shutil.rmtree(directory / "out")
             seconds["local", n] = min(runs)
             if len(runs) > 1:
                 spread["local", n] = runs
+        for n in build_sizes:
+            progress(f"spark: local engine, build of {n:,} records")
+            built["local", n] = build(make_inputs(directory, n), str(directory / "built"))
+            shutil.rmtree(directory / "built")
         for label, master, cpus in SPARK_RUNS:
             progress(f"spark: {label}, sizes {', '.join(f'{n:,}' for n in sizes)}")
-            report = spark_run(master, cpus, directory, sizes)
+            report = spark_run(master, cpus, directory, sizes, scaling,
+                               build_sizes if master == "local[2]" else [])
             for n, took in report["seconds"].items():
                 seconds[label, int(n)] = took
             for n, runs in report["runs"].items():
                 spread[label, int(n)] = runs
+            for n, took in report["built"].items():
+                built[label, int(n)] = took
             section.notes.append(
                 f"spark: {label}: master {report['master']}, CPUs {report['cpus']}, session "
                 f"start {report['session_seconds']:.1f} s (excluded)")
     big = sizes[-1]
     for n in sizes:
-        section.rows.append(Row(f"max-p change {n / 1e6:g}M: spark[2] vs local",
-                                n / seconds["local[2]", n], n / seconds["local", n], "ops/s"))
-    section.rows.append(Row(f"max-p change {big / 1e6:g}M: spark 2 cores vs 1",
-                            big / seconds["local[2]", big], big / seconds["local[1]", big],
+        section.rows.append(Row(
+            f"max-p change {n / 1e6:g}M: spark[2] vs local", n / seconds["local[2]", n],
+            n / seconds["local", n], "ops/s",
+            Bar(">=", CROSSOVER_GOAL, f">= {CROSSOVER_GOAL:g}") if n == big and full else None))
+    section.rows.append(Row(f"max-p change {scaling / 1e6:g}M: spark 2 cores vs 1",
+                            scaling / seconds["local[2]", scaling],
+                            scaling / seconds["local[1]", scaling],
                             "ops/s", Bar(">=", 1.5, ">= 1.5")))
-    section.rows.append(Row(f"max-p change {big / 1e6:g}M: spark[2] vs [1] on all CPUs",
-                            big / seconds["local[2]", big],
-                            big / seconds["local[1], all CPUs", big], "ops/s"))
+    section.rows.append(Row(f"max-p change {scaling / 1e6:g}M: spark[2] vs [1] on all CPUs",
+                            scaling / seconds["local[2]", scaling],
+                            scaling / seconds["local[1], all CPUs", scaling], "ops/s"))
+    for n in build_sizes:
+        section.rows.append(Row(f"build {n / 1e6:g}M records: spark[2] vs local",
+                                n / built["local[2]", n], n / built["local", n], "ops/s"))
+    section.notes += [
+        f"spark: build {n:,} records (two Parquet inputs, {n // 10:,} string keys, count and "
+        f"sum per key, parallelism 2): local engine {built['local', n]:.1f} s (it folds runs "
+        f"of records per key with Arrow), Spark local[2] {built['local[2]', n]:.1f} s (one "
+        f"task per subtask runs its records one by one)" for n in build_sizes]
     overtakes = [n for n in sizes if seconds["local[2]", n] < seconds["local", n]]
     section.notes += [
         f"spark: {engine} {n:,} entries: {seconds[engine, n]:.1f} s, "
@@ -178,8 +246,8 @@ def bench_spark(cfg: Config) -> Section:
     return section
 
 
-def spark_run(master: str, cpus: int | None, directory: Path, sizes: list[int]
-              ) -> dict[str, Any]:
+def spark_run(master: str, cpus: int | None, directory: Path, sizes: list[int], scaling: int,
+              build_sizes: list[int]) -> dict[str, Any]:
     """Rescale every size on Spark ``master`` in a fresh process limited to ``cpus`` CPUs."""
     available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if cpus is not None and available and cpus > len(available):
@@ -193,7 +261,7 @@ def spark_run(master: str, cpus: int | None, directory: Path, sizes: list[int]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "bench")]))
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--spark-run", master,
-         str(directory), *map(str, sizes)],
+         str(directory), str(scaling), ",".join(map(str, build_sizes)), *map(str, sizes)],
         env=env, preexec_fn=pin, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"spark run {master} failed:\n{done.stderr[-4000:]}")
@@ -201,7 +269,8 @@ def spark_run(master: str, cpus: int | None, directory: Path, sizes: list[int]
     return report
 
 
-def _spark_run_main(master: str, directory: Path, sizes: list[int]) -> None:
+def _spark_run_main(master: str, directory: Path, scaling: int, build_sizes: list[int],
+                    sizes: list[int]) -> None:
     from formats.spark.session import spark_session
     started = time.perf_counter()
     spark = spark_session(master, {"spark.sql.shuffle.partitions": "8"})
@@ -212,7 +281,7 @@ def _spark_run_main(master: str, directory: Path, sizes: list[int]) -> None:
     for n in sizes:
         out = str(directory / f"out-{master}")
         runs = []
-        for _ in range(REPEATS if n == sizes[-1] else 1):
+        for _ in range(REPEATS if n == scaling else 1):
             runs.append(rescale(str(directory / f"src-{n}"), out, spark))
             if n == sizes[0]:
                 same = diff_checkpoints(open_checkpoint(str(directory / f"src-{n}")),
@@ -222,11 +291,18 @@ def _spark_run_main(master: str, directory: Path, sizes: list[int]) -> None:
         seconds[n] = min(runs)
         if len(runs) > 1:
             every[n] = runs
+    built = {}
+    for n in build_sizes:
+        out = str(directory / f"built-{master}")
+        built[n] = build([str(directory / f"build-{n}-{part}.parquet") for part in range(2)],
+                         out, spark)
+        shutil.rmtree(out)
     spark.stop()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(json.dumps({"master": actual, "cpus": cpus, "session_seconds": session_seconds,
-                      "seconds": seconds, "runs": every}))
+                      "seconds": seconds, "runs": every, "built": built}))
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--spark-run"]:
-    _spark_run_main(sys.argv[2], Path(sys.argv[3]), [int(n) for n in sys.argv[4:]])
+    _spark_run_main(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]),
+                    [int(n) for n in sys.argv[5].split(",") if n], [int(n) for n in sys.argv[6:]])

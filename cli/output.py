@@ -461,7 +461,11 @@ def build_json(summary: BuildSummary) -> dict[str, Any]:
         "failed_checkpoints": {str(k): v for k, v in summary.failed_checkpoints.items()},
         "final_checkpoint": summary.final_checkpoint, "location": summary.final_location,
         "states": list(summary.states), "parallelism": summary.parallelism,
-        "max_parallelism": summary.max_parallelism,
+        "max_parallelism": summary.max_parallelism, "folded": summary.folded,
+        "seconds": None if summary.seconds is None else {
+            "setup": round(summary.seconds.setup, 6),
+            "processing": round(summary.seconds.processing, 6),
+            "final_checkpoint": round(summary.seconds.final_checkpoint, 6)},
     }
 
 

@@ -5,15 +5,21 @@ means "the local default". The local engine has none of its own; the Spark engin
 (:mod:`formats.spark`) starts its session on first use, so a command that turns out to need
 no data work (a metadata-only rescale) never starts Spark.
 
-========================  ===========================================================
-piece                     used by
-========================  ===========================================================
-``rehash_counter()``      ``rescale --max-parallelism``: the plan's key counts
-``keyed_writer()``        ``rescale --compact`` / ``--max-parallelism`` / ``--drop-expired``
-``state_writer()``        ``export``
-``footers(checkpoint)``   ``inspect --key-groups``
-``build(inputs, ...)``    ``build``
-========================  ===========================================================
+==============================  =====================================================
+piece                           used by
+==============================  =====================================================
+``open_checkpoint(location)``   every command that reads a checkpoint on the engine
+``rehash_counter()``            ``rescale --max-parallelism``: the plan's key counts
+``keyed_writer()``              ``rescale --compact`` / ``--max-parallelism`` /
+                                ``--drop-expired``
+``state_writer(checkpoint)``    ``export``
+``footers(checkpoint)``         ``inspect --key-groups``
+``build(inputs, ...)``          ``build``
+==============================  =====================================================
+
+A Flink snapshot opened by the Spark engine decodes no keyed state in this process: Spark
+tasks decode it in pieces (:mod:`formats.spark.flink`), and its rewrite
+(``write_rescaled``) runs on Spark too.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 from formats.build import BuildSummary, build_state
 from formats.export import StateWriter
 from formats.model import Checkpoint
+from formats.open import open_checkpoint
 from formats.rescale import KeyedWriter, RehashCounter
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 
@@ -37,6 +44,16 @@ class Engine:
 
     name = "local"
 
+    def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
+                        max_parallelism: int | None = None) -> Checkpoint:
+        """The checkpoint at ``location``, opened for this engine's commands.
+
+        ``count``: the command needs entries per key group (``inspect``, plans; ``export``
+        does not); ``max_parallelism``: a rescale to it will count the keys' key groups there.
+        Locally: :func:`formats.open.open_checkpoint` (which decodes a Flink snapshot here).
+        """
+        return open_checkpoint(location, allow_pickle=allow_pickle)
+
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint this engine cannot read (every one is fine locally)."""
 
@@ -46,7 +63,7 @@ class Engine:
     def keyed_writer(self) -> KeyedWriter | None:
         return None
 
-    def state_writer(self) -> StateWriter | None:
+    def state_writer(self, checkpoint: Checkpoint | None = None) -> StateWriter | None:
         return None
 
     def footers(self, checkpoint: Checkpoint) -> dict[str, list[tuple[int, int, int]]] | None:
@@ -83,28 +100,51 @@ class SparkEngine(Engine):
                 self._session = spark_session(self.master, self.conf)
         return self._session
 
+    def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
+                        max_parallelism: int | None = None) -> Checkpoint:
+        """A Flink snapshot without decoding its keyed state here; others as locally.
+
+        Spark tasks count a Flink snapshot's entries when ``count`` (:mod:`formats.spark.flink`).
+        """
+        from formats.flink.checkpoint import FlinkCheckpoint
+        checkpoint = open_checkpoint(location, allow_pickle=allow_pickle, decode=False)
+        if not isinstance(checkpoint, FlinkCheckpoint):
+            return checkpoint
+        from formats.spark.flink import open_flink_on_spark
+        return open_flink_on_spark(lambda: self.session, checkpoint, count=count,
+                                   rehash_to=max_parallelism)
+
     def check_source(self, checkpoint: Checkpoint) -> None:
-        """Spark tasks read statectl's Parquet files; a Flink snapshot is decoded locally."""
-        if checkpoint.format_name != "statectl":
-            raise UnsupportedFormatError(
-                f"the Spark engine reads statectl checkpoints; a "
-                f"{checkpoint.format_name.capitalize()} snapshot is decoded in this process: "
-                f"run without --engine spark")
+        """Spark tasks read statectl's Parquet files and Flink snapshots it opened itself."""
+        from formats.flink.checkpoint import FlinkCheckpoint
+        if not isinstance(checkpoint, FlinkCheckpoint) or not checkpoint.keyed_decoded:
+            return
+        raise UnsupportedFormatError(
+            f"this {checkpoint.format_name.capitalize()} snapshot was decoded in this process; "
+            f"open it with the Spark engine (SparkEngine.open_checkpoint), which has Spark "
+            f"tasks decode it")
 
     def rehash_counter(self) -> RehashCounter:
-        from formats.spark.jobs import spark_rehash_counter
-        return spark_rehash_counter(self.session)
+        from formats.spark.flink import flink_rehash_counter
+        return flink_rehash_counter(self.session)
 
     def keyed_writer(self) -> KeyedWriter:
         from formats.spark.jobs import spark_keyed_writer
         return spark_keyed_writer(self.session)
 
-    def state_writer(self) -> StateWriter:
+    def state_writer(self, checkpoint: Checkpoint | None = None) -> StateWriter:
+        from formats.flink.checkpoint import FlinkCheckpoint
+        if isinstance(checkpoint, FlinkCheckpoint):
+            self.check_source(checkpoint)
+            from formats.spark.flink import FlinkStatesWriter
+            return FlinkStatesWriter(self.session, checkpoint)
         from formats.spark.jobs import spark_state_writer
         return spark_state_writer(self.session)
 
     def footers(self, checkpoint: Checkpoint) -> dict[str, list[tuple[int, int, int]]]:
-        from formats.key_group_stats import keyed_files
+        from formats.key_group_stats import footer_row_groups, keyed_files
+        if checkpoint.format_name != "statectl":  # counted by tasks when opened
+            return footer_row_groups(checkpoint, keyed_files(checkpoint))
         from formats.spark.jobs import spark_footers
         return spark_footers(self.session, checkpoint, keyed_files(checkpoint))
 

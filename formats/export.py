@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -69,7 +69,8 @@ from statecore.errors import CheckpointError, InvalidArgumentError
 from statecore.values import Instant, LocalDateTime, LocalTime
 
 __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWriter",
-           "export_checkpoint", "jsonable", "temporal_json", "write_state_locally"]
+           "StatesWriter", "export_checkpoint", "in_microseconds", "jsonable", "temporal_json",
+           "whole_microseconds", "write_state_locally"]
 
 #: Output formats and their file extensions.
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
@@ -306,7 +307,7 @@ class StateExport:
     @property
     def schema(self) -> pa.Schema:
         schema = _schema(self.op, self.state)
-        return _in_microseconds(schema) if self.microseconds else schema
+        return in_microseconds(schema) if self.microseconds else schema
 
     def write(self, path: str, pieces: Sequence[tuple[int, Callable[[], pa.Table]]],
               done: Callable[[], None] = lambda: None) -> int:
@@ -339,24 +340,27 @@ def _micro(data_type: pa.DataType) -> pa.DataType:
     return data_type
 
 
-def _in_microseconds(schema: pa.Schema) -> pa.Schema:
+def in_microseconds(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with nanosecond timestamps in microseconds (the same when it has none)."""
     return pa.schema([f.with_type(_micro(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def whole_microseconds(table: pa.Table) -> bool:
+    """Whether every nanosecond timestamp of ``table`` is a whole microsecond."""
+    try:
+        for field in table.schema:
+            table.column(field.name).cast(_micro(field.type), safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
 
 
 def _microseconds_suffice(schema: pa.Schema,
                           pieces: Sequence[tuple[int, Callable[[], pa.Table]]]) -> bool:
     """Whether every nanosecond timestamp of the pieces is a whole microsecond."""
-    micro = _in_microseconds(schema)
-    if micro.equals(schema):
+    if in_microseconds(schema).equals(schema):
         return False
-    for _, read in pieces:
-        table = read()
-        try:
-            for field in table.schema:
-                table.column(field.name).cast(_micro(field.type), safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return False
-    return True
+    return all(whole_microseconds(read()) for _, read in pieces)
 
 
 #: Writes one state's table; returns its path (relative) and rows. Local: one file.
@@ -368,6 +372,23 @@ def write_state_locally(task: StateExport, done: Callable[[], None]) -> tuple[st
     return task.path, task.write(task.path, task.pieces, done)
 
 
+@runtime_checkable
+class StatesWriter(Protocol):
+    """A :data:`StateWriter` that writes every state at once (``write_states``).
+
+    For an engine that reads a stored piece once for all the states it holds (Spark on a Flink
+    snapshot, where one stream holds all of an operator's keyed states). It gets every state's
+    task with ``microseconds`` false and decides it itself (Parquet: nanosecond timestamps as
+    microseconds when every value of the state is a whole microsecond); it returns ``(path,
+    rows)`` per task and calls ``done`` once per stored piece.
+    """
+
+    def __call__(self, task: StateExport, done: Callable[[], None]) -> tuple[str, int]: ...
+
+    def write_states(self, tasks: Sequence[StateExport], done: Callable[[], None]
+                     ) -> list[tuple[str, int]]: ...
+
+
 def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
                       states: Collection[str] | None = None,
                       progress: Progress | None = None,
@@ -375,7 +396,8 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     """Write every state (or those named in ``states``) of ``checkpoint`` under ``out``.
 
     ``state_writer`` writes one state (default :func:`write_state_locally`; the Spark engine
-    writes a directory of parts instead).
+    writes a directory of parts instead), or every state at once if it is a
+    :class:`StatesWriter`.
     """
     if fmt not in FORMATS:
         raise InvalidArgumentError(f"unknown export format {fmt!r} (one of "
@@ -400,16 +422,20 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
             progress(done, total)
 
     taken: set[str] = set()
-    exported = []
     write = state_writer or write_state_locally
+    batch = isinstance(write, StatesWriter)
     with staged(fs, final, out, "exporting to") as staging:
+        tasks = []
         for op, state, pieces in work:
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
-            micro = fmt == "parquet" and _microseconds_suffice(_schema(op, state), pieces)
-            path, rows = write(StateExport(op, state, fmt, fs, staging, name, pieces, micro),
-                               step)
-            exported.append(ExportedTable(op.identity, state.name, state.scope, state.kind, path,
-                                          rows))
+            micro = (not batch and fmt == "parquet"
+                     and _microseconds_suffice(_schema(op, state), pieces))
+            tasks.append(StateExport(op, state, fmt, fs, staging, name, pieces, micro))
+        written = (write.write_states(tasks, step) if isinstance(write, StatesWriter)
+                   else [write(task, step) for task in tasks])
+        exported = [ExportedTable(task.op.identity, task.state.name, task.state.scope,
+                                  task.state.kind, path, rows)
+                    for task, (path, rows) in zip(tasks, written, strict=True)]
         manifest = {"checkpoint_id": checkpoint.metadata.checkpoint_id, "format": fmt,
                     "tables": [{"operator": t.operator.to_json(), "state": t.state,
                                 "scope": t.scope, "kind": t.kind, "path": t.path,

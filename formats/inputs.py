@@ -4,6 +4,11 @@ A :class:`FileSource` is a replayable source (``statecore.job.Source``): each in
 split and a position is a row number, so a resumed build reads every file from the row its
 checkpoint recorded. Column types come from the files' Arrow schema and map to statectl type
 specs (int8..int64, float32/float64, bool, string, bytes); every file must have the same ones.
+
+Each file is parsed once: CSV and JSON Lines files have to be read whole to learn their schema,
+so the tables read then are kept for the run (up to :data:`TABLE_CACHE_BYTES` together; beyond
+that a file is read again when its records are read). Parquet files give their schema and row
+count from their footer.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ import pyarrow.parquet as pq
 from formats.filesystems import redact, resolve_filesystem, storage_errors
 from statecore.errors import InvalidArgumentError, StatectlError
 
-__all__ = ["FileSource", "InputError", "column_spec", "read_input"]
+__all__ = ["TABLE_CACHE_BYTES", "FileSource", "InputError", "column_spec", "read_input"]
+
+#: Bytes of input tables a :class:`FileSource` keeps in memory between reads.
+TABLE_CACHE_BYTES = 1 << 30
 
 _SPECS = {pa.int8(): "int8", pa.int16(): "int16", pa.int32(): "int32", pa.int64(): "int64",
           pa.float32(): "float32", pa.float64(): "float64", pa.bool_(): "bool",
@@ -65,6 +73,10 @@ def read_input(path: str) -> pa.Table:
     raise InputError(f"{redact(path)}: unknown input format (use .parquet, .csv or .jsonl)")
 
 
+def _is_parquet(path: str) -> bool:
+    return path.lower().endswith((".parquet", ".pq"))
+
+
 class FileSource:
     """Records of ``paths`` as dicts, file by file; positions are row numbers."""
 
@@ -72,7 +84,9 @@ class FileSource:
         if not paths:
             raise InvalidArgumentError("give at least one input file")
         self._paths = list(paths)
-        schemas = {path: read_input(path).schema for path in self._paths}
+        self._tables: dict[str, pa.Table] = {}
+        self._rows: dict[str, int] = {}
+        schemas = {path: self._schema(path) for path in self._paths}
         first = schemas[self._paths[0]]
         for path, schema in schemas.items():
             if not schema.equals(first):
@@ -80,17 +94,44 @@ class FileSource:
                                  f"{self._paths[0]}: every input needs the same columns")
         self.column_types = {f.name: column_spec(f.type, f.name) for f in first}
 
+    def _schema(self, path: str) -> pa.Schema:
+        if _is_parquet(path):
+            try:
+                with pq.ParquetFile(path) as parquet:
+                    self._rows[path] = parquet.metadata.num_rows
+                    return parquet.schema_arrow
+            except (pa.ArrowException, OSError) as exc:
+                raise InputError(f"cannot read {path}: {exc}") from exc
+        table = self.table(path)
+        return table.schema
+
+    def table(self, split: str) -> pa.Table:
+        """The whole file ``split`` as an Arrow table (kept while the cache has room)."""
+        table = self._tables.get(split)
+        if table is None:
+            table = read_input(split)
+            self._rows[split] = table.num_rows
+            if sum(t.nbytes for t in self._tables.values()) + table.nbytes <= TABLE_CACHE_BYTES:
+                self._tables[split] = table
+        return table
+
     def splits(self) -> Sequence[str]:
         return self._paths
 
     def count(self) -> int:
-        return sum(read_input(path).num_rows for path in self._paths)
+        return sum(self._rows[path] if path in self._rows else self.table(path).num_rows
+                   for path in self._paths)
 
-    def read(self, split: str, position: int) -> Iterator[tuple[int, Any]]:
-        table = read_input(split)
+    def checked_table(self, split: str, position: int) -> pa.Table:
+        """``split``'s table, after checking that it has at least ``position`` rows."""
+        table = self.table(split)
         if position > table.num_rows:
             raise InputError(f"{split} has {table.num_rows} rows; the checkpoint says "
                              f"{position} were read: was the input changed?")
+        return table
+
+    def read(self, split: str, position: int) -> Iterator[tuple[int, Any]]:
+        table = self.checked_table(split, position)
         for offset, batch in _batches(table.slice(position)):
             for i, record in enumerate(batch.to_pylist()):
                 yield position + offset + i + 1, record

@@ -27,29 +27,32 @@ _IN_STATE_DIRECTORY = re.compile(r"(?:chk|savepoint)-(\d{7,})")
 
 
 def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
-                    strict: bool = True, allow_pickle: bool = False) -> Checkpoint:
+                    strict: bool = True, allow_pickle: bool = False,
+                    decode: bool = True) -> Checkpoint:
     """Open and validate a checkpoint or savepoint, statectl's or Flink's (detected here).
 
     ``location`` is the directory, or its metadata file, as a local path or a URI pyarrow
     supports. ``strict=False`` (for ``verify``) opens a Flink snapshot even when some of its
     states cannot be decoded, recording why in its ``open_problems()``. ``allow_pickle=True``
     shows a Flink snapshot's PyFlink-pickled values unpickled (unsafe: it runs code the
-    snapshot carries); statectl's own format never holds pickles.
+    snapshot carries); statectl's own format never holds pickles. ``decode=False`` opens a
+    Flink snapshot without decoding its keyed state (for the Spark engine: see
+    :func:`formats.flink.checkpoint.open_flink_checkpoint`).
     """
     fs, root = resolve_filesystem(location, filesystem)
     root = root.rstrip("/") or root
     with storage_errors("reading", location):
-        return _open(fs, root, location, strict, allow_pickle)
+        return _open(fs, root, location, strict, allow_pickle, decode)
 
 
 def _open(fs: pafs.FileSystem, root: str, location: str, strict: bool,
-          allow_pickle: bool) -> Checkpoint:
+          allow_pickle: bool, decode: bool) -> Checkpoint:
     for name in (METADATA_FILE, FLINK_METADATA_FILE):  # the metadata file itself: its directory
         if root.endswith("/" + name):
             root = root.rsplit("/", 1)[0]
     if not _exists(fs, f"{root}/{METADATA_FILE}") and is_flink_checkpoint(fs, root):
         return open_flink_checkpoint(fs, root, location, strict=strict,
-                                     allow_pickle=allow_pickle)
+                                     allow_pickle=allow_pickle, decode=decode)
     return open_statectl_checkpoint(fs, root, location)
 
 

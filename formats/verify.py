@@ -18,18 +18,20 @@ keeps going and reports each problem with a kind, so scripts can gate on it. Kin
 * ``key-placement``: a key is stored in another key group than its Java hash gives
   (reference §1.2: ``murmurHash(key.hashCode()) % maxParallelism``);
 * ``duplicate-key``: a (key, namespace) appears twice in one state;
-* ``broadcast-copies``: the subtasks' copies of a broadcast state differ (Flink keeps one copy
-  per subtask and expects them equal; on a rescale each new subtask restores one of them, so
-  which content survives depends on the parallelism);
 * ``flink``: a state of a Flink snapshot cannot be read (a missing, truncated or corrupt file,
   a serializer statectl cannot decode); the message says which.
 
 Warnings are listed apart and do not make a checkpoint unclean (nor ``verify`` exit with 1):
-they say what could not be checked, not that something is wrong. Kind:
+they say what could not be checked, or what the job did that Flink allows but a rescale may
+not keep, not that the checkpoint is damaged. Kinds:
 
 * ``key-hash-unknown``: an operator's keys have no Java ``hashCode`` statectl can compute (a
   POJO's is user code, an enum's ``Object.hashCode`` is identity-based), so whether each key
-  is in its key group was not checked (one warning per operator).
+  is in its key group was not checked (one warning per operator);
+* ``broadcast-copies``: the subtasks' copies of a broadcast state differ. Flink keeps one copy
+  per subtask and expects them equal (the job's contract, not checked by Flink); on a rescale
+  each new subtask restores one of them (``RoundRobinOperatorStateRepartitioner``), so which
+  content survives depends on the parallelism. A warning: the snapshot itself is intact.
 
 A Flink checkpoint or savepoint gets the same checks on its decoded state (its files are read
 and decoded completely when it is opened; it has no checksums to compare).
@@ -64,10 +66,10 @@ __all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "Problem", "VerifyReport", "verify_
 
 PROBLEM_KINDS = ("metadata", "unsafe-path", "missing-file", "size", "checksum", "unreadable",
                  "key-group-ranges", "handle-range", "overlap", "offsets", "key-placement",
-                 "duplicate-key", "broadcast-copies")
+                 "duplicate-key")
 
 #: Kinds of warnings (see the module doc): they do not make a checkpoint unclean.
-WARNING_KINDS = ("key-hash-unknown",)
+WARNING_KINDS = ("key-hash-unknown", "broadcast-copies")
 
 #: At most this many problems of one kind are listed (all are counted).
 MAX_LISTED = 100
@@ -298,7 +300,7 @@ def _check_operator_state(checkpoint: Checkpoint, op: OperatorMetadata, report: 
         for index, copy in held[1:]:
             if copy != first:
                 differing = len(set(copy.items()) ^ set(first.items()))
-                report.add("broadcast-copies", f"operator {op.uid}, state {name}",
+                report.warn("broadcast-copies", f"operator {op.uid}, state {name}",
                            f"subtask {index}'s copy differs from subtask {first_index}'s "
                            f"({differing} entries differ): every subtask holds the same "
                            f"broadcast state, and a rescale gives new subtasks one of the copies")

@@ -14,6 +14,14 @@ spec                          state
 ============================  ===============================================================
 
 A record is a ``dict`` of column values; null values are skipped (no state change).
+
+Folding (:class:`statecore.job.RecordFolder`): ``count``, and ``sum``/``min``/``max`` of an
+integer column, without TTL, are *foldable*: a key's records of a run can be reduced first
+(their count, the sum, min or max of their non-null values, ``None`` when all are null) and
+the result reduced into the state once — the same state as one reduction per record, because
+these reductions of Python ints are associative and commutative and a run never straddles a
+checkpoint. Float sums are not (rounding depends on the order), nor float min/max (NaN, -0.0),
+nor TTL (every access stamps a time and runs incremental cleanup).
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ from statecore.ttl import TtlConfig
 
 __all__ = ["Aggregation", "AggregatingFunction", "parse_aggregation"]
 
-_NUMERIC = {"int8", "int16", "int32", "int64", "float32", "float64"}
+_INTEGER = {"int8", "int16", "int32", "int64"}
+_NUMERIC = {*_INTEGER, "float32", "float64"}
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -65,6 +74,13 @@ class Aggregation:
     @property
     def state_name(self) -> str:
         return self.descriptor.name
+
+    @property
+    def foldable(self) -> bool:
+        """Whether a run of records may be folded first (see the module doc)."""
+        return self.descriptor.ttl is None and (
+            self.op == "count"
+            or (self.op in ("sum", "min", "max") and self.descriptor.value_type in _INTEGER))
 
 
 def parse_aggregation(spec: str, column_types: Mapping[str, str],
@@ -150,3 +166,14 @@ class AggregatingFunction:
                 assert aggregation.window_size is not None
                 state.set_current_namespace(value - value % aggregation.window_size)
                 state.add(1)  # type: ignore[attr-defined]
+
+    def process_folded(self, folded: tuple[Any, ...], context: RuntimeContext) -> None:
+        """Apply one key's folded records: per aggregation (all foldable), their reduction.
+
+        ``folded[i]`` is the count (``count``) or the sum, min or max of the non-null values
+        of the records (``None``: all were null, no state change), as :class:`Aggregation`'s
+        module doc describes.
+        """
+        for state, value in zip(self._states, folded, strict=True):
+            if value is not None:
+                state.add(value)  # type: ignore[attr-defined]

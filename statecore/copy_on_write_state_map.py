@@ -84,17 +84,21 @@ class StateMapEntry:
 
     ``entry_version`` is the map version that created this object (a copy gets a new one);
     ``state_version`` the map version in which ``state`` was last set or defensively copied.
+
+    Flink's ``StateMapEntry`` also caches the composite hash. Here the map recomputes it from
+    ``key`` and ``namespace`` where it needs it (rehash steps, layouts,
+    ``CopyOnWriteStateMap._entry_hash``): a cached hash would cost a slot and an int object
+    (32 or 48 bytes) per entry, half again the entry. Six slots and no ``__weakref__`` (nothing
+    refers to entries weakly) make an entry 80 bytes: GC header, object header, six pointers.
     """
 
-    __slots__ = ("key", "namespace", "state", "hash", "next", "entry_version", "state_version",
-                 "__weakref__")
+    __slots__ = ("key", "namespace", "state", "next", "entry_version", "state_version")
 
     def __init__(
         self,
         key: Any,
         namespace: Any,
         state: Any,
-        hash_code: int,
         next_entry: StateMapEntry | None,
         entry_version: int,
         state_version: int,
@@ -102,7 +106,6 @@ class StateMapEntry:
         self.key = key
         self.namespace = namespace
         self.state = state
-        self.hash = hash_code
         self.next = next_entry
         self.entry_version = entry_version
         self.state_version = state_version
@@ -112,8 +115,8 @@ class StateMapEntry:
 
         Shares key, namespace, state and ``next``; keeps ``state_version``.
         """
-        return StateMapEntry(self.key, self.namespace, self.state, self.hash, self.next,
-                             entry_version, self.state_version)
+        return StateMapEntry(self.key, self.namespace, self.state, self.next, entry_version,
+                             self.state_version)
 
     def __repr__(self) -> str:
         return (f"StateMapEntry({self.key!r}, {self.namespace!r}, {self.state!r}, "
@@ -216,6 +219,23 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             return to_int32(key)
         return _fast_hash(key, namespace)
 
+    def _entry_hash(self, e: StateMapEntry) -> int:
+        """The composite hash an entry was inserted with, recomputed (entries do not store it).
+
+        The same value: the key is the one inserted, and the namespace is either the one
+        inserted or an equal one of the same type (``_add_new_entry``), so it hashes alike.
+
+        Flink matches an entry by ``e.hash == hash && key.equals(e.key) &&
+        ns.equals(e.namespace)``. The chain scans compare key and namespace first and then the
+        hash, ``self._fast or self._entry_hash(e) == h``: equal Python values have equal Python
+        hashes, so the fast mode needs no check, but the Java hash of equal Python values can
+        differ (``1 == True``; Java: 1 and 1231), and Flink then sees two keys.
+        """
+        if self._fast:
+            namespace = e.namespace
+            return hash(e.key) if namespace is _VOID else _fast_hash(e.key, namespace)
+        return self._general_hash(e.key, e.namespace)
+
     # -- size and tables ----------------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -280,6 +300,7 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         version = self._state_map_version
         rh_idx = self._rehash_index
         old_capacity = len(self._primary)
+        void_fast = self._fast  # the common case's hash, inlined: hash(key)
         transferred = 0
         while transferred < self._min_transferred:
             e = old_pages[rh_idx >> PAGE_SHIFT][rh_idx & PAGE_MASK]
@@ -289,7 +310,10 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
                         # copy-on-write: a snapshot still holds this entry and its `next`
                         e = e.copy_with_version(version)
                     n = e.next
-                    pos = e.hash & new_mask
+                    if void_fast and e.namespace is _VOID:
+                        pos = hash(e.key) & new_mask
+                    else:
+                        pos = self._entry_hash(e) & new_mask
                     p = pos >> PAGE_SHIFT
                     page = new_pages[p]
                     if new_versions[p] <= required:  # _set_bucket's page rule, inlined
@@ -379,7 +403,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             idx = h & table.mask
         e = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
         while e is not None:
-            if e.hash == h and e.key == key and e.namespace == namespace:
+            if (e.key == key and e.namespace == namespace
+                    and (self._fast or self._entry_hash(e) == h)):
                 if e.state_version < required:
                     # The caller may mutate what it gets: copy a state a snapshot still needs.
                     if e.entry_version < required:
@@ -395,7 +420,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         h, table, idx = self._locate(key, namespace)
         e = table.head(idx)
         while e is not None:
-            if e.hash == h and e.key == key and e.namespace == namespace:
+            if (e.key == key and e.namespace == namespace
+                    and (self._fast or self._entry_hash(e) == h)):
                 return True
             e = e.next
         return False
@@ -416,7 +442,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             idx = h & table.mask
         e = table.pages[idx >> PAGE_SHIFT][idx & PAGE_MASK]
         while e is not None:
-            if e.hash == h and e.key == key and e.namespace == namespace:
+            if (e.key == key and e.namespace == namespace
+                    and (self._fast or self._entry_hash(e) == h)):
                 if e.entry_version < self._highest_required:
                     e = self._handle_chained_entry_copy_on_write(table, idx, e)
                 e.state = state
@@ -430,7 +457,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         h, table, idx = self._locate(key, namespace)
         e: StateMapEntry | None = table.head(idx)
         while e is not None:
-            if e.hash == h and e.key == key and e.namespace == namespace:
+            if (e.key == key and e.namespace == namespace
+                    and (self._fast or self._entry_hash(e) == h)):
                 if e.entry_version < self._highest_required:
                     e = self._handle_chained_entry_copy_on_write(table, idx, e)
                 return e
@@ -445,12 +473,16 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         self._mod_count += 1
         if self._primary_size + self._incr_size > self._threshold:
             self._double_capacity()
-        if namespace == self._last_namespace:
-            namespace = self._last_namespace
+        # Flink shares the last namespace instance among entries. Only an equal one of the same
+        # type (as Java's equals, false for Integer 1 and Boolean true): the entry's hash is
+        # recomputed from its namespace and must come out as it went in.
+        last = self._last_namespace
+        if namespace is last or (type(namespace) is type(last) and namespace == last):
+            namespace = last
         else:
             self._last_namespace = namespace
         version = self._state_map_version
-        e = StateMapEntry(key, namespace, state, h, table.head(idx), version, version)
+        e = StateMapEntry(key, namespace, state, table.head(idx), version, version)
         self._set_bucket(table, idx, e)
         if table is self._primary:
             self._primary_size += 1
@@ -483,7 +515,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         prev: StateMapEntry | None = None
         e: StateMapEntry | None = table.head(idx)
         while e is not None:
-            if e.hash == h and e.key == key and e.namespace == namespace:
+            if (e.key == key and e.namespace == namespace
+                    and (self._fast or self._entry_hash(e) == h)):
                 if prev is None:
                     self._set_bucket(table, idx, e.next)
                 else:
@@ -618,7 +651,8 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             rehash_index=self._rehash_index, state_map_version=self._state_map_version,
             highest_required=self._highest_required, snapshot_versions=self.snapshot_versions,
             primary_size=self._primary_size, incremental_size=self._incr_size,
-            threshold=self._threshold, snapshots=snapshots, with_chains=chains)
+            threshold=self._threshold, snapshots=snapshots, with_chains=chains,
+            hash_of=self._entry_hash)
 
 
 #: Flink's ``EMPTY_TABLE`` for the visitor: what it walks after the primary table when no rehash

@@ -15,6 +15,15 @@ Exactly once: records are processed in an order that depends only on the source 
 (splits in order, each from its position), so a job restored from any completed checkpoint
 and run to the end reaches the same state as one that never stopped. Storage is injected
 (:class:`CheckpointStorage`); ``formats`` implements it on files.
+
+Folding (optional): a :class:`RecordFolder` hands the job runs of records already folded per key
+(e.g. ``count`` and ``sum`` of each key's records in the run), and the function applies one
+folded value per key (:class:`FoldingFunction`) instead of one call per record. The folder
+promises that this reaches exactly the state that processing the records one by one reaches;
+it returns ``None`` for a run it cannot fold exactly, and the job processes those records one
+by one. Runs never straddle a checkpoint trigger point (every ``checkpoint_every`` records) or
+the ``limit`` of :meth:`LocalJob.run`, so checkpoints hold the same state and source positions
+with or without folding.
 """
 
 from __future__ import annotations
@@ -47,10 +56,13 @@ __all__ = [
     "SOURCE_POSITIONS_STATE",
     "CheckpointStorage",
     "CompletedCheckpoint",
+    "FoldedRecords",
+    "FoldingFunction",
     "JobResult",
     "LocalJob",
     "PendingWrite",
     "ProcessFunction",
+    "RecordFolder",
     "open_subtask",
     "subtask_snapshot",
     "RestoredCheckpoint",
@@ -64,6 +76,8 @@ SOURCE_POSITIONS_STATE = "source-positions"
 CONFIGURATION_STATE = "job-configuration"
 _CONFIGURATION = BroadcastStateDescriptor(CONFIGURATION_STATE, "string", "string")
 _POSITIONS = OperatorListStateDescriptor(SOURCE_POSITIONS_STATE, "tuple<string,int64>")
+#: Keys whose key group a job remembers (the cache is emptied when full).
+_KEY_GROUP_CACHE = 1 << 16
 
 
 
@@ -93,6 +107,45 @@ class ProcessFunction(Protocol):
     def open(self, context: RuntimeContext) -> None: ...
 
     def process(self, record: Any, context: RuntimeContext) -> None: ...
+
+
+class FoldingFunction(ProcessFunction, Protocol):
+    """A process function that also applies records folded per key (:class:`RecordFolder`).
+
+    ``process_folded(folded, context)`` must leave the current key's state exactly as calling
+    ``process`` with each of the folded records, in their order, would have.
+    """
+
+    def process_folded(self, folded: Any, context: RuntimeContext) -> None: ...
+
+
+@dataclass(frozen=True)
+class FoldedRecords:
+    """Records ``[start, end)`` of one split folded per key (what a :class:`RecordFolder` returns).
+
+    ``keys`` are the distinct keys of those records, each once; ``key_groups[i]`` is
+    ``assign_to_key_group(keys[i], max_parallelism, key serializer)`` of the job, and
+    ``folded[i]`` is what the function's ``process_folded`` applies for ``keys[i]``. ``end`` is
+    the position after the last record folded (``end == start``: the split has no more records).
+    """
+
+    end: int
+    keys: Sequence[Any]
+    key_groups: Sequence[int]
+    folded: Sequence[Any]
+
+
+class RecordFolder(Protocol):
+    """Folds runs of a source's records per key, where that gives exactly the same state."""
+
+    def fold(self, split: str, position: int, count: int) -> FoldedRecords | None:
+        """Records ``position .. position + count - 1`` of ``split`` (fewer at its end), folded.
+
+        ``None`` when these records cannot be folded exactly (a null key, a value whose folding
+        could differ from one-by-one processing, an error one-by-one processing would raise at
+        a given record): the job then processes them one by one.
+        """
+        ...
 
 
 class PendingWrite(Protocol):
@@ -209,6 +262,9 @@ class LocalJob:
     separate, offline step). Split ``j`` is read by subtask ``j % parallelism``.
     ``configuration`` (strings) is kept in broadcast state; a restore with a different one is
     refused, so a resumed job cannot silently apply other logic to the restored state.
+    ``folder`` (with functions that are :class:`FoldingFunction`) folds runs of up to
+    ``fold_records`` records per key (see the module doc); without it every record is
+    processed on its own.
     """
 
     def __init__(
@@ -229,6 +285,8 @@ class LocalJob:
         map_kind: MapKind = "copy_on_write",
         clock: Clock = system_clock,
         configuration: dict[str, str] | None = None,
+        folder: RecordFolder | None = None,
+        fold_records: int = 1 << 22,
     ) -> None:
         self.max_parallelism = (compute_default_max_parallelism(parallelism)
                                 if max_parallelism is None else max_parallelism)
@@ -237,14 +295,24 @@ class LocalJob:
             raise InvalidArgumentError("checkpoint_every must be at least 1")
         if keep < 1:
             raise InvalidArgumentError("keep must be at least 1 completed checkpoint")
+        if fold_records < 1:
+            raise InvalidArgumentError("fold_records must be at least 1")
         self.uid, self.name, self.parallelism = uid, name, parallelism
         self.source, self.storage = source, storage
         self.key_selector = key_selector
         self.key_serializer = resolve_type(key_type)
         self.checkpoint_every, self.keep = checkpoint_every, keep
         self.configuration = dict(configuration or {})
+        self.folder, self.fold_records = folder, fold_records
         self._pending: list[PendingWrite] = []
         self._result = JobResult(0)
+        self._processed = 0  # records of the current run()
+        # subtask index of every key group; key groups of recent keys (str/int: equal keys
+        # have equal Java hashes), bounded
+        self._operator_index = [
+            compute_operator_index_for_key_group(self.max_parallelism, parallelism, kg)
+            for kg in range(self.max_parallelism)]
+        self._key_groups: dict[Any, int] = {}
         restored = self._checkpoint_to_restore(restore_from)
         self.restored_from = restored.checkpoint_id if restored else None
         self._next_id = 1 + max((c.checkpoint_id for c in storage.completed()), default=0)
@@ -305,10 +373,11 @@ class LocalJob:
             on_record: Callable[[int], None] | None = None) -> JobResult:
         """Process records (at most ``limit``) and wait for checkpoints still in flight.
 
-        ``on_record(n)`` is called after the n-th record of this run (progress reporting).
-        If processing fails (a checkpoint cannot even be started: its storage is gone), the
-        checkpoints in flight are cancelled and waited for before the error propagates, so
-        no writer of this job outlives it.
+        ``on_record(n)`` is called after the n-th record of this run, or once after the last
+        record of a folded run of records (progress reporting). If processing fails (a
+        checkpoint cannot even be started: its storage is gone), the checkpoints in flight are
+        cancelled and waited for before the error propagates, so no writer of this job
+        outlives it.
         """
         try:
             return self._run(limit, on_record)
@@ -329,31 +398,93 @@ class LocalJob:
 
     def _run(self, limit: int | None,
              on_record: Callable[[int], None] | None) -> JobResult:
-        processed = 0
+        self._processed = 0
         for owner in self._subtasks:
             for split in list(owner.positions):
-                for position, record in self.source.read(split, owner.positions[split]):
-                    if limit is not None and processed >= limit:
-                        self._wait_for_pending()
-                        return self._result
-                    self._process(record)
-                    owner.positions[split] = position
-                    processed += 1
-                    self._result.records += 1
-                    if on_record is not None:
-                        on_record(processed)
-                    if self.checkpoint_every and processed % self.checkpoint_every == 0:
-                        self.trigger_checkpoint()
-                    self._collect_completed()
+                if self.folder is None:
+                    stopped = self._run_records(owner, split, limit, on_record)
+                else:
+                    stopped = self._run_folded(owner, split, limit, on_record)
+                if stopped:
+                    self._wait_for_pending()
+                    return self._result
         self._wait_for_pending()
         return self._result
 
+    def _run_records(self, owner: _Subtask, split: str, limit: int | None,
+                     on_record: Callable[[int], None] | None) -> bool:
+        """Records of ``split`` one by one, until its end (False) or ``limit`` (True)."""
+        for position, record in self.source.read(split, owner.positions[split]):
+            if limit is not None and self._processed >= limit:
+                return True
+            self._process(record)
+            owner.positions[split] = position
+            self._processed += 1
+            self._result.records += 1
+            if on_record is not None:
+                on_record(self._processed)
+            if self.checkpoint_every and self._processed % self.checkpoint_every == 0:
+                self.trigger_checkpoint()
+            if self._pending:
+                self._collect_completed()
+        return False
+
+    def _run_folded(self, owner: _Subtask, split: str, limit: int | None,
+                    on_record: Callable[[int], None] | None) -> bool:
+        """Records of ``split`` in folded runs, until its end (False) or ``limit`` (True).
+
+        A run ends at the next checkpoint trigger point and at ``limit``, so checkpoints are
+        taken after the same records as one by one; a run the folder cannot fold is processed
+        one by one.
+        """
+        assert self.folder is not None
+        while True:
+            count = self.fold_records
+            if limit is not None:
+                if self._processed >= limit:
+                    return True
+                count = min(count, limit - self._processed)
+            if self.checkpoint_every:
+                count = min(count, self.checkpoint_every
+                            - self._processed % self.checkpoint_every)
+            position = owner.positions[split]
+            folded = self.folder.fold(split, position, count)
+            if folded is None:
+                if not self._run_records(owner, split, self._processed + count, on_record):
+                    return False  # the split ended
+                continue
+            if folded.end == position:
+                return False
+            self._apply_folded(folded)
+            owner.positions[split] = folded.end
+            self._processed += folded.end - position
+            self._result.records += folded.end - position
+            if on_record is not None:
+                on_record(self._processed)
+            if self.checkpoint_every and self._processed % self.checkpoint_every == 0:
+                self.trigger_checkpoint()
+            if self._pending:
+                self._collect_completed()
+
+    def _apply_folded(self, folded: FoldedRecords) -> None:
+        subtasks, operator_index = self._subtasks, self._operator_index
+        for key, key_group, value in zip(folded.keys, folded.key_groups, folded.folded,
+                                         strict=True):
+            subtask = subtasks[operator_index[key_group]]
+            subtask.context.keyed.set_current_key(key, key_group)
+            subtask.function.process_folded(value, subtask.context)  # type: ignore[attr-defined]
+
     def _process(self, record: Any) -> None:
         key = self.key_selector(record)
-        key_group = assign_to_key_group(key, self.max_parallelism, self.key_serializer)
-        subtask = self._subtasks[compute_operator_index_for_key_group(
-            self.max_parallelism, self.parallelism, key_group)]
-        subtask.context.keyed.set_current_key(key)
+        key_group = self._key_groups.get(key) if type(key) in (str, int) else None
+        if key_group is None:
+            key_group = assign_to_key_group(key, self.max_parallelism, self.key_serializer)
+            if type(key) in (str, int):
+                if len(self._key_groups) >= _KEY_GROUP_CACHE:
+                    self._key_groups.clear()
+                self._key_groups[key] = key_group
+        subtask = self._subtasks[self._operator_index[key_group]]
+        subtask.context.keyed.set_current_key(key, key_group)
         subtask.function.process(record, subtask.context)
 
     @property

@@ -7,7 +7,7 @@ with them (states are the same objects and must be treated as read-only).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,8 +93,12 @@ def build_layout(
     threshold: int,
     snapshots: Sequence[Any],
     with_chains: bool,
+    hash_of: Callable[[Any], int],
 ) -> MapLayout:
-    """Assemble a :class:`MapLayout`; entries are matched to snapshots by object identity."""
+    """Assemble a :class:`MapLayout`; entries are matched to snapshots by object identity.
+
+    ``hash_of(entry)`` is the entry's composite hash (entries do not store it).
+    """
     sharing: dict[int, list[int]] = {}
     live_ids: set[int] = set()
     if with_chains:
@@ -110,7 +114,7 @@ def build_layout(
         if not with_chains:
             return ()
         return tuple(
-            (idx, tuple(EntryView(e.key, e.namespace, e.state, e.hash, e.entry_version,
+            (idx, tuple(EntryView(e.key, e.namespace, e.state, hash_of(e), e.entry_version,
                                   e.state_version, tuple(sharing.get(id(e), ())),
                                   id(e) in live_ids) for e in _walk(head)))
             for idx, head in enumerate(table) if head is not None)

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-import formats.flink.checkpoint as flink_checkpoint
+import formats.flink.pieces as flink_pieces
 from formats.flink.pickled import pickle_payload, unpickle_keyed, unpickle_operator
 from formats.open import open_checkpoint
 from statecore.checkpoint import StateMetadata
@@ -126,7 +126,7 @@ def pickled_pyds(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     fixture_set = next(s for s in fixture_sets() if expected(s)["job"] == "pyds")
     snap = next(s for s in expected(fixture_set)["snapshots"]
                 if s["kind"] == "checkpoint" and s["parallelism"] == 2)
-    real = flink_checkpoint.decode_keyed_stream
+    real = flink_pieces.decode_keyed_stream
 
     def decode(*args: Any, **kwargs: Any) -> Any:
         header, decoded = real(*args, **kwargs)
@@ -136,7 +136,7 @@ def pickled_pyds(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
                            for kg, key, ns, v in rows]
         return header, decoded
 
-    monkeypatch.setattr(flink_checkpoint, "decode_keyed_stream", decode)
+    monkeypatch.setattr(flink_pieces, "decode_keyed_stream", decode)
     yield str(fixture_set / snap["path"])
 
 

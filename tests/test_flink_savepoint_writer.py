@@ -232,7 +232,7 @@ def test_a_failed_write_leaves_nothing_that_looks_like_a_savepoint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fixture, snap = SNAPSHOTS[0]
     source = _open(fixture / snap["path"])
-    real = savepoint_writer._write
+    real = savepoint_writer.write_state_file
     calls = []
 
     def failing(*args: Any) -> str:
@@ -241,7 +241,7 @@ def test_a_failed_write_leaves_nothing_that_looks_like_a_savepoint(
             raise OSError("disk full")
         return real(*args)
 
-    monkeypatch.setattr(savepoint_writer, "_write", failing)
+    monkeypatch.setattr(savepoint_writer, "write_state_file", failing)
     with pytest.raises(StatectlError, match="disk full"):
         rescale_checkpoint(source, str(tmp_path / "out"), plan_checkpoint(source, 3))
     assert list(tmp_path.iterdir()) == []  # neither the savepoint nor its staging directory

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from statecore.errors import (
     SnapshotReleasedError,
     StateMapError,
 )
+from statecore.hashing import bit_mix
 from statecore.key_groups import KeyGroupRange, assign_to_key_group
 from statecore.nested_state_map import NestedStateMap
 from statecore.serializers import VOID_NAMESPACE as VOID
@@ -208,3 +210,39 @@ def test_iteration_sees_live_values_while_a_snapshot_shares_the_pages() -> None:
             seen[entry.key] = entry.state
         assert seen[3] == "new"
         assert snap.to_dict()[(3, VOID)] == "old"
+
+
+def test_an_entry_is_six_pointers_and_stores_no_hash() -> None:
+    # The hash is recomputed where needed (rehash steps, layouts), not stored: an int object
+    # per entry would add half again the entry's 80 bytes (bench section "memory").
+    m: CopyOnWriteStateMap[int, Any, int] = CopyOnWriteStateMap(hash_mode="flink")
+    m.put(7, VOID, 1)
+    (bucket, (entry,)), = m.layout().primary_chains
+    assert entry.hash == bit_mix(7 ^ 99) and bucket == entry.hash & 127
+    head = m._primary.head(bucket)
+    assert not hasattr(head, "hash") and not hasattr(head, "__dict__")
+    assert sys.getsizeof(head) <= 80  # GC header + object header + 6 slots
+
+
+@pytest.mark.parametrize("hash_mode", ["flink", "fast"])
+def test_equal_python_keys_of_other_java_types_follow_the_hash_mode(hash_mode: Any) -> None:
+    # Flink: Integer 1 and Boolean true are two keys (equals is false, hashes 1 and 1231);
+    # Python: 1 == True. The flink mode keeps Flink's two entries (it compares hashes, also as
+    # namespaces); the fast mode follows Python, as a dict does.
+    m: CopyOnWriteStateMap[Any, Any, str] = CopyOnWriteStateMap(hash_mode=hash_mode)
+    m.put(1, VOID, "int key")
+    m.put(True, VOID, "bool key")
+    m.put(5, 1, "int namespace")
+    m.put(5, True, "bool namespace")
+    for k in range(200):  # grow through rehashes: entries are re-placed by recomputed hashes
+        m.put(k + 10, VOID, "x")
+    while m.is_rehashing:
+        m.get(0, VOID)
+    found = (m.get(1, VOID), m.get(True, VOID), m.get(5, 1), m.get(5, True))
+    if hash_mode == "flink":
+        assert len(m) == 204
+        assert found == ("int key", "bool key", "int namespace", "bool namespace")
+        assert {type(e.namespace) for e in m if e.key == 5} == {int, bool}
+    else:
+        assert len(m) == 202
+        assert found == ("bool key", "bool key", "bool namespace", "bool namespace")

@@ -232,9 +232,11 @@ def test_broadcast_copies(tmp_path: Path) -> None:
         columns["value"][0] = columns["value"][0] + "-changed"
     _rewrite(root, relative, change)
     report = verify_checkpoint(str(root))
-    assert set(report.counts) == {"broadcast-copies"} and report.counts["broadcast-copies"] == 1
+    # a warning: the job broke Flink's contract, the checkpoint itself is intact
+    assert report.clean and not report.problems
+    assert [w.kind for w in report.warnings] == ["broadcast-copies"]
     assert "subtask 1's copy differs from subtask 0's (2 entries differ)" in (
-        report.problems[0].message)
+        report.warnings[0].message)
 
 
 def test_verify_never_modifies_its_input(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from cli.output import Output
 from cli.params import Location, allow_pickle, engine_options, hold
 from formats.engines import open_engine
 from formats.export import FORMATS, export_checkpoint
-from formats.open import open_checkpoint
 
 __all__ = ["export_command"]
 
@@ -32,13 +31,12 @@ def export_command(output: Output, path: str, out: str, fmt: str, states: tuple[
     are what a restoring job sees (union state once, broadcast state from one copy). The
     table files are written in a staging directory and published whole; PATH is never
     modified. With --engine spark each state is a directory of part files, one per stored
-    piece, written by Spark tasks.
+    piece (of a Flink snapshot: per range of key groups), written by Spark tasks.
     """
     runner = open_engine(engine, spark_master, spark_conf)
     hold(path)
-    checkpoint = open_checkpoint(path, allow_pickle=allow_pickle())
-    runner.check_source(checkpoint)
+    checkpoint = runner.open_checkpoint(path, allow_pickle=allow_pickle(), count=False)
     with output.progress("exporting") as progress:
         result = export_checkpoint(checkpoint, out, fmt, states or None, progress,
-                                   runner.state_writer())
+                                   runner.state_writer(checkpoint))
     output.export(result)

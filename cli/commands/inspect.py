@@ -8,7 +8,6 @@ from cli.output import Output
 from cli.params import TIMESTAMP, allow_pickle, engine_options, hold
 from formats.engines import open_engine
 from formats.inspect import inspect_checkpoint
-from formats.open import open_checkpoint
 
 __all__ = ["inspect_command"]
 
@@ -65,8 +64,7 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
                                "little or run locally)")
     runner = open_engine(engine, spark_master, spark_conf)
     hold(path)
-    checkpoint = open_checkpoint(path, allow_pickle=allow_pickle())
-    runner.check_source(checkpoint)
+    checkpoint = runner.open_checkpoint(path, allow_pickle=allow_pickle())
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,

@@ -7,7 +7,6 @@ import click
 from cli.output import Output
 from cli.params import TIMESTAMP, Location, allow_pickle, engine_options, hold
 from formats.engines import open_engine
-from formats.open import open_checkpoint
 from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
 
 __all__ = ["rescale_command"]
@@ -56,8 +55,8 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
         raise click.UsageError("--now only applies with --drop-expired")
     runner = open_engine(engine, spark_master, spark_conf)
     hold(source)
-    checkpoint = open_checkpoint(source, allow_pickle=allow_pickle())
-    runner.check_source(checkpoint)
+    checkpoint = runner.open_checkpoint(source, allow_pickle=allow_pickle(),
+                                        max_parallelism=max_parallelism)
     if out is not None and not plan_only:
         check_target(out)
     plan = plan_checkpoint(checkpoint, parallelism, max_parallelism,

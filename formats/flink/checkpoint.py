@@ -31,8 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,16 +39,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.arrow_types import storage_converter
-from formats.columns import keyed_schema, operator_schema, split_ttl, ttl_spec, value_spec
-from formats.filesystems import is_storage_failure, raise_if_storage_failure
-from formats.flink.incremental import decode_incremental
+from formats.columns import keyed_schema, operator_schema
+from formats.filesystems import is_storage_failure
 from formats.flink.keyed import (
     DecodedKeyed,
     HeaderCache,
     KeyedHeader,
-    decode_keyed_stream,
-    iter_timers,
+    StateInfo,
 )
 from formats.flink.metadata import (
     FlinkIncrementalHandle,
@@ -61,9 +57,18 @@ from formats.flink.metadata import (
 )
 from formats.flink.operator import DecodedOperatorState, decode_operator_stream
 from formats.flink.pickled import unpickle_keyed, unpickle_operator
+from formats.flink.pieces import (
+    KeyedSource,
+    StateCounts,
+    decode_keyed_handle,
+    read_header,
+    state_rows,
+)
 from formats.flink.rewrite import rewrite_flink_savepoint
 from formats.flink.serializers import Codec, opaque_spec
 from formats.flink.sources import READER_STATE, source_progress
+from formats.flink.streams import SnapshotStreams, read_snapshot_file
+from formats.flink.tables import DecodedTable, rehash_rows
 from formats.model import (
     Checkpoint,
     DownloadUnit,
@@ -85,13 +90,7 @@ from statecore.checkpoint import (
     StateMetadata,
     SubtaskMetadata,
 )
-from statecore.errors import (
-    CheckpointError,
-    CorruptCheckpointError,
-    InvalidArgumentError,
-    StatectlError,
-    UnsafePathError,
-)
+from statecore.errors import CorruptCheckpointError, StatectlError, UnsupportedFormatError
 from statecore.key_groups import (
     KeyGroupRange,
     compute_key_group_for_key_hash,
@@ -106,9 +105,6 @@ __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
 
 FLINK_METADATA_FILE = "_metadata"
 MAX_METADATA_BYTES = 256 << 20
-MAX_STATE_FILE_BYTES = 4 << 30
-#: The job directory's folders besides the snapshots (``CheckpointStorageLayout``).
-JOB_DIRECTORIES = ("shared", "taskowned")
 _KINDS = {"value", "list", "map", "reducing", "aggregating"}
 _MODES = {"SPLIT_DISTRIBUTE": ("split", OperatorStateMode.SPLIT_DISTRIBUTE),
           "UNION": ("union", OperatorStateMode.UNION),
@@ -120,90 +116,6 @@ class Problem:
     kind: str
     where: str
     detail: str
-
-
-class _Table:
-    """One virtual data file of a decoded state.
-
-    It holds the decoded rows, Flink's bytes in all and per row group (one per key group), and,
-    computed when first asked for, the rows as an Arrow table and per row the key group its
-    key's Java hash gives (``None``: the key type's hash is unknown). Opening a snapshot only
-    decodes; conversion to Arrow happens for the files a command reads.
-    """
-
-    def __init__(self, rows: list[Any], schema: pa.Schema, keyed: bool, flink_bytes: int,
-                 row_groups: list[tuple[int, int]], key_codec: Codec | None = None,
-                 max_parallelism: int = 0, where: str = "",
-                 state: StateMetadata | None = None, key_type: str | None = None) -> None:
-        self.rows, self.schema, self.keyed, self.where = rows, schema, keyed, where
-        self.flink_bytes, self.row_groups = flink_bytes, row_groups
-        self.key_codec, self.max_parallelism = key_codec, max_parallelism
-        self.state, self.key_type = state, key_type
-        self._table: pa.Table | None = None
-
-    @property
-    def table(self) -> pa.Table:
-        if self._table is None:
-            try:
-                columns = self._columns()
-            except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
-                raise CorruptCheckpointError(f"{self.where}: decoded values do not fit their "
-                                             f"declared types: {exc}") from exc
-            try:
-                self._table = _arrow_table(columns, self.schema)
-            except (CorruptCheckpointError, InvalidArgumentError) as exc:
-                raise CorruptCheckpointError(f"{self.where}: {exc}") from exc
-        return self._table
-
-    def _columns(self) -> dict[str, list[Any]]:
-        """The rows in the model's columns, as ``pa.array`` takes them."""
-        rows = self.rows
-        state = self.state
-        if self.keyed:
-            assert state is not None and self.key_type is not None
-            key = _converter(self.key_type)
-            columns: dict[str, list[Any]] = {"key_group": [r[0] for r in rows],
-                                             "key": [key(r[1]) for r in rows]}
-            if "namespace" in self.schema.names:
-                namespace = _converter(state.namespace_type)
-                columns["namespace"] = [namespace(r[2]) for r in rows]
-            value = _converter(value_spec(state))
-            if state.ttl is not None:  # TtlValue wrappers: values and their timestamps
-                split = [split_ttl(state, r[3]) for r in rows]
-                stamps = _converter(ttl_spec(state))
-                columns["value"] = [value(v) for v, _ in split]
-                columns["ttl_timestamp"] = [stamps(t) for _, t in split]
-            else:
-                columns["value"] = [value(r[3]) for r in rows]
-        elif "key" in self.schema.names:  # broadcast (key, value) pairs
-            assert state is not None and state.user_key_type is not None
-            key, value = _converter(state.user_key_type), _converter(state.value_type)
-            columns = {"key": [key(k) for k, _ in rows],
-                       "value": [value(v) for _, v in rows]}
-        else:
-            value = _arrow_value if state is None else _converter(state.value_type)
-            columns = {"value": [value(v) for v in rows]}
-        return columns
-
-    def expected(self) -> np.ndarray | None:
-        codec = self.key_codec
-        if codec is None or codec.java_hash is None:
-            return None
-        java_hash = codec.java_hash
-        cache: dict[Any, int] = {}
-        out = np.empty(len(self.rows), dtype=np.int32)
-        try:
-            for i, row in enumerate(self.rows):
-                key = row[1]
-                marker = getattr(key, "binary", key)
-                group = cache.get(marker)
-                if group is None:
-                    group = cache[marker] = compute_key_group_for_key_hash(
-                        java_hash(key), self.max_parallelism)
-                out[i] = group
-        except (StatectlError, TypeError, ValueError):
-            return None
-        return out
 
 
 def is_flink_checkpoint(fs: pafs.FileSystem, root: str) -> bool:
@@ -227,7 +139,7 @@ class FlinkCheckpoint(Checkpoint):
     format_name = "flink"
 
     def __init__(self, fs: pafs.FileSystem, root: str, location: str, flink: FlinkMetadata,
-                 metadata: CheckpointMetadata, tables: dict[str, _Table],
+                 metadata: CheckpointMetadata, tables: dict[str, DecodedTable],
                  problems: list[Problem], key_codecs: dict[str, Codec],
                  stored: dict[str, tuple[str, ...]],
                  downloads: dict[str, list[DownloadUnit]],
@@ -247,10 +159,23 @@ class FlinkCheckpoint(Checkpoint):
         self.problems = problems
         self.key_codecs = key_codecs
         self._sources: tuple[SourceProgress, ...] | None = None
+        #: whether keyed state was decoded at open (else: ``decode=False``, see
+        #: :func:`open_flink_checkpoint`); then the keyed handles as tasks decode pieces of
+        #: them, and the handle (``KeyedSource.ident``) and state of each keyed virtual file
+        self.keyed_decoded = True
+        self.keyed_sources: tuple[KeyedSource, ...] = ()
+        self.file_sources: dict[str, tuple[tuple[int, int, int], str]] = {}
+        #: whether the model's rows per key group are known (decoded, or counted by a scan),
+        #: and the counts given at open (``decode=False``)
+        self.counted = True
+        self.counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None
+        #: how :meth:`write_rescaled` writes (``None``: :func:`rewrite_flink_savepoint` here;
+        #: the Spark engine sets its own)
+        self.rewriter: Callable[..., WrittenSnapshot] | None = None
 
     # -- the virtual files ------------------------------------------------------------------
 
-    def _path_table(self, relative: str) -> _Table:
+    def _path_table(self, relative: str) -> DecodedTable:
         table = self._tables.get(relative)
         if table is None:
             raise CorruptCheckpointError(f"{relative}: no such decoded state")
@@ -267,6 +192,15 @@ class FlinkCheckpoint(Checkpoint):
                                          f"its {table.num_rows} rows")
         out = table.slice(first, count)
         return out if columns is None else out.select(list(columns))
+
+    def keyed_table(self, uid: str, handle: KeyedStateHandle,
+                    columns: Sequence[str] | None = None) -> pa.Table:
+        """As the model's; the whole decoded file when rows per key group are unknown."""
+        if self.counted:
+            return super().keyed_table(uid, handle, columns)
+        table = self._path_table(handle.file).table
+        return table if columns is None else table.select(
+            list(dict.fromkeys(["key_group", *columns])))
 
     def stored_names(self, relative: str) -> tuple[str, ...]:
         """Where a virtual file's state is: ``inline``, or files relative to the snapshot.
@@ -325,8 +259,8 @@ class FlinkCheckpoint(Checkpoint):
                        checkpoint_id: int | None = None, compress: bool = False
                        ) -> WrittenSnapshot:
         """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.rewrite`)."""
-        return rewrite_flink_savepoint(self, plan, location, checkpoint_id=checkpoint_id,
-                                       compress=compress)
+        write = self.rewriter or rewrite_flink_savepoint
+        return write(self, plan, location, checkpoint_id=checkpoint_id, compress=compress)
 
     def download_units(self, uid: str) -> list[DownloadUnit]:
         """An operator's incremental (RocksDB) handles: each is downloaded whole on restore."""
@@ -366,21 +300,11 @@ class FlinkCheckpoint(Checkpoint):
         reason = self.unknown_key_hash(op)
         if reason is not None or codec is None or codec.java_hash is None:
             raise rehash_refused(op, max_parallelism, reason or "its key serializer is unknown")
-        java_hash = codec.java_hash
-        out = np.empty(len(self.decoded_rows(handle.file)), dtype=np.int32)
-        cache: dict[Any, int] = {}
-        for i, row in enumerate(self.decoded_rows(handle.file)):
-            marker = getattr(row[1], "binary", row[1])
-            group = cache.get(marker)
-            if group is None:
-                try:
-                    group = cache[marker] = compute_key_group_for_key_hash(
-                        java_hash(row[1]), max_parallelism)
-                except (TypeError, ValueError) as exc:
-                    raise CorruptCheckpointError(f"{handle.file}: a key cannot be hashed: "
-                                                 f"{exc}") from exc
-            out[i] = group
-        return out
+        try:
+            return rehash_rows(codec.java_hash, self.decoded_rows(handle.file), max_parallelism)
+        except (TypeError, ValueError) as exc:
+            raise CorruptCheckpointError(f"{handle.file}: a key cannot be hashed: "
+                                         f"{exc}") from exc
 
     def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
         """The key group by the key serializer's own hash (a ``Row``'s is not a tuple's).
@@ -437,22 +361,38 @@ class FlinkCheckpoint(Checkpoint):
 # -- opening ------------------------------------------------------------------------------
 
 
-def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
-                          strict: bool = True, allow_pickle: bool = False) -> FlinkCheckpoint:
+def open_flink_checkpoint(
+    fs: pafs.FileSystem, root: str, location: str, *, strict: bool = True,
+    allow_pickle: bool = False, decode: bool = True,
+    counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None,
+) -> FlinkCheckpoint:
     """Open the Flink snapshot in directory ``root``.
 
     ``strict=False`` collects problems (for ``verify``) where a state cannot be decoded,
     instead of raising the first. ``allow_pickle=True`` unpickles PyFlink's pickled values
     (:mod:`formats.flink.pickled`): unsafe, it runs code the snapshot carries.
+
+    ``decode=False`` decodes no keyed state: ``_metadata``, each keyed stream's header (key
+    serializer, states' serializer snapshots) and the operator state (small by Flink's design:
+    every task holds it in memory) are read, every state file is checked to exist with its
+    size, and the keyed handles are listed as :attr:`FlinkCheckpoint.keyed_sources`, which
+    tasks elsewhere decode in pieces (:mod:`formats.flink.pieces`; the Spark engine). The
+    model's per-key-group rows and bytes are then ``counts``' (per keyed source's
+    ``ident``, :func:`formats.flink.pieces.merge_counts` of its pieces), or unknown (no
+    ``counts``: rows are empty, :attr:`FlinkCheckpoint.counted` is false). A keyed file's rows
+    are decoded in this process only if something reads them.
     """
+    if allow_pickle and not decode:
+        raise UnsupportedFormatError("--allow-pickle decodes every value in this process: "
+                                     "run it with the local engine")
     path = f"{root}/{FLINK_METADATA_FILE}"
-    data = _read_file(fs, root, path, FLINK_METADATA_FILE, MAX_METADATA_BYTES)
+    data = read_snapshot_file(fs, root, path, FLINK_METADATA_FILE, MAX_METADATA_BYTES)
     flink = parse_metadata(data, FLINK_METADATA_FILE)
     try:
         created = int(fs.get_file_info(path).mtime_ns or 0) // 1_000_000
     except (OSError, TypeError):
         created = 0
-    builder = _Builder(fs, root, strict, allow_pickle)
+    builder = _Builder(fs, root, strict, allow_pickle, decode, counts)
     operators = tuple(builder.operator(i, op, flink.operators) for i, op in
                       enumerate(flink.operators))
     kind = (CheckpointKind.SAVEPOINT if flink.is_savepoint
@@ -461,53 +401,33 @@ def open_flink_checkpoint(fs: pafs.FileSystem, root: str, location: str, *,
     files = tuple(FileInfo(name, t.flink_bytes, "flink:decoded") for name, t in
                   builder.tables.items())
     metadata = CheckpointMetadata(flink.checkpoint_id, kind, created, operators, files)
-    return FlinkCheckpoint(fs, root, location, flink, metadata, builder.tables,
-                           builder.problems, builder.key_codecs, builder.stored,
-                           builder.downloads, builder.keyed_headers, builder.operator_files,
-                           allow_pickle)
-
-
-def _read_file(fs: pafs.FileSystem, root: str, path: str, shown: str, limit: int) -> bytes:
-    """A whole file inside the snapshot directory ``root``; a path leaving it is refused."""
-    if isinstance(fs, pafs.LocalFileSystem) and not _inside(root, path):
-        raise UnsafePathError(f"{shown} leads out of the checkpoint directory")
-    try:
-        info = fs.get_file_info(path)
-        if info.type != pafs.FileType.File:
-            raise CorruptCheckpointError(f"{shown} is missing")
-        if info.size is not None and info.size > limit:
-            raise CorruptCheckpointError(f"{shown} is {info.size} bytes, more than the "
-                                         f"{limit} statectl reads")
-        with fs.open_input_stream(path) as stream:  # a file that grew meanwhile: cut
-            data = bytes(stream.read(min(info.size if info.size is not None else limit,
-                                         limit) + 1))
-        if len(data) > limit:
-            raise CorruptCheckpointError(f"{shown} has more than the {limit} bytes statectl "
-                                         f"reads")
-        return data
-    except OSError as exc:
-        raise_if_storage_failure(exc, "reading", f"{root}/{shown}")
-        raise CheckpointError(f"cannot read {shown}: {exc}") from exc
-
-
-def _inside(root: str, path: str) -> bool:
-    """Whether local ``path`` resolves inside the directory ``root``.
-
-    A file directly in ``root`` that is no symlink is inside (one ``lstat``); anything else
-    is resolved in full and compared with ``root`` resolved.
-    """
-    if os.path.dirname(path) == root and not os.path.islink(path):
-        return True
-    return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
+    checkpoint = FlinkCheckpoint(fs, root, location, flink, metadata, builder.tables,
+                                 builder.problems, builder.key_codecs, builder.stored,
+                                 builder.downloads, builder.keyed_headers,
+                                 builder.operator_files, allow_pickle)
+    checkpoint.keyed_decoded = decode
+    checkpoint.keyed_sources = tuple(builder.sources)
+    checkpoint.file_sources = builder.file_sources
+    checkpoint.counted = decode or counts is not None
+    checkpoint.counts = counts
+    return checkpoint
 
 
 class _Builder:
     """Decodes the streams and assembles the model, the virtual files and the problems."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, strict: bool,
-                 allow_pickle: bool = False) -> None:
+                 allow_pickle: bool = False, decode: bool = True,
+                 counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None
+                 ) -> None:
         self.fs, self.root, self.strict, self.allow_pickle = fs, root, strict, allow_pickle
-        self.tables: dict[str, _Table] = {}
+        self.decode, self.counts = decode, counts
+        self.streams = SnapshotStreams(fs, root)
+        #: the keyed handles as pieces of them are decoded (``decode=False``), and the handle
+        #: (``KeyedSource.ident``) and state of each keyed virtual file
+        self.sources: list[KeyedSource] = []
+        self.file_sources: dict[str, tuple[tuple[int, int, int], str]] = {}
+        self.tables: dict[str, DecodedTable] = {}
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
         self.headers: HeaderCache = {}
@@ -524,64 +444,26 @@ class _Builder:
 
     # -- streams --------------------------------------------------------------------------
 
-    def locate(self, stream: StreamHandle) -> str:
-        """Where a file handle's bytes are, relative to the snapshot directory.
-
-        Resolved as Flink does, inside the job's directories only: a relative handle as given;
-        a file in the job's ``shared/`` or ``taskowned/`` directory (a checkpoint's RocksDB
-        files) in the sibling of the snapshot directory, where it is also when the checkpoint
-        was moved together with its job directory; any other path by its file name in the
-        snapshot directory (Flink 2.x stores file names, and users move snapshots). A path
-        that would leave them is refused.
-        """
-        name = stream.path
-        if stream.kind == "relative":
-            if name.startswith("/") or ".." in name.split("/") or not name:
-                raise UnsafePathError(f"state file {name!r} leads out of the snapshot directory")
-            return name
-        parts = name.rstrip("/").rsplit("/", 2)
-        base = parts[-1]
-        if base in ("", ".", ".."):
-            raise UnsafePathError(f"state file {name!r} has no usable file name")
-        if len(parts) == 3 and parts[1] in JOB_DIRECTORIES:
-            return f"../{parts[1]}/{base}"
-        return base
-
     def stream_bytes(self, stream: StreamHandle) -> tuple[bytes, str]:
-        """The bytes of a stream handle and a name for messages (see :meth:`locate`)."""
-        if stream.kind == "inline":
-            assert stream.data is not None
-            return stream.data, f"{stream.file_name} (inline)"
-        if stream.kind == "empty":
-            return b"", "(empty segment)"
-        relative = self.locate(stream)
-        if relative.startswith("../"):  # the job directory's shared or taskowned files
-            job = self.root.rsplit("/", 1)[0] if "/" in self.root else "."
-            data = _read_file(self.fs, job, f"{job}/{relative[3:]}", relative,
-                              MAX_STATE_FILE_BYTES)
-        else:
-            data = _read_file(self.fs, self.root, f"{self.root}/{relative}", relative,
-                              MAX_STATE_FILE_BYTES)
-        if stream.kind == "segment":
-            if stream.start + stream.size > len(data):
-                raise CorruptCheckpointError(f"{relative}: segment beyond the file's end")
-            data = data[stream.start:stream.start + stream.size]
-        elif len(data) != stream.size:
-            raise CorruptCheckpointError(f"{relative} has {len(data)} bytes, the metadata "
-                                         f"says {stream.size}")
-        return data, relative
+        """The bytes of a stream handle and a name for messages."""
+        return self.streams.read(stream)
 
     def keyed_stream(self, handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
-                     max_parallelism: int, uid: str
-                     ) -> tuple[KeyedHeader, DecodedKeyed, Callable[[str], tuple[str, ...]]]:
-        """Decode one keyed handle; also how each of its states is stored (for plans)."""
-        if isinstance(handle, FlinkIncrementalHandle):
-            def read(stream: StreamHandle, local: str) -> tuple[bytes, str]:
-                return self.stream_bytes(stream)
+                     max_parallelism: int, uid: str, ident: tuple[int, int, int]
+                     ) -> tuple[KeyedHeader, dict[str, Any], dict[str, dict[int, int]],
+                                Callable[[str], tuple[str, ...]]]:
+        """One keyed handle: header, rows and bytes per key group by state, where stored.
 
-            header, decoded, info = decode_incremental(
-                handle, read, where, max_parallelism, self.headers,
-                lambda stream, local: self.stored_as(stream))
+        How each state is stored is for plans. Decoded now, or (``decode=False``) its header
+        only: its rows are then decoded when first asked for (:class:`PendingRows`), their
+        counts are the scan's (``counts``).
+        """
+        if not self.decode:
+            return self.keyed_layout(handle, where, max_parallelism, uid, ident)
+        header, decoded, info = decode_keyed_handle(self.streams, handle, where,
+                                                    max_parallelism, self.headers)
+        rows = {s.name: state_rows(s, decoded) for s in header.states}
+        if info is not None:
             self.downloads.setdefault(uid, []).append(DownloadUnit(
                 KeyGroupRange(handle.first_key_group, handle.last_key_group),
                 tuple((f.stored, f.size) for f in info.files)))
@@ -589,16 +471,42 @@ class _Builder:
             for f in info.files:
                 if f.column_family is not None:
                     by_family[f.column_family] = (*by_family.get(f.column_family, ()), f.stored)
-            return header, decoded, lambda state: by_family.get(state, ())
-        data, name = self.stream_bytes(handle.stream)
-        header, decoded = decode_keyed_stream(data, handle, f"{where}: {name}", max_parallelism,
-                                              self.headers)
+            return header, rows, decoded.state_key_group_bytes, (
+                lambda state: by_family.get(state, ()))
+        assert isinstance(handle, FlinkKeyedHandle)
         stored = (self.stored_as(handle.stream),)
-        return header, decoded, lambda state: stored
+        return header, rows, decoded.state_key_group_bytes, lambda state: stored
+
+    def keyed_layout(self, handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
+                     max_parallelism: int, uid: str, ident: tuple[int, int, int]
+                     ) -> tuple[KeyedHeader, dict[str, Any], dict[str, dict[int, int]],
+                                Callable[[str], tuple[str, ...]]]:
+        """:meth:`keyed_stream` without decoding: the header, files checked, rows pending."""
+        header = read_header(self.streams, handle, where, self.headers)
+        counts = self.counts.get(ident, {}) if self.counts is not None else {}
+        self.sources.append(KeyedSource(*ident, handle, max_parallelism, where,
+                                        0 if isinstance(handle, FlinkIncrementalHandle)
+                                        else header.size))
+        loader = _HandleLoader(self.streams, handle, where, max_parallelism)
+        rows = {s.name: PendingRows(loader, s, counts[s.name].rows if s.name in counts else {},
+                                    ident) for s in header.states}
+        sizes = {s.name: counts[s.name].bytes if s.name in counts else {}
+                 for s in header.states}
+        if isinstance(handle, FlinkIncrementalHandle):
+            for _, stream in handle.files:
+                self.streams.check(stream)
+            self.downloads.setdefault(uid, []).append(DownloadUnit(
+                KeyGroupRange(handle.first_key_group, handle.last_key_group),
+                ((self.stored_as(handle.meta), handle.meta.size),
+                 *((self.stored_as(stream), stream.size) for _, stream in handle.files))))
+            return header, rows, sizes, lambda state: (
+                counts[state].stored or () if state in counts else ())
+        stored = (self.stored_as(handle.stream),)
+        return header, rows, sizes, lambda state: stored
 
     def stored_as(self, stream: StreamHandle) -> str:
         """How a plan names a stream: ``inline`` (in ``_metadata``), else its file."""
-        return "inline" if stream.kind in ("inline", "empty") else self.locate(stream)
+        return self.streams.stored_as(stream)
 
     def fail(self, exc: StatectlError, where: str) -> None:
         if self.strict:
@@ -619,16 +527,17 @@ class _Builder:
         key_ranges: dict[int, KeyGroupRange] = {}
         op_states: dict[int, list[DecodedOperatorState]] = {}
         for st in op.subtasks:
-            for handle in st.managed_keyed:
+            for position, handle in enumerate(st.managed_keyed):
                 hw = f"{where}, subtask {st.index}"
                 try:
-                    header, decoded, stored = self.keyed_stream(handle, hw, op.max_parallelism,
-                                                                uid)
+                    header, rows_of, sizes, stored = self.keyed_stream(
+                        handle, hw, op.max_parallelism, uid, (index, st.index, position))
                 except StatectlError as exc:
                     self.fail(exc, hw)
                     continue
                 assert header.key is not None
-                described = list(self.keyed_states(header, decoded))
+                described = [(state_declaration(info), rows_of[info.name])
+                             for info in header.states]
                 try:  # every subtask's header declares the states alike
                     for state_meta, _rows in described:
                         _same_declaration(states.get(state_meta.name), state_meta, hw)
@@ -654,7 +563,7 @@ class _Builder:
                 for state_meta, rows in described:
                     states.setdefault(state_meta.name, state_meta)
                     keyed.setdefault(st.index, []).append(
-                        (state_meta.name, rows, decoded.state_key_group_bytes[state_meta.name],
+                        (state_meta.name, rows, sizes[state_meta.name],
                          held, header.key, op.max_parallelism, stored(state_meta.name)))
             for op_handle in st.managed_operator:
                 hw = f"{where}, subtask {st.index}"
@@ -726,40 +635,6 @@ class _Builder:
                     ds.elements for decoded in op_states.values() for ds in decoded
                     if ds.name == name], where)
 
-    def keyed_states(self, header: KeyedHeader, decoded: DecodedKeyed
-                     ) -> Iterator[tuple[StateMetadata, list[tuple[int, Any, Any, Any]]]]:
-        for info in header.states:
-            entries = decoded.entries[info.name]
-            namespace = "void"
-            if info.namespace is not None and info.namespace.spec != "void":
-                namespace = info.namespace.spec
-            if info.kind == "timers":
-                # no codec: an unknown timer serializer with no timers (else decoding failed)
-                meta = StateMetadata(info.name, "keyed", "list", "int64", namespace_type=(
-                    info.value.spec if info.value is not None else "bytes"))
-                yield meta, iter_timers(entries)
-                continue
-            value = info.serializers.get("VALUE_SERIALIZER")
-            nested = value.nested if value is not None else ()
-            if info.kind == "list" and nested:
-                value = nested[0]
-            elif info.kind == "map" and len(nested) == 2:
-                value = nested[1]
-            element = info.element.spec if info.element is not None else opaque_spec(value)
-            ttl = TTL_UNKNOWN if info.element is not None and info.element.ttl else None
-            if info.kind == "map":
-                user_key = info.user_key.spec if info.user_key is not None else opaque_spec(
-                    nested[0] if len(nested) == 2 else None)
-                meta = StateMetadata(info.name, "keyed", "map", element, user_key, namespace,
-                                     ttl)
-            elif info.kind in _KINDS:
-                meta = StateMetadata(info.name, "keyed", info.kind, element,
-                                     namespace_type=namespace, ttl=ttl)
-            else:
-                meta = StateMetadata(info.name, "keyed", "value", "bytes",
-                                     namespace_type=namespace)
-            yield meta, entries
-
     def virtual_name(self, stem: str, stored: tuple[str, ...]) -> str:
         """A new virtual file ``<stem>[-<n>].parquet`` whose stream Flink names ``stored``.
 
@@ -773,27 +648,37 @@ class _Builder:
         return name
 
     def keyed_file(self, op_index: int, state: StateMetadata, key_type: str, subtask: int,
-                   rows: list[tuple[int, Any, Any, Any]], kg_bytes: dict[int, int],
+                   rows: list[tuple[int, Any, Any, Any]] | PendingRows, kg_bytes: dict[int, int],
                    key_group_range: KeyGroupRange, key_codec: Codec, max_parallelism: int,
                    stored: tuple[str, ...]) -> KeyedStateHandle:
-        key_groups = [r[0] for r in rows]
-        if key_groups != sorted(key_groups):  # the decoders emit key groups in order
-            rows = sorted(rows, key=lambda r: r[0])
+        runs: list[tuple[int, int]] = []  # (key group, rows) per run of equal key groups
+        pending = rows.ident if isinstance(rows, PendingRows) else None
+        if isinstance(rows, PendingRows):
+            runs = sorted(rows.counts.items())
+        else:
             key_groups = [r[0] for r in rows]
-        groups: list[KeyGroupRows] = []  # one per run of equal key groups
-        row_groups: list[tuple[int, int]] = []
-        first, n = 0, len(key_groups)
-        while first < n:
-            key_group = key_groups[first]
-            end = first + 1
-            while end < n and key_groups[end] == key_group:
-                end += 1
-            groups.append(KeyGroupRows(key_group, first, end - first))
-            row_groups.append((end - first, kg_bytes.get(key_group, 0)))
-            first = end
+            if key_groups != sorted(key_groups):  # the decoders emit key groups in order
+                rows = sorted(rows, key=lambda r: r[0])
+                key_groups = [r[0] for r in rows]
+            first, n = 0, len(key_groups)
+            while first < n:
+                end = first + 1
+                while end < n and key_groups[end] == key_groups[first]:
+                    end += 1
+                runs.append((key_groups[first], end - first))
+                first = end
+        groups: list[KeyGroupRows] = []
+        row_groups: list[tuple[int, int]] = []  # one per key group
+        first = 0
+        for key_group, count in runs:
+            groups.append(KeyGroupRows(key_group, first, count))
+            row_groups.append((count, kg_bytes.get(key_group, 0)))
+            first += count
         name = self.virtual_name(f"flink/op-{op_index}/keyed/{_safe(state.name)}/{subtask}",
                                  stored)
-        self.tables[name] = _Table(rows, _keyed_schema(state, key_type), True,
+        if pending is not None:
+            self.file_sources[name] = (pending, state.name)
+        self.tables[name] = DecodedTable(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}", state, key_type)
@@ -804,11 +689,70 @@ class _Builder:
         name = self.virtual_name(
             f"flink/op-{op_index}/operator/{_safe(state.name)}/{subtask}", stored)
         self.operator_files[name] = ds
-        self.tables[name] = _Table(ds.elements, _operator_schema(state), False, ds.bytes,
+        self.tables[name] = DecodedTable(ds.elements, _operator_schema(state), False, ds.bytes,
                                    [(len(ds.elements), ds.bytes)],
                                    where=f"operator state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}", state=state)
         return OperatorStateHandle(state.name, _MODES[ds.mode][1], name, 0, len(ds.elements))
+
+
+def state_declaration(info: StateInfo) -> StateMetadata:
+    """The model's declaration of one keyed state of a header (timers: a list of ``int64``)."""
+    namespace = "void"
+    if info.namespace is not None and info.namespace.spec != "void":
+        namespace = info.namespace.spec
+    if info.kind == "timers":
+        # no codec: an unknown timer serializer with no timers (else decoding failed)
+        return StateMetadata(info.name, "keyed", "list", "int64", namespace_type=(
+            info.value.spec if info.value is not None else "bytes"))
+    value = info.serializers.get("VALUE_SERIALIZER")
+    nested = value.nested if value is not None else ()
+    if info.kind == "list" and nested:
+        value = nested[0]
+    elif info.kind == "map" and len(nested) == 2:
+        value = nested[1]
+    element = info.element.spec if info.element is not None else opaque_spec(value)
+    ttl = TTL_UNKNOWN if info.element is not None and info.element.ttl else None
+    if info.kind == "map":
+        user_key = info.user_key.spec if info.user_key is not None else opaque_spec(
+            nested[0] if len(nested) == 2 else None)
+        return StateMetadata(info.name, "keyed", "map", element, user_key, namespace, ttl)
+    if info.kind in _KINDS:
+        return StateMetadata(info.name, "keyed", info.kind, element, namespace_type=namespace,
+                             ttl=ttl)
+    return StateMetadata(info.name, "keyed", "value", "bytes", namespace_type=namespace)
+
+
+class _HandleLoader:
+    """Decodes one keyed handle in this process when first asked (then keeps its entries)."""
+
+    def __init__(self, streams: SnapshotStreams,
+                 handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
+                 max_parallelism: int) -> None:
+        self.streams, self.handle, self.where = streams, handle, where
+        self.max_parallelism = max_parallelism
+        self._decoded: DecodedKeyed | None = None
+
+    def decoded(self) -> DecodedKeyed:
+        if self._decoded is None:
+            _, self._decoded, _ = decode_keyed_handle(self.streams, self.handle, self.where,
+                                                      self.max_parallelism)
+        return self._decoded
+
+
+class PendingRows:
+    """A state's rows of one handle, not decoded yet.
+
+    ``counts``: rows per key group (when a scan counted them); called, the rows (the whole
+    handle decoded in this process).
+    """
+
+    def __init__(self, loader: _HandleLoader, info: StateInfo, counts: dict[int, int],
+                 ident: tuple[int, int, int]) -> None:
+        self.loader, self.info, self.counts, self.ident = loader, info, counts, ident
+
+    def __call__(self) -> list[tuple[int, Any, Any, Any]]:
+        return state_rows(self.info, self.loader.decoded())
 
 
 def _same_declaration(known: StateMetadata | None, state: StateMetadata, where: str) -> None:
@@ -833,60 +777,6 @@ def _operator_schema(state: StateMetadata) -> pa.Schema:
 def _safe(name: str) -> str:
     """A state name as a path component of the virtual files (names may hold any character)."""
     return hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-
-
-_PLAIN = (int, str, bytes, float, bool, type(None))
-#: words only the specs of the types real jobs keep contain (struct, enum, java.time...)
-_TYPED_WORDS = ("struct<", "enum<", "timestamp[", "date32", "local_", "bigint", "decimal",
-                "kryo<", "opaque<", "global_window")
-
-
-@functools.lru_cache(maxsize=1024)
-def _converter(spec: str) -> Callable[[Any], Any]:
-    """How a decoded value of ``spec`` becomes what ``pa.array`` takes.
-
-    The plain types (numbers, strings, bytes, lists, maps, tuples of them) by
-    :func:`_arrow_value`, which needs no type; the others by
-    :func:`formats.arrow_types.storage_converter` (instants to their counts, ...).
-    """
-    if any(word in spec for word in _TYPED_WORDS):
-        convert = storage_converter(spec)  # the decoders made the values: no type checks
-        return convert if convert is not None else _same
-    return _arrow_value
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _arrow_value(value: Any) -> Any:
-    """A decoded Flink value as ``pa.array`` takes it (tuples as structs, maps as pairs)."""
-    kind = type(value)
-    if kind in _PLAIN:
-        return value
-    if kind is list and (not value or type(value[0]) in _PLAIN) and all(
-            type(v) in _PLAIN for v in value):
-        return value
-    if isinstance(value, tuple):
-        return {f"f{i}": _arrow_value(v) for i, v in enumerate(value)}
-    if isinstance(value, dict):
-        return [(_arrow_value(k), _arrow_value(v)) for k, v in value.items()]
-    if isinstance(value, list):
-        return [_arrow_value(v) for v in value]
-    return value
-
-
-def _arrow_table(columns: dict[str, list[Any]], schema: pa.Schema) -> pa.Table:
-    try:
-        arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
-        table = pa.Table.from_arrays(arrays, schema=schema)
-    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
-        raise CorruptCheckpointError(f"decoded values do not fit their declared types: "
-                                     f"{exc}") from exc
-    for f, column in zip(schema, table.columns, strict=True):
-        if not f.nullable and column.null_count:
-            raise CorruptCheckpointError(f"a decoded {f.name} is null (Flink wrote none)")
-    return table
 
 
 def key_group_of(codec: Codec, key: Any, max_parallelism: int) -> int | None:

@@ -44,7 +44,8 @@ from formats.flink.rocksdb import SstFile, live_range, open_sst
 from formats.flink.rocksdb.manifest import read_manifest
 from statecore.errors import CheckpointError, CorruptCheckpointError
 
-__all__ = ["RocksDBFile", "decode_incremental", "key_group_prefix"]
+__all__ = ["DecodedIncremental", "RocksDBFile", "decode_incremental", "key_group_prefix",
+           "scale_to_disk"]
 
 #: Reads one of a handle's files: ``(stream, RocksDB name) -> (bytes, name for messages)``.
 FileReader = Callable[[StreamHandle, str], tuple[bytes, str]]
@@ -65,6 +66,8 @@ class DecodedIncremental:
     """What :func:`decode_incremental` returns beside the entries: the files it read."""
 
     files: list[RocksDBFile] = field(default_factory=list)
+    #: per state: the bytes of its column family's SST files
+    disk_bytes: dict[str, int] = field(default_factory=dict)
 
 
 def key_group_prefix(key_group: int, max_parallelism: int) -> bytes:
@@ -78,11 +81,16 @@ def key_group_prefix(key_group: int, max_parallelism: int) -> bytes:
 
 def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: str,
                        max_parallelism: int, headers: HeaderCache | None = None,
-                       stored: Callable[[StreamHandle, str], str] | None = None
+                       stored: Callable[[StreamHandle, str], str] | None = None, *,
+                       key_groups: tuple[int, int] | None = None, on_disk: bool = True
                        ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental]:
     """Decode every live entry of one incremental handle (see the module doc).
 
     ``read`` fetches a file's bytes; ``stored`` names where a file is (for plans and verify).
+    ``key_groups`` ``(first, last)``: only those key groups of the handle's (a part of the
+    handle, as a Spark task decodes it). ``on_disk=False`` leaves each state's bytes per key
+    group as its keys' and values' bytes: :func:`scale_to_disk` of the parts' bytes together,
+    with ``disk_bytes``, gives what decoding the whole handle does.
     """
     meta, _ = read(handle.meta, "meta data")
     header = cached_header(meta, f"{where}: meta data", headers)
@@ -115,9 +123,15 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
     decoded = DecodedKeyed({s.name: [] for s in header.states},
                            {s.name: {} for s in header.states})
     prefix = 1 if max_parallelism <= 128 else 2
-    start = key_group_prefix(handle.first_key_group, max_parallelism)
-    end = (key_group_prefix(handle.last_key_group + 1, max_parallelism)
-           if handle.last_key_group + 1 < (1 << (8 * prefix)) else None)
+    first, last = handle.first_key_group, handle.last_key_group
+    if key_groups is not None:
+        if not first <= key_groups[0] <= key_groups[1] <= last:
+            raise CorruptCheckpointError(f"{where}: key groups {key_groups[0]}-{key_groups[1]} "
+                                         f"are not in the handle's {first}-{last}")
+        first, last = key_groups
+    start = key_group_prefix(first, max_parallelism)
+    end = (key_group_prefix(last + 1, max_parallelism)
+           if last + 1 < (1 << (8 * prefix)) else None)
     k = DataReader(b"", where)
     v = DataReader(b"", where)
     for state in header.states:
@@ -153,14 +167,16 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
                 sizes[run_group] = run_bytes
         except CheckpointError as exc:
             raise in_state(exc, state) from exc
-        _on_disk(sizes, sum(len(table.data) for table in tables))
+        info.disk_bytes[state.name] = sum(len(table.data) for table in tables)
+        if on_disk:
+            scale_to_disk(sizes, info.disk_bytes[state.name])
     for state_sizes in decoded.state_key_group_bytes.values():
         for key_group, size in state_sizes.items():
             decoded.key_group_bytes[key_group] = decoded.key_group_bytes.get(key_group, 0) + size
     return header, decoded, info
 
 
-def _on_disk(sizes: dict[int, int], disk: int) -> None:
+def scale_to_disk(sizes: dict[int, int], disk: int) -> None:
     """Scale a state's bytes per key group (its keys and values) to its SST files' size.
 
     A state's real size is its column family's files; their compression and block overhead

@@ -45,7 +45,7 @@ from statecore.errors import CheckpointError, UnsupportedFormatError
 from statecore.key_groups import KeyGroupRange, compute_key_group_for_key_hash
 from statecore.rescale_plan import OperatorPlan, RescalePlan
 
-__all__ = ["FlinkSource", "rewrite_flink_savepoint"]
+__all__ = ["FlinkSource", "keyed_layout", "rewrite_flink_savepoint", "savepoint_operators"]
 
 
 class FlinkSource(Protocol):
@@ -69,21 +69,42 @@ def rewrite_flink_savepoint(checkpoint: FlinkSource, plan: RescalePlan, location
                             checkpoint_id: int | None = None,
                             compress: bool = False) -> WrittenSnapshot:
     """Write ``checkpoint`` as ``plan`` says, as a canonical savepoint at ``location``."""
+    operators = savepoint_operators(checkpoint, plan)
+    new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
+    return write_savepoint(location, new_id, operators, compress=compress)
+
+
+def savepoint_operators(checkpoint: FlinkSource, plan: RescalePlan, *,
+                        keyed_entries: bool = True) -> list[SavepointOperator]:
+    """The savepoint's operators as ``plan`` says, in the source's order.
+
+    ``keyed_entries=False`` leaves out the keyed entries (``SavepointOperator.keyed``): whoever
+    writes the keyed files elsewhere (Spark tasks) decodes them; the key and state layouts
+    and the refusals (an unknown key hash with a new max parallelism) are the same.
+    """
     if checkpoint.unpickled:
         raise UnsupportedFormatError("a snapshot opened with --allow-pickle shows unpickled "
                                      "values and cannot be written back; open it without")
     problems = checkpoint.open_problems()
     if problems:
         raise CheckpointError(f"the source could not be read completely: {problems[0][2]}")
-    operators = [_operator(checkpoint, op, op_plan)
-                 for op, op_plan in zip(checkpoint.metadata.operators, plan.operators,
-                                        strict=True)]
-    new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
-    return write_savepoint(location, new_id, operators, compress=compress)
+    return [_operator(checkpoint, op, op_plan, keyed_entries)
+            for op, op_plan in zip(checkpoint.metadata.operators, plan.operators, strict=True)]
 
 
-def _operator(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan
-              ) -> SavepointOperator:
+def keyed_layout(header: KeyedHeader, where: str
+                 ) -> tuple[Encoder, int, list[KeyedStateOut]]:
+    """How an operator's keyed state is written: key encoder, key length, each state's layout.
+
+    From the header as Flink wrote it (its serializer snapshots are carried over).
+    """
+    key = _encoder(header.key_snapshot, f"{where} (keys)")
+    assert key is not None and header.key is not None
+    return key, header.key.length, [_state_out(info, where) for info in header.states]
+
+
+def _operator(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
+              keyed_entries: bool = True) -> SavepointOperator:
     flink_op = checkpoint.flink_operator(op.uid)
     where = f"operator {op.identity.label}"
     out = SavepointOperator(op.identity.id, flink_op.name, flink_op.uid, plan.new_parallelism,
@@ -92,7 +113,7 @@ def _operator(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan
                             else flink_op.coordinator_state.data)
     header = checkpoint.keyed_header(op.uid)
     if header is not None:
-        _keyed(checkpoint, op, plan, header, out, where)
+        _keyed(checkpoint, op, plan, header, out, where, keyed_entries)
     _operator_state(checkpoint, op, plan, out, where)
     return out
 
@@ -134,17 +155,18 @@ def _state_out(info: StateInfo, where: str) -> KeyedStateOut:
 
 
 def _keyed(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
-           header: KeyedHeader, out: SavepointOperator, where: str) -> None:
+           header: KeyedHeader, out: SavepointOperator, where: str,
+           keyed_entries: bool = True) -> None:
     out.key_snapshot = header.key_snapshot_raw
-    out.key = _encoder(header.key_snapshot, f"{where} (keys)")
+    out.key, out.key_length, out.keyed_states = keyed_layout(header, where)
     assert header.key is not None
-    out.key_length = header.key.length
-    out.keyed_states = [_state_out(info, where) for info in header.states]
     java_hash = header.key.java_hash
     if plan.rehash and java_hash is None:
         raise UnsupportedFormatError(
             f"{where}: the key group of a {header.key.name} key cannot be computed (its "
             f"hashCode is user code or unknown), so the max parallelism cannot change")
+    if not keyed_entries:
+        return
     for sub in plan.subtasks:
         key_groups = sub.key_group_range
         assert key_groups is not None

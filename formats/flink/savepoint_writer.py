@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +50,9 @@ from formats.model import WrittenSnapshot
 from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError
 from statecore.key_groups import KeyGroupRange
 
-__all__ = ["KeyedStateOut", "OperatorStateOut", "SavepointOperator",
-           "frame_snappy", "keyed_stream", "operator_stream", "write_savepoint"]
+__all__ = ["KeyedFiles", "KeyedStateOut", "OperatorStateOut", "RowsWriter", "SavepointOperator",
+           "frame_snappy", "key_group_blocks", "keyed_header", "keyed_stream",
+           "operator_stream", "pair_writer", "write_savepoint", "write_state_file"]
 
 METADATA_FILE = "_metadata"
 KEYED_PROXY_VERSION = 6
@@ -154,14 +155,8 @@ def _variable_int(out: bytearray, value: int) -> None:
             return
 
 
-def keyed_stream(op: SavepointOperator, key_groups: KeyGroupRange,
-                 entries: Sequence[Iterable[Entry]], compress: bool = False
-                 ) -> tuple[bytes, list[int], int]:
-    """One subtask's keyed state file, the offset of each key group, the entries written.
-
-    An offset is 0 for a key group without data. ``entries[i]`` are state ``i``'s entries of
-    this subtask's key groups, in any order.
-    """
+def keyed_header(op: SavepointOperator, compress: bool = False) -> bytes:
+    """A keyed state file's header: the serialization proxy with the serializer snapshots."""
     assert op.key_snapshot is not None
     out = bytearray()
     out += _I32.pack(KEYED_PROXY_VERSION)
@@ -170,7 +165,18 @@ def keyed_stream(op: SavepointOperator, key_groups: KeyGroupRange,
     out += _I16.pack(len(op.keyed_states))
     for state in op.keyed_states:
         out += state.meta
-    prefix = 1 if op.max_parallelism <= 128 else 2
+    return bytes(out)
+
+
+def keyed_stream(op: SavepointOperator, key_groups: KeyGroupRange,
+                 entries: Sequence[Iterable[Entry]], compress: bool = False
+                 ) -> tuple[bytes, list[int], int]:
+    """One subtask's keyed state file, the offset of each key group, the entries written.
+
+    An offset is 0 for a key group without data. ``entries[i]`` are state ``i``'s entries of
+    this subtask's key groups, in any order.
+    """
+    out = bytearray(keyed_header(op, compress))
     by_group: dict[int, list[list[Entry]]] = {}
     for index, state_entries in enumerate(entries):
         for entry in state_entries:
@@ -179,13 +185,36 @@ def keyed_stream(op: SavepointOperator, key_groups: KeyGroupRange,
                 raise InvalidArgumentError(f"state {op.keyed_states[index].name!r}: key group "
                                            f"{group} is not in {key_groups}")
             by_group.setdefault(group, [[] for _ in op.keyed_states])[index].append(entry)
-    writers = [_pair_writer(op, s) for s in op.keyed_states]
+    writers = [pair_writer(op, s) for s in op.keyed_states]
+    offsets, written = key_group_blocks(out, key_groups, ((g, by_group[g]) for g in
+                                                          sorted(by_group)),
+                                        writers, op.max_parallelism, compress)
+    return bytes(out), offsets, written
+
+
+#: Appends one state's rows of one key group to a block, each key after ``prefix`` (the key
+#: group's); returns where the last pair's key starts in the block (-1: no pair written).
+RowsWriter = Callable[[bytearray, bytes, Any], int]
+
+
+def key_group_blocks(out: bytearray, key_groups: KeyGroupRange,
+                     groups: Iterable[tuple[int, Sequence[Sized | None]]],
+                     writers: Sequence[RowsWriter], max_parallelism: int,
+                     compress: bool = False) -> tuple[list[int], int]:
+    """Append the key groups' blocks to ``out`` (a file's header so far).
+
+    ``groups``: ascending key groups, each with its rows per state (by state id, ``None`` or
+    empty for none), which ``writers[state id]`` writes. Returns the offset of each key group
+    of ``key_groups`` in ``out`` (0 for a key group without data) and the rows written (a
+    state's rows count in a key group where it wrote a pair).
+    """
+    prefix = 1 if max_parallelism <= 128 else 2
     offsets = [0] * len(key_groups)
     written = 0
-    for group in sorted(by_group):
+    for group, per_state in groups:
         block = bytearray()
         last = -1  # where the previous pair's key starts in block
-        for state_id, rows in enumerate(by_group[group]):
+        for state_id, rows in enumerate(per_state):
             if not rows:
                 continue
             if last >= 0:
@@ -204,11 +233,16 @@ def keyed_stream(op: SavepointOperator, key_groups: KeyGroupRange,
         block += _U16.pack(END_OF_KEY_GROUP)
         offsets[group - key_groups.start] = len(out)
         out += frame_snappy(bytes(block)) if compress else block
-    return bytes(out), offsets, written
+    return offsets, written
 
 
-def _pair_writer(op: SavepointOperator, state: KeyedStateOut) -> Any:
-    """Appends a state's pairs of one key group; returns where the last pair's key starts."""
+def pair_writer(op: SavepointOperator, state: KeyedStateOut) -> Any:
+    """Appends a state's pairs of one key group; returns where the last pair's key starts.
+
+    ``write(block, prefix, rows, ends=None, lasts=None)``: with ``ends`` and ``lasts`` (lists),
+    also where each row's pairs end in the block and where its last pair's key starts (-1
+    for a row without pairs: an empty list or map).
+    """
     composite = _composite_key_writer(op, state)
     value = state.value or raw_encoder
     layout = state.layout
@@ -221,40 +255,47 @@ def _pair_writer(op: SavepointOperator, state: KeyedStateOut) -> Any:
         block += val
         return at
 
-    def write(block: bytearray, prefix: bytes, rows: list[Entry]) -> int:
+    def write(block: bytearray, prefix: bytes, rows: Iterable[Entry],
+              ends: list[int] | None = None, lasts: list[int] | None = None) -> int:
         last = -1
         for _group, k, ns, v in rows:
-            head = bytearray(prefix)
+            here = -1
             if layout == "timers":
                 assert state.timer is not None
                 for timestamp in v:
                     timer_key = bytearray(prefix)
                     state.timer(timer_key, (timestamp, k, ns))
-                    last = pair(block, timer_key, b"")
-                continue
-            composite(head, k, ns)
-            if layout == "map":
-                assert state.user_key is not None
-                for user_key, item in v.items():
-                    key_bytes = bytearray(head)
-                    state.user_key(key_bytes, user_key)
-                    val = bytearray(b"\x01" if item is None else b"\x00")
-                    if item is not None:
-                        value(val, item)
-                    last = pair(block, key_bytes, val)
-            elif layout == "list":
-                if not v:
-                    continue
-                val = bytearray()
-                for i, element in enumerate(v):
-                    if i:
-                        val.append(0x2C)
-                    value(val, element)
-                last = pair(block, head, val)
+                    here = pair(block, timer_key, b"")
             else:
-                val = bytearray()
-                value(val, v)
-                last = pair(block, head, val)
+                head = bytearray(prefix)
+                composite(head, k, ns)
+                if layout == "map":
+                    assert state.user_key is not None
+                    for user_key, item in v.items():
+                        key_bytes = bytearray(head)
+                        state.user_key(key_bytes, user_key)
+                        val = bytearray(b"\x01" if item is None else b"\x00")
+                        if item is not None:
+                            value(val, item)
+                        here = pair(block, key_bytes, val)
+                elif layout == "list":
+                    if v:
+                        val = bytearray()
+                        for i, element in enumerate(v):
+                            if i:
+                                val.append(0x2C)
+                            value(val, element)
+                        here = pair(block, head, val)
+                else:
+                    val = bytearray()
+                    value(val, v)
+                    here = pair(block, head, val)
+            if here >= 0:
+                last = here
+            if ends is not None:
+                assert lasts is not None
+                ends.append(len(block))
+                lasts.append(here)
         return last
     return write
 
@@ -318,19 +359,32 @@ def operator_stream(states: Sequence[OperatorStateOut]
 # -- the savepoint ------------------------------------------------------------------------------
 
 
+#: Writes keyed state files into the staging directory (``fs``, path) elsewhere (Spark tasks);
+#: returns per (operator position, subtask) the handle written and its entries.
+KeyedFiles = Callable[[pafs.FileSystem, str], Mapping[tuple[int, int], tuple[KeyedHandleOut, int]]]
+
+
 def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[SavepointOperator],
-                    *, compress: bool = False, filesystem: pafs.FileSystem | None = None
-                    ) -> WrittenSnapshot:
-    """Write a canonical savepoint of ``operators`` at ``location`` (see the module doc)."""
+                    *, compress: bool = False, filesystem: pafs.FileSystem | None = None,
+                    keyed_files: KeyedFiles | None = None) -> WrittenSnapshot:
+    """Write a canonical savepoint of ``operators`` at ``location`` (see the module doc).
+
+    ``keyed_files`` writes keyed state files first (named with :func:`write_state_file`); a
+    subtask it wrote none for has its entries of ``op.keyed`` written here.
+    """
     fs, final = resolve_filesystem(location, filesystem)
     files = size = entries = 0
     with staged(fs, final, location, "writing savepoint") as staging:
+        prewritten = keyed_files(fs, staging) if keyed_files is not None else {}
         described = []
-        for op in operators:
+        for position, op in enumerate(operators):
             subtasks = []
             for index in range(op.parallelism):
                 keyed = operator = None
-                if index in op.keyed:
+                if (position, index) in prewritten:
+                    keyed, count = prewritten[position, index]
+                    files, size, entries = files + 1, size + keyed.size, entries + count
+                elif index in op.keyed:
                     key_groups, state_entries = op.keyed[index]
                     try:
                         data, offsets, written = keyed_stream(op, key_groups, state_entries,
@@ -339,7 +393,7 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
                             struct.error) as exc:
                         raise CheckpointError(f"operator {op.uid or op.operator_id}, subtask "
                                               f"{index}: {exc}") from exc
-                    name = _write(fs, staging, data)
+                    name = write_state_file(fs, staging, data)
                     keyed = KeyedHandleOut(key_groups.start, tuple(offsets), name, len(data))
                     files, size, entries = files + 1, size + len(data), entries + written
                 if op.operator.get(index):
@@ -348,7 +402,7 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
                     except (StatectlError, TypeError, ValueError, struct.error) as exc:
                         raise CheckpointError(f"operator {op.uid or op.operator_id}, subtask "
                                               f"{index}: {exc}") from exc
-                    name = _write(fs, staging, data)
+                    name = write_state_file(fs, staging, data)
                     operator = OperatorHandleOut(states, name, len(data))
                     files, size = files + 1, size + len(data)
                 subtasks.append(SubtaskOut(index, keyed, operator))
@@ -360,7 +414,7 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
     return WrittenSnapshot(location, files + 1, size + len(metadata), entries)
 
 
-def _write(fs: pafs.FileSystem, staging: str, data: bytes) -> str:
+def write_state_file(fs: pafs.FileSystem, staging: str, data: bytes | bytearray) -> str:
     """A state file beside ``_metadata``, named like Flink's (a random UUID); its name."""
     name = str(uuid.uuid4())
     path = f"{staging}/{name}"

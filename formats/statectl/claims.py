@@ -133,9 +133,8 @@ class Lease:
                 raise BlockingIOError
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            handle.seek(0)  # (another descriptor: closing it keeps the holder's flock)
-            holder = Owner.from_bytes(handle.read(1 << 16))
-            handle.close()
+            holder = _holder(handle)
+            handle.close()  # (another descriptor: closing it keeps the holder's flock)
             raise ConcurrentWriteError(self.claims.busy(
                 holder.describe() if holder else "another process")) from None
         handle.seek(0)
@@ -248,8 +247,13 @@ class Claims:
 
     def _names(self) -> list[str]:
         selector = pafs.FileSelector(f"{self.root}/{CLAIMS_DIR}", allow_not_found=True)
-        return sorted(info.base_name for info in self.fs.get_file_info(selector)
-                      if info.type == pafs.FileType.File)
+        try:
+            infos = self.fs.get_file_info(selector)
+        except FileNotFoundError:
+            # Arrow's local listing may still fail while another process creates the directory
+            # (allow_not_found covers a directory missing when looked at, not one appearing)
+            return []
+        return sorted(info.base_name for info in infos if info.type == pafs.FileType.File)
 
     def _read_owner(self, name: str) -> Owner | None:
         found = read_versioned(self.fs, self.path(name))
@@ -395,6 +399,22 @@ class Claims:
         if name.startswith("read-"):
             let_go(replace(self.owner, token=name.rsplit("-", 1)[1]))
         self._delete(name)
+
+
+def _holder(handle: IO[bytes]) -> Owner | None:
+    """The owner written in a locked writer file, waiting a moment for it.
+
+    The holder writes its record just after taking the ``flock``; a loser in between reads an
+    empty (or half-written) file, so it reads again for up to a second before saying "another
+    process".
+    """
+    for _ in range(100):
+        handle.seek(0)
+        owner = Owner.from_bytes(handle.read(1 << 16))
+        if owner is not None:
+            return owner
+        time.sleep(0.01)
+    return None
 
 
 def _who(owner: Owner | None) -> str:
