@@ -1,9 +1,12 @@
-"""``make bench``: state maps, keyed backend, checkpoints vs their baselines; table and JSON.
+"""``make bench``: every benchmark section against its baseline, side by side; table and JSON.
 
-Usage: ``.venv/bin/python bench/run.py [--quick] [--only NAME] [--json PATH]``. Every figure in
-the ratio column is measured side by side in this run; the acceptance bars are reported, PASS
-or MISS, not tuned for. A full run writes ``bench/results.json``; partial runs (``--quick`` or
-``--only``) write JSON only when ``--json`` is given, so they never replace the full results.
+Usage: ``.venv/bin/python bench/run.py [--quick] [--only NAME[,NAME...]] [--skip NAME[,...]]
+[--json PATH] [--update]``. Every figure in the ratio column is measured side by side in this
+run; the acceptance bars are reported, PASS or MISS, not tuned for. A full run writes
+``bench/results.json``; partial runs (``--quick``, ``--only``, ``--skip``) write JSON only when
+``--json`` or ``--update`` is given, so they never replace the full results. ``--update``
+replaces the sections run in ``bench/results.json`` (or ``--json``) and keeps the others: each
+section records the command, date and revision of the run that measured it.
 """
 
 from __future__ import annotations
@@ -93,8 +96,9 @@ def git_revision() -> str | None:
 
 
 def results_json(sections: list[Section], args: argparse.Namespace, started: datetime.datetime,
-                 seconds: float) -> dict[str, Any]:
-    return {
+                 seconds: float, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run's results; with ``previous`` (``--update``), its other sections kept."""
+    run = {
         "command": shlex.join([sys.executable, *sys.argv]),
         "cwd": os.getcwd(),
         "date": started.isoformat(timespec="seconds"),
@@ -104,29 +108,55 @@ def results_json(sections: list[Section], args: argparse.Namespace, started: dat
         "git": git_revision(),
         "quick": args.quick,
         "only": args.only,
+        "skip": args.skip,
         "total_seconds": round(seconds, 1),
-        "rows": [{"benchmark": r.name, "statecore": r.statecore, "baseline": r.baseline,
-                  "unit": r.unit, "ratio": r.ratio, "bar": r.bar.label if r.bar else None,
-                  "result": r.result} for s in sections for r in s.rows],
-        "sections": {s.name: {"notes": s.notes, "raw": s.raw} for s in sections},
     }
+    kept = {name: section for name, section in (previous or {}).get("sections", {}).items()
+            if "rows" in section and name not in {s.name for s in sections}}
+    measured = {s.name: {"run": run, "rows": [{
+        "benchmark": r.name, "statecore": r.statecore, "baseline": r.baseline, "unit": r.unit,
+        "ratio": r.ratio, "bar": r.bar.label if r.bar else None, "result": r.result}
+        for r in s.rows], "notes": s.notes, "raw": s.raw} for s in sections}
+    merged = {name: (measured.get(name) or kept[name]) for name in BENCHMARKS
+              if name in measured or name in kept}
+    return {**run, "rows": [row for section in merged.values() for row in section["rows"]],
+            "sections": merged}
+
+
+def names(value: str | None) -> list[str]:
+    """``--only``/``--skip`` names, comma-separated, each a benchmark."""
+    chosen = [] if value is None else [n for n in value.split(",") if n]
+    unknown = [n for n in chosen if n not in BENCHMARKS]
+    if unknown:
+        raise SystemExit(f"unknown benchmark {', '.join(unknown)}: one of "
+                         f"{', '.join(BENCHMARKS)}")
+    return chosen
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--only", choices=sorted(BENCHMARKS), help="run one benchmark")
+    parser.add_argument("--only", help="run these benchmarks only (comma-separated: "
+                        f"{','.join(BENCHMARKS)})")
+    parser.add_argument("--skip", help="run all but these benchmarks (comma-separated)")
     parser.add_argument("--json", type=Path,
                         help=f"write results here (default for a full run: {DEFAULT_JSON})")
+    parser.add_argument("--update", action="store_true",
+                        help="replace the sections run in the JSON file, keep the others")
     args = parser.parse_args()
+    only, skip = names(args.only), names(args.skip)
     config = QUICK if args.quick else FULL
-    json_path = args.json or (None if args.quick or args.only else DEFAULT_JSON)
+    partial = args.quick or only or skip
+    json_path = args.json or (DEFAULT_JSON if args.update or not partial else None)
+    previous = None
+    if args.update and json_path is not None and json_path.exists():
+        previous = json.loads(json_path.read_text())
 
     started = datetime.datetime.now(datetime.UTC)
     clock = time.perf_counter()
     sections = []
     for name, bench in BENCHMARKS.items():
-        if args.only in (None, name):
+        if (not only or name in only) and name not in skip:
             print(f"running {name}{' (quick)' if args.quick else ''} ...", file=sys.stderr)
             sections.append(bench(config))
     seconds = time.perf_counter() - clock
@@ -139,8 +169,8 @@ def main() -> int:
     print(f"\nPython {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"{'QUICK sizes, ' if args.quick else ''}total {seconds:.0f} s")
     if json_path is not None:
-        json_path.write_text(json.dumps(results_json(sections, args, started, seconds),
-                                        indent=2) + "\n")
+        json_path.write_text(json.dumps(results_json(sections, args, started, seconds,
+                                                     previous), indent=2) + "\n")
         print(f"results written to {json_path}")
     return 0
 

@@ -106,18 +106,17 @@ class SparkEngine(Engine):
 
         Spark tasks count a Flink snapshot's entries when ``count`` (:mod:`formats.spark.flink`).
         """
-        from formats.flink.checkpoint import FlinkCheckpoint
         checkpoint = open_checkpoint(location, allow_pickle=allow_pickle, decode=False)
-        if not isinstance(checkpoint, FlinkCheckpoint):
+        from formats.spark.flink import is_flink_snapshot, open_flink_on_spark
+        if not is_flink_snapshot(checkpoint):
             return checkpoint
-        from formats.spark.flink import open_flink_on_spark
         return open_flink_on_spark(lambda: self.session, checkpoint, count=count,
                                    rehash_to=max_parallelism)
 
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Spark tasks read statectl's Parquet files and Flink snapshots it opened itself."""
-        from formats.flink.checkpoint import FlinkCheckpoint
-        if not isinstance(checkpoint, FlinkCheckpoint) or not checkpoint.keyed_decoded:
+        from formats.spark.flink import decoded_here
+        if not decoded_here(checkpoint):
             return
         raise UnsupportedFormatError(
             f"this {checkpoint.format_name.capitalize()} snapshot was decoded in this process; "
@@ -133,10 +132,9 @@ class SparkEngine(Engine):
         return spark_keyed_writer(self.session)
 
     def state_writer(self, checkpoint: Checkpoint | None = None) -> StateWriter:
-        from formats.flink.checkpoint import FlinkCheckpoint
-        if isinstance(checkpoint, FlinkCheckpoint):
+        from formats.spark.flink import FlinkStatesWriter, is_flink_snapshot
+        if checkpoint is not None and is_flink_snapshot(checkpoint):
             self.check_source(checkpoint)
-            from formats.spark.flink import FlinkStatesWriter
             return FlinkStatesWriter(self.session, checkpoint)
         from formats.spark.jobs import spark_state_writer
         return spark_state_writer(self.session)

@@ -20,9 +20,10 @@ differ:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -37,6 +38,19 @@ __all__ = ["AggregationFolder", "foldable"]
 #: Key column types whose Python equality is Java's ``equals`` (folding groups by value).
 _FOLDABLE_KEYS = frozenset({"int8", "int16", "int32", "int64", "string", "bytes"})
 _INT64_LIMIT = 1 << 63
+#: Distinct keys of a folded run turned into Python objects at a time.
+_CHUNK = 1 << 16
+
+
+def _in_chunks(values: pa.ChunkedArray | pa.Array | np.ndarray[Any, Any]) -> Iterator[Any]:
+    """``values`` as Python objects, converted a chunk at a time.
+
+    A folded run may hold millions of distinct keys: converting them all at once would hold
+    every temporary list (and the interpreter's memory for them) on top of the state.
+    """
+    for start in range(0, len(values), _CHUNK):
+        part = values[start:start + _CHUNK]
+        yield from (part.tolist() if isinstance(part, np.ndarray) else part.to_pylist())
 
 
 def foldable(aggregations: Sequence[Aggregation], key_column_type: str, key_type: str) -> bool:
@@ -91,9 +105,18 @@ class AggregationFolder:
             groups = key_groups(distinct, self.key_type, self.max_parallelism)
         except (StatectlError, ValueError, OverflowError):
             return None
-        columns = [grouped.column(name).to_pylist() for name in self._outputs]
-        return FoldedRecords(end, distinct.to_pylist(), groups.tolist(),
-                             list(zip(*columns, strict=True)))
+        # Arrow's allocator keeps what the grouping used (about 2x the run's keys) unless
+        # told: the state about to grow from this run would otherwise come on top of it
+        pa.default_memory_pool().release_unused()
+        return FoldedRecords(end, _in_chunks(distinct), _in_chunks(groups),
+                             self._folded_values(grouped))
+
+    def _folded_values(self, grouped: pa.Table) -> Iterator[tuple[Any, ...]]:
+        """Each distinct key's folded value, turned into Python objects a chunk at a time."""
+        columns = [grouped.column(name) for name in self._outputs]
+        for start in range(0, grouped.num_rows, _CHUNK):
+            yield from zip(*(c.slice(start, _CHUNK).to_pylist() for c in columns),
+                           strict=True)
 
     def _sums_fit(self, run: pa.Table) -> bool:
         """Whether every per-key sum of the run fits Arrow's int64 accumulator."""

@@ -110,6 +110,9 @@ class FileSource:
         table = self._tables.get(split)
         if table is None:
             table = read_input(split)
+            # the readers' buffers (a CSV's text, its parsed blocks) are freed, but Arrow's
+            # allocator keeps them for reuse unless told: 2-3x the table, held for the build
+            pa.default_memory_pool().release_unused()
             self._rows[split] = table.num_rows
             if sum(t.nbytes for t in self._tables.values()) + table.nbytes <= TABLE_CACHE_BYTES:
                 self._tables[split] = table

@@ -28,7 +28,7 @@ with or without folding.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -127,12 +127,13 @@ class FoldedRecords:
     ``assign_to_key_group(keys[i], max_parallelism, key serializer)`` of the job, and
     ``folded[i]`` is what the function's ``process_folded`` applies for ``keys[i]``. ``end`` is
     the position after the last record folded (``end == start``: the split has no more records).
+    The three are iterated once, together (a folder may produce them a chunk at a time).
     """
 
     end: int
-    keys: Sequence[Any]
-    key_groups: Sequence[int]
-    folded: Sequence[Any]
+    keys: Iterable[Any]
+    key_groups: Iterable[int]
+    folded: Iterable[Any]
 
 
 class RecordFolder(Protocol):

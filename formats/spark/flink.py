@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pyarrow as pa
@@ -82,8 +82,8 @@ from statecore.errors import CorruptCheckpointError
 from statecore.key_groups import KeyGroupRange
 from statecore.rescale_plan import RescalePlan
 
-__all__ = ["FlinkStatesWriter", "flink_pieces", "flink_rehash_counter", "open_flink_on_spark",
-           "scan_pieces", "spark_flink_rewrite"]
+__all__ = ["FlinkStatesWriter", "decoded_here", "flink_pieces", "flink_rehash_counter",
+           "is_flink_snapshot", "open_flink_on_spark", "scan_pieces", "spark_flink_rewrite"]
 
 #: A piece's bytes: at most this, at least ``MIN_PIECE_BYTES``; else about a quarter of the
 #: keyed bytes per core, so that every core gets a few pieces (their sizes vary).
@@ -166,6 +166,19 @@ def scan_pieces(spark: Any, checkpoint: FlinkCheckpoint, pieces: Sequence[KeyedP
         parts.setdefault(pieces[row.piece].source.ident, []).append(
             counts_from_json(json.loads(row.counts)))
     return {ident: merge_counts(found) for ident, found in parts.items()}
+
+
+def is_flink_snapshot(checkpoint: Checkpoint) -> TypeGuard[FlinkCheckpoint]:
+    """Whether ``checkpoint`` is a Flink snapshot (whose keyed state Spark tasks decode)."""
+    return isinstance(checkpoint, FlinkCheckpoint)
+
+
+def decoded_here(checkpoint: Checkpoint) -> bool:
+    """Whether ``checkpoint`` is a Flink snapshot whose keyed state this process decoded.
+
+    (Opened by :func:`formats.open.open_checkpoint`, not by the Spark engine.)
+    """
+    return isinstance(checkpoint, FlinkCheckpoint) and checkpoint.keyed_decoded
 
 
 def open_flink_on_spark(spark: Callable[[], Any], checkpoint: FlinkCheckpoint, *,

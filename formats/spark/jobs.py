@@ -43,6 +43,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -109,7 +110,36 @@ def engine_errors(what: str) -> Iterator[None]:
     except StatectlError:
         raise
     except Exception as exc:  # py4j, pyspark.errors, a task's Python error: all the same here
+        _let_tasks_stop()
         raise EngineError(f"{what} failed on Spark: {_cause(exc)}") from exc
+
+
+#: After a failed job: how long its other tasks may take to stop, at most (seconds), and the
+#: grace after its stages ended: Spark kills a cancelled task's Python worker after
+#: ``spark.python.task.killTimeout`` (2 s by default).
+STRAGGLER_SECONDS = 30.0
+KILL_GRACE_SECONDS = 3.0
+
+
+def _let_tasks_stop() -> None:
+    """Wait until the failed job's other tasks have stopped (bounded).
+
+    A job fails at its first failed task; the others are cancelled but may still be writing
+    a file into the staging directory, which the caller removes next (:func:`formats.commit
+    .staged`): a task still running would leave a file behind.
+    """
+    try:
+        from pyspark.sql import SparkSession
+        session = SparkSession.getActiveSession()
+        if session is None:
+            return
+        tracker = session.sparkContext.statusTracker()
+        deadline = time.monotonic() + STRAGGLER_SECONDS
+        while tracker.getActiveStageIds() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    except Exception:  # noqa: BLE001 - Spark itself is gone: no task is running
+        return
+    time.sleep(KILL_GRACE_SECONDS)
 
 
 def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES,
@@ -301,6 +331,9 @@ def _through_files(spark: Any, pieces: int, partitions: int, schema: pa.Schema,
         return list(spark.range(partitions, numPartitions=partitions)
                     .mapInArrow(profiled(f"{name}-reduce", write), spark_schema(out_schema))
                     .collect())
+    except BaseException:
+        _let_tasks_stop()  # a task of the failed job may still be writing into the directory
+        raise
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
