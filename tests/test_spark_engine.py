@@ -41,11 +41,15 @@ from formats.model import Checkpoint
 from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.spark.jobs import (
+    BLOCK_BYTES,
     BLOCKS,
     PARTITION,
     arrow_blocks,
+    exchange_files,
+    exchange_mode,
     partition_tags,
     read_blocks,
+    read_exchange_files,
     spark_footers,
     spark_keyed_writer,
     spark_rehash_counter,
@@ -55,7 +59,7 @@ from formats.spark.session import spark_session
 from formats.statectl.writer import write_checkpoint
 from formats.verify import verify_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
-from statecore.errors import EngineError, StatectlError
+from statecore.errors import EngineError, InvalidArgumentError, StatectlError
 from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
 from statecore.keyed_backend import HeapKeyedStateBackend
 from statecore.keyed_state import list_state, map_state, value_state
@@ -116,8 +120,8 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _both(spark: Any, source: str, out: Path, p: int, m: int | None, *, compact: bool = False,
-          drop_expired: bool = False, block_bytes: int | None = None
-          ) -> tuple[Checkpoint, Checkpoint]:
+          drop_expired: bool = False, block_bytes: int | None = None,
+          exchange: str | None = None) -> tuple[Checkpoint, Checkpoint]:
     checkpoint = open_checkpoint(source)
     local_plan = plan_checkpoint(checkpoint, p, m)
     spark_plan = plan_checkpoint(checkpoint, p, m, spark_rehash_counter(spark))
@@ -125,8 +129,9 @@ def _both(spark: Any, source: str, out: Path, p: int, m: int | None, *, compact:
     kwargs = {"compact": compact, "drop_expired": drop_expired, "now": 1_060_000}
     rescale_checkpoint(checkpoint, str(out / "local"), local_plan, **kwargs)  # type: ignore
     result = rescale_checkpoint(checkpoint, str(out / "spark"), spark_plan,  # type: ignore
-                                keyed_writer=spark_keyed_writer(spark) if block_bytes is None
-                                else spark_keyed_writer(spark, block_bytes), **kwargs)
+                                keyed_writer=spark_keyed_writer(
+                                    spark, BLOCK_BYTES if block_bytes is None else block_bytes,
+                                    exchange), **kwargs)
     local, on_spark = open_checkpoint(str(out / "local")), open_checkpoint(str(out / "spark"))
     assert result.entries_written == sum(r.row_count for op in on_spark.metadata.operators
                                          for st in op.subtasks for h in st.keyed
@@ -134,13 +139,17 @@ def _both(spark: Any, source: str, out: Path, p: int, m: int | None, *, compact:
     return local, on_spark
 
 
-@pytest.mark.parametrize(("p", "m", "compact", "drop"), [
-    (2, None, True, False), (4, 256, False, False), (3, 64, True, False),
-    (1, None, True, True), (5, 1024, False, True)])
+@pytest.mark.parametrize(("p", "m", "compact", "drop", "exchange"), [
+    (2, None, True, False, "files"), (4, 256, False, False, "files"),
+    (4, 256, False, False, "shuffle"), (3, 64, True, False, "shuffle"),
+    (1, None, True, True, "files"), (5, 1024, False, True, "shuffle")])
 def test_rescale_on_spark_equals_local(spark: Any, generated: str, tmp_path: Path, p: int,
-                                       m: int | None, compact: bool, drop: bool) -> None:
+                                       m: int | None, compact: bool, drop: bool,
+                                       exchange: str) -> None:
+    # exchange: rows reach their partition's task in files (a local master's default) or
+    # through Spark's shuffle (a cluster's)
     local, on_spark = _both(spark, generated, tmp_path, p, m, compact=compact,
-                            drop_expired=drop)
+                            drop_expired=drop, exchange=exchange)
     assert diff_checkpoints(local, on_spark).equal
     if not drop:
         assert diff_checkpoints(open_checkpoint(generated), on_spark).equal
@@ -346,11 +355,12 @@ def _inputs(directory: Path) -> list[str]:
     return paths
 
 
-@pytest.mark.parametrize(("parallelism", "max_parallelism", "block_bytes"), [
-    (3, None, None), (1, 64, None), (4, 512, None), (2, 128, 300)])
+@pytest.mark.parametrize(("parallelism", "max_parallelism", "block_bytes", "exchange"), [
+    (3, None, None, "files"), (1, 64, None, "shuffle"), (4, 512, None, "files"),
+    (2, 128, 300, "shuffle"), (3, None, None, "shuffle")])
 def test_build_on_spark_equals_local(spark: Any, tmp_path: Path, parallelism: int,
-                                     max_parallelism: int | None, block_bytes: int | None
-                                     ) -> None:
+                                     max_parallelism: int | None, block_bytes: int | None,
+                                     exchange: str) -> None:
     # block_bytes: records cross the shuffle in blocks of a few records each, many per
     # subtask, and are put back into reading order there
     from formats.build import build_state
@@ -361,6 +371,7 @@ def test_build_on_spark_equals_local(spark: Any, tmp_path: Path, parallelism: in
     local = build_state(inputs, checkpoint_dir=str(tmp_path / "local"), **settings)  # type: ignore
     if block_bytes is not None:
         settings["block_bytes"] = block_bytes
+    settings["exchange"] = exchange
     on_spark = spark_build(spark, inputs, checkpoint_dir=str(tmp_path / "spark"),
                            **settings)  # type: ignore[arg-type]
     assert (on_spark.records, on_spark.final_checkpoint) == (local.records, 1)
@@ -445,7 +456,8 @@ def test_arrow_blocks_carry_each_row_to_its_partition_in_order(
 def test_rewrite_in_many_small_blocks_equals_local(spark: Any, generated: str,
                                                   tmp_path: Path) -> None:
     # blocks of a few rows: every partition receives many blocks from every read task
-    local, on_spark = _both(spark, generated, tmp_path, 3, 256, block_bytes=200)
+    local, on_spark = _both(spark, generated, tmp_path, 3, 256, block_bytes=200,
+                            exchange="shuffle")
     assert diff_checkpoints(local, on_spark).equal
     assert verify_checkpoint(str(tmp_path / "spark")).clean
 
@@ -541,3 +553,27 @@ def test_spark_reads_and_writes_s3(spark: Any, s3: Any, tmp_path: Path) -> None:
     histogram = run_json("inspect", built["location"], "--key-groups", "--engine", "spark")
     assert histogram["key_groups"] == run_json("inspect", built["location"],
                                                "--key-groups")["key_groups"]
+
+
+def test_exchange_mode_follows_the_master_and_can_be_chosen(spark: Any) -> None:
+    assert exchange_mode(spark) == "files"  # local[2]: every task on this machine
+    assert exchange_mode(spark, "shuffle") == "shuffle"
+    spark.conf.set("statectl.exchange", "shuffle")
+    try:
+        assert exchange_mode(spark) == "shuffle"
+        spark.conf.set("statectl.exchange", "carrier-pigeon")
+        with pytest.raises(InvalidArgumentError, match="statectl.exchange"):
+            exchange_mode(spark)
+    finally:
+        spark.conf.unset("statectl.exchange")
+
+
+def test_exchange_files_hand_each_row_to_its_partition_in_order(tmp_path: Path) -> None:
+    table = pa.table({"n": pa.array(range(1000), pa.int64())})
+    partitions = np.random.default_rng(3).integers(0, 5, 1000)
+    written = dict(exchange_files(table, partitions, str(tmp_path / "piece")))
+    assert sorted(written) == sorted(set(partitions.tolist()))
+    for partition, path in written.items():
+        rows = read_exchange_files([path], table.schema).column("n").to_pylist()
+        assert rows == [i for i in range(1000) if partitions[i] == partition]
+    assert read_exchange_files([], table.schema).num_rows == 0

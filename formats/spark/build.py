@@ -2,17 +2,18 @@
 
 The job is the local engine's, cut along its subtasks (:func:`statecore.job.open_subtask`):
 
-1. one task per input file reads it (the same reader as the local engine) and returns its
-   schema and row count; the driver checks that every input has the same columns;
-2. one task per input file reads it again and tags every record with its key group (Java
-   hashing vectorised over the key column), the subtask that owns it, and its position in the
-   local job's reading order (subtask owning the file, file, row: split ``j`` is read by
-   subtask ``j % parallelism``);
-3. Spark repartitions the records by subtask, one partition each (blocks of records, as Arrow
-   IPC streams, carry a value Spark hashes to their subtask's partition: the subtask number
-   itself could collide); each partition is sorted into that order (by Arrow, in the task),
-   and a task per partition runs its subtask exactly as the local job does (the same
-   backend, aggregations and state) and writes its snapshot with the format's writer;
+1. one task per input file returns its schema and row count (a Parquet file's footer; CSV
+   and JSON Lines files are read); the driver checks that every input has the same columns;
+2. one task per input file reads it (the same reader as the local engine) and tags every
+   record with its key group (Java hashing vectorised over the key column), the subtask that
+   owns it, and its position in the local job's reading order (subtask owning the file, file,
+   row: split ``j`` is read by subtask ``j % parallelism``);
+3. the records reach one task per subtask (:func:`formats.spark.jobs.exchange_rows`: Arrow
+   IPC files on this machine for a local master, Spark's shuffle in blocks for a cluster);
+   each sorts them into that order (by Arrow) and runs its subtask exactly as the local job
+   does (the same backend, aggregations and state; the backend takes the key groups computed
+   in step 2 instead of hashing every key again), turning records into Python dicts 64k at a
+   time, and writes its snapshot with the format's writer;
 4. the driver runs subtasks that received no record itself (empty keyed state, but their
    source positions and configuration), writes ``_metadata.json`` and publishes the
    checkpoint atomically in the state directory.
@@ -27,11 +28,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from formats.build import BuildSummary
 from formats.commit import staged
@@ -41,12 +43,9 @@ from formats.key_hash import key_groups
 from formats.spark import require_pyspark
 from formats.spark.jobs import (
     BLOCK_BYTES,
-    BLOCKS,
-    PARTITION,
-    arrow_blocks,
     engine_errors,
-    partition_tags,
-    read_blocks,
+    exchange_mode,
+    exchange_rows,
     spark_schema,
 )
 from formats.statectl.publish import publish
@@ -72,6 +71,29 @@ from statecore.ttl import TtlConfig
 __all__ = ["spark_build"]
 
 _ORDER = ["_subtask", "_owner", "_split", "_row"]
+#: Records turned into Python dicts at a time (a subtask's records are never all at once).
+_RECORDS_AT_ONCE = 1 << 16
+
+
+def _records(table: pa.Table, columns: list[str]) -> Iterator[tuple[dict[str, Any], int]]:
+    """``table``'s records (its ``columns``) with their key groups (``_key_group``)."""
+    for batch in table.to_batches(max_chunksize=_RECORDS_AT_ONCE):
+        yield from zip(batch.select(columns).to_pylist(),
+                       batch.column("_key_group").to_pylist(), strict=True)
+
+
+def _described(path: str) -> tuple[pa.Schema, int]:
+    """An input's columns and rows: a Parquet file's from its footer, any other file read."""
+    fs, located = resolve_filesystem(path)
+    if located.lower().endswith((".parquet", ".pq")):
+        try:
+            with fs.open_input_file(located) as stream:
+                parquet = pq.ParquetFile(stream)
+                return parquet.schema_arrow, parquet.metadata.num_rows
+        except (pa.ArrowException, OSError):
+            pass  # read_input says what is wrong with it
+    table = read_input(path)
+    return table.schema, table.num_rows
 
 
 def _inputs_described(spark: Any, inputs: Sequence[str]) -> list[tuple[pa.Schema, int]]:
@@ -80,10 +102,10 @@ def _inputs_described(spark: Any, inputs: Sequence[str]) -> list[tuple[pa.Schema
     def describe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             chosen = batch.column(0).to_pylist()
-            tables = [read_input(inputs[i]) for i in chosen]
+            found = [_described(inputs[i]) for i in chosen]
             yield pa.RecordBatch.from_pydict(
-                {"i": chosen, "schema": [t.schema.serialize().to_pybytes() for t in tables],
-                 "rows": [t.num_rows for t in tables]}, schema=schema)
+                {"i": chosen, "schema": [f.serialize().to_pybytes() for f, _ in found],
+                 "rows": [rows for _, rows in found]}, schema=schema)
 
     with engine_errors("reading the inputs"):
         rows = spark.range(len(inputs), numPartitions=len(inputs)).mapInArrow(
@@ -95,12 +117,14 @@ def _inputs_described(spark: Any, inputs: Sequence[str]) -> list[tuple[pa.Schema
 def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Sequence[str],
                 checkpoint_dir: str, key_type: str | None = None, parallelism: int = 1,
                 max_parallelism: int | None = None, uid: str = "build",
-                ttl: int | None = None, block_bytes: int = BLOCK_BYTES) -> BuildSummary:
+                ttl: int | None = None, block_bytes: int = BLOCK_BYTES,
+                exchange: str | None = None) -> BuildSummary:
     """Build keyed state from ``inputs`` on ``spark`` (see the module doc).
 
     As :func:`formats.build.build_state`, without checkpoints on the way or a resume.
-    ``block_bytes``: the size of the blocks records cross the shuffle in
-    (:func:`formats.spark.jobs.arrow_blocks`).
+    ``block_bytes``: the size of the blocks records cross Spark's shuffle in
+    (:func:`formats.spark.jobs.arrow_blocks`); ``exchange``: how records reach their
+    subtask's task (:func:`formats.spark.jobs.exchange_mode`).
     """
     require_pyspark()
     if not inputs:
@@ -131,11 +155,15 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                                                                         strict=True))
                   if j % p == i} for i in range(p)]
 
-    def subtask(index: int, records: list[dict[str, Any]]) -> SubtaskSnapshot:
+    # the tasks computed every record's key group (vectorised); the backend may take it as
+    # it is when it hashes the key as that column's type (a --key-type checks every key)
+    trusted = spec == column_types[key]
+
+    def subtask(index: int, records: Iterable[tuple[dict[str, Any], int]]) -> SubtaskSnapshot:
         context = open_subtask(index, p, m, serializer, function := AggregatingFunction(parsed),
                                configuration)
-        for record in records:
-            context.keyed.set_current_key(record[key])
+        for record, group in records:
+            context.keyed.set_current_key(record[key], group if trusted else None)
             function.process(record, context)
         return subtask_snapshot(context, positions[index])
 
@@ -151,34 +179,28 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
         fs, final = resolve_filesystem(location, None)
         columns = list(first.names)
         tagged = first
-        for column, kind in (("_subtask", pa.int32()), ("_owner", pa.int32()),
-                             ("_split", pa.int32()), ("_row", pa.int64())):
+        for column, kind in (("_key_group", pa.int32()), ("_subtask", pa.int32()),
+                             ("_owner", pa.int32()), ("_split", pa.int32()),
+                             ("_row", pa.int64())):
             tagged = tagged.append(pa.field(column, kind))
         result_schema = pa.schema([("subtask", pa.int32()), ("metadata", pa.string()),
                                    ("files", pa.string())])
 
-        # one partition per subtask: hash partitioning on the subtask number itself could put
-        # several subtasks in one partition (pmod(hash(0), 2) == pmod(hash(1), 2))
-        tag_of = np.asarray(partition_tags(spark, p), dtype=np.int64)
+        mode = exchange_mode(spark, exchange)
         with staged(fs, final, location, "writing checkpoint") as staging:
-            def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                for batch in batches:
-                    for j in batch.column(0).to_pylist():
-                        table = read_input(inputs[j])
-                        groups = key_groups(table.column(key), spec, m)
-                        n = table.num_rows
-                        table = table.append_column(
-                            "_subtask", pa.array((groups.astype(np.int64) * p // m).astype(
-                                np.int32))).append_column(
-                            "_owner", pa.array(np.full(n, j % p, dtype=np.int32))).append_column(
-                            "_split", pa.array(np.full(n, j, dtype=np.int32))).append_column(
-                            "_row", pa.array(np.arange(n, dtype=np.int64)))
-                        yield from arrow_blocks(table.cast(tagged),
-                                                groups.astype(np.int64) * p // m, tag_of,
-                                                block_bytes)
+            def prepare(j: int) -> tuple[pa.Table, np.ndarray[Any, Any]]:
+                table = read_input(inputs[j])
+                groups = key_groups(table.column(key), spec, m)
+                targets = groups.astype(np.int64) * p // m
+                n = table.num_rows
+                table = table.append_column("_key_group", pa.array(groups)).append_column(
+                    "_subtask", pa.array(targets.astype(np.int32))).append_column(
+                    "_owner", pa.array(np.full(n, j % p, dtype=np.int32))).append_column(
+                    "_split", pa.array(np.full(n, j, dtype=np.int32))).append_column(
+                    "_row", pa.array(np.arange(n, dtype=np.int64)))
+                return table.cast(tagged), targets
 
-            def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                table = read_blocks(batches, tagged)
+            def run(table: pa.Table, _partition: int) -> Iterator[pa.RecordBatch]:
                 if table.num_rows == 0:
                     return
                 table = table.sort_by([(column, "ascending") for column in _ORDER])
@@ -186,21 +208,18 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                 out: dict[str, list[Any]] = {"subtask": [], "metadata": [], "files": []}
                 for index in np.unique(owners):
                     lo, hi = np.searchsorted(owners, [index, index + 1])
-                    records = table.slice(lo, hi - lo).select(columns).to_pylist()
                     files: list[FileInfo] = []
-                    meta = write_subtask(fs, staging, 0, subtask(int(index), records),
-                                         dict(states), files)
+                    meta = write_subtask(fs, staging, 0, subtask(int(index), _records(
+                        table.slice(lo, hi - lo), columns)), dict(states), files)
                     out["subtask"].append(int(index))
                     out["metadata"].append(json.dumps(subtask_to_json(meta)))
                     out["files"].append(json.dumps([[f.path, f.size, f.checksum] for f in files]))
                 yield pa.RecordBatch.from_pydict(out, schema=result_schema)
 
+            # one partition per subtask (its records in reading order: sorted in its task)
             with engine_errors("building state"):
-                rows = (spark.range(len(inputs), numPartitions=len(inputs))
-                        .mapInArrow(read, spark_schema(BLOCKS))
-                        .repartition(p, PARTITION)
-                        .mapInArrow(run, spark_schema(result_schema))
-                        .collect())
+                rows = exchange_rows(spark, mode, len(inputs), p, tagged, prepare, run,
+                                     result_schema, block_bytes, "build")
             subtasks: dict[int, SubtaskMetadata] = {}
             files: list[FileInfo] = []
             for row in rows:

@@ -7,12 +7,9 @@ publishes) and replaces only the part that touches data:
   old keyed handle reads it with the checkpoint reader, drops expired entries and computes
   the new key group (vectorised Java hashing), target subtask and partition: equal ranges of
   new key groups, at least two per core, so every core writes and a partition's key groups
-  belong to a few consecutive subtasks (keys hash evenly over key groups). Rows cross the
-  shuffle in blocks (:func:`arrow_blocks`: Arrow IPC streams of many rows of one partition),
-  which Spark's hash partitioning delivers (each block carries a value Spark hashes to its
-  partition), with no sampling pass over the data as range partitioning would make and no
-  conversion of every row to the JVM's format and back; each partition sorts its rows by key
-  group (Arrow, in the task) and writes its subtasks' rows with the format's writer
+  belong to a few consecutive subtasks (keys hash evenly over key groups). Rows reach their
+  partition's task by :func:`exchange_rows`; each partition sorts its rows by key group
+  (Arrow, in the task) and writes its subtasks' rows with the format's writer
   (``op-N/keyed/S/<subtask>-p<partition>.parquet``) and returns only ``(file, size,
   checksum, key group, first row, rows)``. A subtask may get several files (one per
   partition holding its rows): handles of one state in several files are part of the
@@ -23,13 +20,29 @@ publishes) and replaces only the part that touches data:
 * :func:`spark_footers` (for :func:`formats.key_group_stats.key_group_histograms`): the
   keyed files' footers, read by tasks.
 
+How rows reach their partition's task (:func:`exchange_mode`, also used by
+:mod:`formats.spark.build`):
+
+* ``files``, on a local master (every task on this machine, the default there): map tasks
+  write a piece's rows of each partition as uncompressed Arrow IPC files in a temporary
+  directory, reduce tasks memory-map them (:func:`exchange_files`). The JVM only schedules.
+* ``shuffle``, on a cluster: Spark's shuffle, rows in blocks (:func:`arrow_blocks`: Arrow
+  IPC streams of many rows of one partition) that Spark's hash partitioning delivers (each
+  block carries a value Spark hashes to its partition), with no sampling pass over the data
+  as range partitioning would make and no conversion of every row to the JVM's format and
+  back. On one machine the JVM's copies, conversions and compression of every block cost
+  about as much CPU as the Python tasks' own work (``bench/bench_spark.py``).
+
 Errors in tasks or in Spark become an :class:`~statecore.errors.EngineError` naming the
 cause; the staging directory is then removed as for any failed write.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -54,12 +67,14 @@ from formats.rescale import (
     write_sorted,
 )
 from formats.spark import require_pyspark
+from formats.spark.profiling import profiled
 from statecore.checkpoint import FileInfo, KeyedStateHandle, KeyGroupRows
-from statecore.errors import EngineError, StatectlError
+from statecore.errors import EngineError, InvalidArgumentError, StatectlError
 
-__all__ = ["BLOCKS", "PARTITION", "arrow_blocks", "engine_errors", "partition_tags",
-           "read_blocks", "spark_footers", "spark_keyed_writer", "spark_rehash_counter",
-           "spark_schema", "spark_state_writer"]
+__all__ = ["BLOCKS", "EXCHANGES", "EXCHANGE_CONF", "PARTITION", "arrow_blocks",
+           "engine_errors", "exchange_files", "exchange_mode", "exchange_rows",
+           "partition_tags", "read_blocks", "read_exchange_files", "spark_footers",
+           "spark_keyed_writer", "spark_rehash_counter", "spark_schema", "spark_state_writer"]
 
 PARTITION = "_partition"
 #: Rows cross Spark's shuffle as Arrow IPC streams of many rows each ("blocks"), tagged with
@@ -127,12 +142,16 @@ def _let_tasks_stop() -> None:
     time.sleep(KILL_GRACE_SECONDS)
 
 
-def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES) -> KeyedWriter:
+def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES,
+                       exchange: str | None = None) -> KeyedWriter:
     """A :data:`formats.rescale.KeyedWriter` running on ``spark`` (see the module doc).
 
-    ``block_bytes``: the size of the blocks rows cross the shuffle in (:func:`arrow_blocks`).
+    ``block_bytes``: the size of the blocks rows cross Spark's shuffle in
+    (:func:`arrow_blocks`). ``exchange``: how rows reach their partition's task
+    (:func:`exchange_mode`; default: files on a local master, Spark's shuffle on a cluster).
     """
     require_pyspark()
+    mode = exchange_mode(spark, exchange)
 
     def write(job: KeyedJob) -> KeyedOutput:
         assert job.op.key_type is not None
@@ -144,55 +163,25 @@ def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES) -> KeyedWrite
         schema = keyed_schema(job.state, job.op.key_type)
         dropped = spark.sparkContext.accumulator(0)
         # ranges of key groups (so of subtasks: subtask = kg * p // M grows with kg), at least
-        # two per core: every core writes, and a partition spans at most a few subtasks
+        # two per core: every core writes, and a partition spans at most a few subtasks. A
+        # row's partition is decided in the read task, from its key group (keys hash evenly
+        # over key groups): partition = kg * partitions // M.
         partitions = max(p, 2 * spark.sparkContext.defaultParallelism)
-        # a row's partition is decided in the read task, from its key group (keys hash
-        # evenly over key groups): partition = kg * partitions // M, carried as a value that
-        # Spark's hash partitioning sends to that partition. Range partitioning would first
-        # run the whole read stage once more to sample the key groups.
-        tags = partition_tags(spark, partitions)
         partition_of = np.arange(m, dtype=np.int64) * partitions // m
 
-        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for batch in batches:
-                for index in batch.column(0).to_pylist():
-                    table, groups, gone = prepare_rows(
-                        job.checkpoint.keyed_table(job.op.uid, handles[index]), job)
-                    dropped.add(gone)
-                    yield from arrow_blocks(table.cast(schema), partition_of[groups], tags,
-                                            block_bytes)
+        def prepared(index: int) -> tuple[pa.Table, np.ndarray[Any, Any]]:
+            table, groups, gone = prepare_rows(
+                job.checkpoint.keyed_table(job.op.uid, handles[index]), job)
+            dropped.add(gone)
+            return table.cast(schema), partition_of[groups]
 
-        def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            from pyspark import TaskContext
-            context = TaskContext.get()
-            partition = 0 if context is None else context.partitionId()
-            table = read_blocks(batches, schema)
-            if table.num_rows == 0:
-                return
-            groups = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
-            order = np.argsort(groups, kind="stable")
-            table, groups = table.take(pa.array(order)), groups[order]
-            subtasks = groups.astype(np.int64) * p // m
-            stats: dict[str, list[Any]] = {f.name: [] for f in _STATS}
-            for subtask in np.unique(subtasks):
-                lo, hi = np.searchsorted(subtasks, [subtask, subtask + 1])
-                relative = job.file(int(subtask), f"-p{partition}")
-                info, rows = write_sorted(job, job.fs, relative,
-                                          table.slice(lo, hi - lo), groups[lo:hi])
-                for r in rows:
-                    for name, value in (("subtask", int(subtask)), ("path", info.path),
-                                        ("size", info.size), ("checksum", info.checksum),
-                                        ("key_group", r.key_group), ("first_row", r.first_row),
-                                        ("row_count", r.row_count)):
-                        stats[name].append(value)
-            yield pa.RecordBatch.from_pydict(stats, schema=_STATS)
+        def write_rows(table: pa.Table, partition: int) -> Iterator[pa.RecordBatch]:
+            if table.num_rows:
+                yield _write_partition(job, table, partition)
 
         with engine_errors(f"rewriting state {job.state.name!r}"):
-            rows = (spark.range(len(handles), numPartitions=len(handles))
-                    .mapInArrow(read, spark_schema(BLOCKS))
-                    .repartition(partitions, PARTITION)
-                    .mapInArrow(write_partition, spark_schema(_STATS))
-                    .collect())
+            rows = exchange_rows(spark, mode, len(handles), partitions, schema, prepared,
+                                 write_rows, _STATS, block_bytes, "rewrite")
         by_file: dict[tuple[int, str], list[KeyGroupRows]] = defaultdict(list)
         files: dict[str, FileInfo] = {}
         for row in rows:
@@ -212,6 +201,189 @@ def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES) -> KeyedWrite
                            entries, int(dropped.value))
 
     return write
+
+
+def _write_partition(job: KeyedJob, table: pa.Table, partition: int) -> pa.RecordBatch:
+    """Write one partition's rows (any order) sorted by key group, a file per subtask.
+
+    Rows of one key group keep their order in ``table``. Returns the ``_STATS`` rows.
+    """
+    p, m = job.plan.new_parallelism, job.plan.new_max_parallelism
+    groups = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
+    order = np.argsort(groups, kind="stable")
+    table, groups = table.take(pa.array(order)), groups[order]
+    subtasks = groups.astype(np.int64) * p // m
+    stats: dict[str, list[Any]] = {f.name: [] for f in _STATS}
+    for subtask in np.unique(subtasks):
+        lo, hi = np.searchsorted(subtasks, [subtask, subtask + 1])
+        relative = job.file(int(subtask), f"-p{partition}")
+        info, rows = write_sorted(job, job.fs, relative, table.slice(lo, hi - lo),
+                                  groups[lo:hi])
+        for r in rows:
+            for name, value in (("subtask", int(subtask)), ("path", info.path),
+                                ("size", info.size), ("checksum", info.checksum),
+                                ("key_group", r.key_group), ("first_row", r.first_row),
+                                ("row_count", r.row_count)):
+                stats[name].append(value)
+    return pa.RecordBatch.from_pydict(stats, schema=_STATS)
+
+
+#: A map task's rows: ``index`` (of a piece of input) -> (rows, partition of each row).
+Prepare = Callable[[int], tuple[pa.Table, np.ndarray[Any, Any]]]
+#: A reduce task: (a partition's rows, the partition) -> result batches.
+Reduce = Callable[[pa.Table, int], Iterator[pa.RecordBatch]]
+
+
+def exchange_rows(spark: Any, mode: str, pieces: int, partitions: int, schema: pa.Schema,
+                  prepare: Prepare, reduce: Reduce, out_schema: pa.Schema, block_bytes: int,
+                  name: str) -> list[Any]:
+    """Map pieces ``0..pieces-1`` to rows, hand them to ``partitions``, reduce; result rows.
+
+    ``prepare(i)`` runs in a task per piece and gives rows (of ``schema``) and each row's
+    partition; ``reduce(rows, j)`` runs in a task per partition and yields ``out_schema``
+    batches, which are collected. ``mode`` (:func:`exchange_mode`): ``files``
+    (:func:`_through_files`: a partition's rows in piece order, each piece's in its order)
+    or ``shuffle`` (:func:`_through_shuffle`: a piece's rows keep their order, pieces arrive
+    in any order). ``name`` names the tasks' profiles (:mod:`formats.spark.profiling`).
+    """
+    if mode == "files":
+        return _through_files(spark, pieces, partitions, schema, prepare, reduce, out_schema,
+                              name)
+    return _through_shuffle(spark, pieces, partitions, schema, prepare, reduce, out_schema,
+                            block_bytes, name)
+
+
+def _through_shuffle(spark: Any, pieces: int, partitions: int, schema: pa.Schema,
+                     prepare: Prepare, reduce: Reduce, out_schema: pa.Schema,
+                     block_bytes: int, name: str) -> list[Any]:
+    """Rows cross Spark's shuffle as Arrow IPC blocks (:func:`arrow_blocks`).
+
+    Each block is tagged with a value Spark's hash partitioning sends to its partition
+    (:func:`partition_tags`; range partitioning would first run the whole map stage once
+    more to sample), so the JVM moves a few large binary values instead of converting every
+    row to its own format and back. A partition's blocks arrive in no particular order.
+    """
+    tags = partition_tags(spark, partitions)
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                table, targets = prepare(index)
+                yield from arrow_blocks(table, targets, tags, block_bytes)
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+        context = TaskContext.get()
+        yield from reduce(read_blocks(batches, schema),
+                          0 if context is None else context.partitionId())
+
+    return list(spark.range(pieces, numPartitions=pieces)
+                .mapInArrow(profiled(f"{name}-map", read), spark_schema(BLOCKS))
+                .repartition(partitions, PARTITION)
+                .mapInArrow(profiled(f"{name}-reduce", write), spark_schema(out_schema))
+                .collect())
+
+
+_EXCHANGED = pa.schema([("piece", pa.int64()), ("partition", pa.int64()),
+                        ("path", pa.string())])
+
+
+def _through_files(spark: Any, pieces: int, partitions: int, schema: pa.Schema,
+                   prepare: Prepare, reduce: Reduce, out_schema: pa.Schema, name: str
+                   ) -> list[Any]:
+    """Rows handed over in files on this machine (local masters), not through the JVM.
+
+    Two Spark jobs: map tasks write each piece's rows of partition ``j`` as an Arrow IPC
+    file (uncompressed: it stays in the page cache), ``<directory>/<piece>-<j>.arrow``, and
+    return only its name; then a task per partition memory-maps its files and gets their
+    rows in piece order (deterministic, unlike a shuffle's arrival order). The directory is
+    removed at the end, whatever happens.
+    """
+    directory = tempfile.mkdtemp(prefix=f"statectl-{name}-")
+    try:
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    table, targets = prepare(index)
+                    found: dict[str, list[Any]] = {f.name: [] for f in _EXCHANGED}
+                    for target, path in exchange_files(table, targets,
+                                                       f"{directory}/{index}"):
+                        for column, value in (("piece", index), ("partition", target),
+                                              ("path", path)):
+                            found[column].append(value)
+                    yield pa.RecordBatch.from_pydict(found, schema=_EXCHANGED)
+
+        written = (spark.range(pieces, numPartitions=min(pieces, 4 * partitions))
+                   .mapInArrow(profiled(f"{name}-map", read), spark_schema(_EXCHANGED))
+                   .collect())
+        inbox: list[list[tuple[int, str]]] = [[] for _ in range(partitions)]
+        for row in written:
+            inbox[row.partition].append((row.piece, row.path))
+
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for partition in batch.column(0).to_pylist():
+                    paths = [path for _, path in sorted(inbox[partition])]
+                    yield from reduce(read_exchange_files(paths, schema), partition)
+                    for path in paths:
+                        os.remove(path)  # the page cache it holds is free again
+
+        return list(spark.range(partitions, numPartitions=partitions)
+                    .mapInArrow(profiled(f"{name}-reduce", write), spark_schema(out_schema))
+                    .collect())
+    except BaseException:
+        _let_tasks_stop()  # a task of the failed job may still be writing into the directory
+        raise
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def exchange_files(table: pa.Table, partitions: np.ndarray[Any, Any], prefix: str
+                   ) -> Iterator[tuple[int, str]]:
+    """Write ``table``'s rows of each partition as an Arrow IPC file ``<prefix>-<j>.arrow``.
+
+    Row ``i`` goes to partition ``partitions[i]``; rows keep their order. Yields ``(j, path)``
+    for each partition that got rows.
+    """
+    if table.num_rows == 0:
+        return
+    order = np.argsort(partitions, kind="stable")
+    ordered, targets = table.take(pa.array(order)), partitions[order]
+    for target in np.unique(targets):
+        lo, hi = np.searchsorted(targets, [target, target + 1])
+        path = f"{prefix}-{int(target)}.arrow"
+        with pa.ipc.new_file(path, table.schema) as writer:
+            writer.write_table(ordered.slice(int(lo), int(hi - lo)), max_chunksize=1 << 20)
+        yield int(target), path
+
+
+def read_exchange_files(paths: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """The rows of the files ``paths`` (:func:`exchange_files`), one after another."""
+    tables = [pa.ipc.open_file(pa.memory_map(path)).read_all() for path in paths]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+#: How rows reach their partition's task: "files" (Arrow IPC files on this machine) or
+#: "shuffle" (Spark's shuffle). ``--spark-conf statectl.exchange=...`` chooses.
+EXCHANGES = ("files", "shuffle")
+EXCHANGE_CONF = "statectl.exchange"
+
+
+def exchange_mode(spark: Any, exchange: str | None = None) -> str:
+    """``exchange``, else the session's ``statectl.exchange``, else by master.
+
+    A local master (``local``, ``local[N]``, ``local-cluster[...]``) runs every task on this
+    machine: rows are handed over in files (Spark's shuffle would copy, convert and compress
+    every block through the JVM: most of the JVM's work in a rewrite). Any other master
+    shuffles (its executors' disks need not be shared).
+    """
+    chosen = exchange or spark.conf.get(EXCHANGE_CONF, None)
+    if chosen is None:
+        chosen = "files" if spark.sparkContext.master.startswith("local") else "shuffle"
+    if chosen not in EXCHANGES:
+        raise InvalidArgumentError(f"{EXCHANGE_CONF}={chosen!r}: one of "
+                                   f"{', '.join(EXCHANGES)}")
+    return str(chosen)
 
 
 def arrow_blocks(table: pa.Table, partitions: np.ndarray[Any, Any],
@@ -357,7 +529,7 @@ def spark_rehash_counter(spark: Any) -> RehashCounter:
 
         with engine_errors("hashing keys"):
             rows = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(
-                run, spark_schema(schema)).collect()
+                profiled("rehash-count", run), spark_schema(schema)).collect()
         by_task = {row.task: np.asarray(row.counts, dtype=np.int64) for row in rows}
         return [by_task[i] for i in range(len(tasks))]
 

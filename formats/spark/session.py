@@ -4,8 +4,9 @@
 * Otherwise a new one: master ``--spark-master``, else ``$STATECTL_SPARK_MASTER``, else
   ``local[*]`` (an embedded Spark using every core, no cluster needed); ``--spark-conf
   key=value`` settings on top; Python workers run the driver's interpreter (so they have
-  statectl and pyarrow); the web UI and console progress are off for an embedded Spark, and
-  Spark logs only errors (``--spark-conf statectl.log.level=INFO`` for more).
+  statectl and pyarrow); for an embedded Spark the web UI and console progress are off and
+  its JVM compiles with its quick compiler only (:data:`JIT_OPTIONS`), and Spark logs only
+  errors (``--spark-conf statectl.log.level=INFO`` for more).
 
 Either way the driver's object-store settings reach the Python workers: the ``AWS_*``
 variables (credentials, region, profile, ...) are put in the environment Spark gives the
@@ -43,6 +44,9 @@ def forward_storage_environment(session: Any) -> None:
             environment[name] = value
 
 DEFAULT_MASTER = "local[*]"
+#: The embedded JVM's JIT: the quick compiler only (``--spark-conf
+#: spark.driver.extraJavaOptions=...`` replaces it).
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
 MASTER_VARIABLE = "STATECTL_SPARK_MASTER"
 
 
@@ -75,7 +79,11 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
                 "spark.pyspark.python": os.environ["PYSPARK_PYTHON"]}
     if chosen.startswith("local"):
         settings |= {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8",
-                     "spark.ui.showConsoleProgress": "false"}  # statectl draws its own
+                     "spark.ui.showConsoleProgress": "false",  # statectl draws its own
+                     # the JVM only schedules here (Python tasks do the work, rows are handed
+                     # over in files: formats.spark.jobs.exchange_mode), and it lives for one
+                     # command: its C2 compiler threads cost more CPU than they ever win back
+                     "spark.driver.extraJavaOptions": JIT_OPTIONS}
     for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
