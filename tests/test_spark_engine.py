@@ -577,3 +577,23 @@ def test_exchange_files_hand_each_row_to_its_partition_in_order(tmp_path: Path) 
         rows = read_exchange_files([path], table.schema).column("n").to_pylist()
         assert rows == [i for i in range(1000) if partitions[i] == partition]
     assert read_exchange_files([], table.schema).num_rows == 0
+
+
+def test_task_profiles_are_written_on_demand_and_add_up_by_step(
+        spark: Any, generated: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from formats.spark.profiling import PROFILE_VARIABLE, STEPS, summarise
+    monkeypatch.setenv(PROFILE_VARIABLE, str(tmp_path / "profiles"))
+    for name in ("out", "again"):
+        (tmp_path / name).mkdir()
+    local, on_spark = _both(spark, generated, tmp_path / "out", 3, 256, exchange="files")
+    assert diff_checkpoints(local, on_spark).equal  # profiling changes nothing
+    profiles = sorted((tmp_path / "profiles").glob("*.prof"))
+    # the plan's counting tasks and both sides of the rewrite's exchange
+    assert {"rewrite-map", "rewrite-reduce"} <= {p.name.rsplit("-", 3)[0] for p in profiles}
+    steps = summarise(profiles)
+    assert set(steps) == {name for name, _ in STEPS} | {"other", "total"}
+    assert steps["total"] > 0
+    assert sum(v for k, v in steps.items() if k != "total") == pytest.approx(steps["total"])
+    monkeypatch.delenv(PROFILE_VARIABLE)
+    _both(spark, generated, tmp_path / "again", 3, 256, exchange="files")
+    assert len(list((tmp_path / "profiles").glob("*.prof"))) == len(profiles)  # off: none
