@@ -21,7 +21,7 @@ corrupt chunk fails to inflate or decodes to inconsistent data, which is reporte
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +46,7 @@ from statecore.errors import CheckpointError, CorruptCheckpointError, Unsupporte
 from statecore.serializers import VOID_NAMESPACE
 
 __all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "StateInfo", "cached_header",
-           "decode_keyed_stream", "in_state", "pair_decoder", "read_keyed_header",
+           "decode_keyed_stream", "group_ends", "in_state", "pair_decoder", "read_keyed_header",
            "read_state_info", "undecodable_key", "unframe_snappy"]
 
 KEYED_PROXY_VERSION = 6
@@ -272,8 +272,11 @@ def decode_keyed_stream(data: bytes, handle: FlinkKeyedHandle, where: str,
     return header, decoded
 
 
-def _group_ends(offsets: list[int], size: int) -> list[int]:
-    """Where each key group's bytes end: the next larger offset after it, or ``size``."""
+def group_ends(offsets: Sequence[int], size: int) -> list[int]:
+    """Where each key group's bytes end: the next larger offset after it, or ``size``.
+
+    Also what :mod:`formats.flink.pieces` plans pieces of a stream by.
+    """
     ends = [size] * len(offsets)
     following = size
     for i in range(len(offsets) - 1, -1, -1):
@@ -295,7 +298,7 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
                                state.serializers.get("NAMESPACE_SERIALIZER"))
     read_key = header.key.read  # type: ignore[union-attr]
     offsets = list(handle.offsets)
-    ends = _group_ends(offsets, len(data))
+    ends = group_ends(offsets, len(data))
     whole = DataReader(data, where)
     n_states = len(states)
     # per state id: how its entries are read (decided once, not per block)
@@ -440,7 +443,7 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
     pair_decoders = [pair_decoder(s, key_codec, where, decoded.entries[s.name]) for s in states]
     state_sizes = [decoded.state_key_group_bytes[s.name] for s in states]
     offsets = list(handle.offsets)
-    ends = _group_ends(offsets, len(data))
+    ends = group_ends(offsets, len(data))
     # keys and values are read in place: views over the stream, no copies
     k = DataReader(data, where)
     v = DataReader(data, where)

@@ -36,6 +36,7 @@ from formats.flink.keyed import (
     StateInfo,
     cached_header,
     decode_keyed_stream,
+    group_ends,
     iter_timers,
     undecodable_key,
 )
@@ -121,17 +122,6 @@ class KeyedPiece:
         return self.source.size if self.whole else self.end - self.start
 
 
-def _group_ends(offsets: Sequence[int], size: int) -> list[int]:
-    """Where each key group's bytes end (``formats.flink.keyed``'s rule, for planning)."""
-    ends = [size] * len(offsets)
-    following = size
-    for i in range(len(offsets) - 1, -1, -1):
-        ends[i] = following
-        if 0 < offsets[i] < following:
-            following = offsets[i]
-    return ends
-
-
 def plan_pieces(sources: Iterable[KeyedSource], piece_bytes: int) -> list[KeyedPiece]:
     """Cut every handle into pieces of about ``piece_bytes`` bytes, in the sources' order.
 
@@ -162,7 +152,7 @@ def _stream_pieces(source: KeyedSource, handle: FlinkKeyedHandle, piece_bytes: i
             or (positive and (positive[0] < source.header_size or positive[-1] >= size))
             or (handle.kind != "canonical" and len(positive) != len(offsets))):
         return whole  # small, or laid out otherwise than Flink writes: decoded whole
-    ends = _group_ends(offsets, size)
+    ends = group_ends(offsets, size)
     pieces: list[KeyedPiece] = []
     first = 0  # index of the piece's first key group
     start = end = 0
