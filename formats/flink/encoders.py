@@ -37,6 +37,7 @@ from typing import Any
 
 from formats.flink.javaout import string_value_bytes
 from formats.flink.serializers import (
+    PRIMITIVE_ARRAYS,
     ROW_KINDS,
     RowDataTuple,
     SerializerSnapshot,
@@ -296,20 +297,6 @@ _BASIC: dict[str, Encoder] = {
     "GlobalWindow": _global_window,
 }
 
-#: Flink's primitive-array serializers (and ``String[]``) -> the element's serializer; each
-#: writes ``int length`` then the elements with the element type's write (``writeInt``...,
-#: ``StringValue.writeString``).
-_PRIMITIVE_ARRAYS = {
-    "BooleanPrimitiveArraySerializer": "BooleanSerializer",
-    "CharPrimitiveArraySerializer": "CharSerializer",
-    "ShortPrimitiveArraySerializer": "ShortSerializer",
-    "IntPrimitiveArraySerializer": "IntSerializer",
-    "LongPrimitiveArraySerializer": "LongSerializer",
-    "FloatPrimitiveArraySerializer": "FloatSerializer",
-    "DoublePrimitiveArraySerializer": "DoubleSerializer",
-    "StringArraySerializer": "StringSerializer",
-}
-
 
 def encoder_for(snapshot: SerializerSnapshot) -> Encoder | None:
     """The encoder of a serializer snapshot, or ``None`` when statectl cannot write its values.
@@ -327,8 +314,8 @@ def _encoder(snapshot: SerializerSnapshot) -> Encoder | None:
     outer = short.split("$")[0]
     if outer in _BASIC:
         return _BASIC[outer]
-    if outer in _PRIMITIVE_ARRAYS:
-        return _list(_BASIC[_PRIMITIVE_ARRAYS[outer]])
+    if outer in PRIMITIVE_ARRAYS:
+        return _list(_BASIC[PRIMITIVE_ARRAYS[outer]])
     if short.startswith("RowDataSerializer$"):
         return _row_data
     if short == "EnumSerializer$EnumSerializerSnapshot":

@@ -65,9 +65,9 @@ from statecore.hashing import (
 from statecore.serializers import VOID_NAMESPACE, parse_type
 from statecore.ttl import TtlValue
 
-__all__ = ["ROW_KINDS", "Codec", "RowDataTuple", "RowWithKind", "SerializerSnapshot", "codec_for",
-           "opaque_spec", "read_snapshot", "read_versioned_snapshot", "row_legacy_mode",
-           "why_undecodable"]
+__all__ = ["PRIMITIVE_ARRAYS", "ROW_KINDS", "Codec", "RowDataTuple", "RowWithKind",
+           "SerializerSnapshot", "codec_for", "opaque_spec", "read_snapshot",
+           "read_versioned_snapshot", "row_legacy_mode", "why_undecodable"]
 
 COMPOSITE_MAGIC = 911108
 NESTED_MAGIC = 1333245
@@ -395,8 +395,8 @@ def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
         return _BASIC[outer]
     if outer in TEMPORAL:  # java.time, java.sql, java.util.Date, big numbers, GlobalWindow
         return TEMPORAL[outer]
-    if outer in _PRIMITIVE_ARRAYS:  # an int32 length, then the elements
-        element = _BASIC[_PRIMITIVE_ARRAYS[outer]]
+    if outer in PRIMITIVE_ARRAYS:  # an int32 length, then the elements
+        element = _BASIC[PRIMITIVE_ARRAYS[outer]]
         return _list_codec(element, f"{element.name}[]")
     if short.startswith("RowDataSerializer$"):  # fields read from the binary row's layout
         return _row_data_codec(snapshot.java_objects)
@@ -468,8 +468,10 @@ def _spec_checked(codec: Codec) -> Codec | None:
     return codec
 
 
-#: Flink's primitive-array serializers (and ``String[]``) -> the element's serializer.
-_PRIMITIVE_ARRAYS = {
+#: Flink's primitive-array serializers (and ``String[]``) -> the element's serializer; each
+#: writes ``int length`` then the elements with the element type's write (read here, written
+#: by :mod:`formats.flink.encoders`).
+PRIMITIVE_ARRAYS = {
     "BooleanPrimitiveArraySerializer": "BooleanSerializer",
     "CharPrimitiveArraySerializer": "CharSerializer",
     "ShortPrimitiveArraySerializer": "ShortSerializer",
