@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 
 from formats.fold import AggregationFolder, foldable
@@ -107,7 +108,7 @@ def build_state(
     ttl_config = None if ttl is None else TtlConfig(ttl)
     parsed = [parse_aggregation(spec, source.column_types, ttl_config) for spec in aggregations]
     storage = DirectoryCheckpointStorage(checkpoint_dir)
-    with storage.writing():  # one build per state directory: a second one is refused
+    with storage.writing(), closing(source):  # one build per state directory
         return _run(source, storage, parsed, key=key, aggregations=aggregations,
                     key_type=key_type, parallelism=parallelism, max_parallelism=max_parallelism,
                     uid=uid, ttl=ttl, checkpoint_every=checkpoint_every, keep=keep,

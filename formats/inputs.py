@@ -5,15 +5,24 @@ split and a position is a row number, so a resumed build reads every file from t
 checkpoint recorded. Column types come from the files' Arrow schema and map to statectl type
 specs (int8..int64, float32/float64, bool, string, bytes); every file must have the same ones.
 
-Each file is parsed once: CSV and JSON Lines files have to be read whole to learn their schema,
-so the tables read then are kept for the run (up to :data:`TABLE_CACHE_BYTES` together; beyond
-that a file is read again when its records are read). Parquet files give their schema and row
-count from their footer.
+Inputs are streamed, never held whole: memory stays bounded by a run of records (what
+:meth:`FileSource.rows` is asked for) and the reader's blocks, whatever the size of the files.
+
+* Parquet files give their schema and row count from their footer; a read starts at the row
+  group holding its first row.
+* CSV and JSON Lines files are read once when the source is opened, as a stream, to learn
+  their schema and count their rows, then streamed again as records are read, with the
+  column types fixed to that schema. The types are those pyarrow's whole-file readers
+  (``read_csv``, ``read_json``) infer: a streaming reader infers them from the first block
+  only, so when a later block does not convert to them (a column of integers that turns to
+  decimals or text further down), the file is read whole once to infer them over every row
+  (memory for that file's table, while the source is opened).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -24,10 +33,17 @@ import pyarrow.parquet as pq
 from formats.filesystems import redact, resolve_filesystem, storage_errors
 from statecore.errors import InvalidArgumentError, StatectlError
 
-__all__ = ["TABLE_CACHE_BYTES", "FileSource", "InputError", "column_spec", "read_input"]
+__all__ = ["MEMORY_POOL", "READ_ROWS", "FileSource", "InputError", "column_spec", "read_input"]
 
-#: Bytes of input tables a :class:`FileSource` keeps in memory between reads.
-TABLE_CACHE_BYTES = 1 << 30
+#: Where input batches (and the folding of runs, :mod:`formats.fold`) allocate: the system
+#: allocator. pyarrow's default pool (mimalloc) keeps the segments a stream of batches frees
+#: for reuse, about 40 MB more for a build at its peak (measured: 1M records, peak RSS 250
+#: against 220 B/entry); a build's Arrow buffers are few and large, so nothing is slower.
+MEMORY_POOL = pa.system_memory_pool()
+#: Rows turned into Python records at a time by :meth:`FileSource.read`.
+READ_ROWS = 4096
+#: Rows per batch read from a Parquet file.
+_PARQUET_BATCH_ROWS = 1 << 16
 
 _SPECS = {pa.int8(): "int8", pa.int16(): "int16", pa.int32(): "int32", pa.int64(): "int64",
           pa.float32(): "float32", pa.float64(): "float64", pa.bool_(): "bool",
@@ -51,97 +67,217 @@ def column_spec(arrow_type: pa.DataType, column: str) -> str:
     return spec
 
 
-def read_input(path: str) -> pa.Table:
-    """An input file (a local path or a URI) as an Arrow table, by its extension.
-
-    Parquet, CSV or JSON Lines; the extension is the path's, before any URI query.
-    """
-    fs, located = resolve_filesystem(path)
-    lower = located.lower()
-    try:
-        with storage_errors("reading input", path):
-            if lower.endswith((".parquet", ".pq")):
-                return pq.read_table(located, filesystem=fs)
-            if lower.endswith(".csv"):
-                with fs.open_input_stream(located) as stream:
-                    return pacsv.read_csv(stream)
-            if lower.endswith((".jsonl", ".ndjson", ".json")):
-                with fs.open_input_stream(located) as stream:
-                    return pajson.read_json(stream)
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"cannot read {redact(path)}: {exc}") from exc
+def _kind(path: str) -> str:
+    """``"parquet"``, ``"csv"`` or ``"json"`` by the extension (before any URI query)."""
+    lower = path.lower().split("?", 1)[0]
+    if lower.endswith((".parquet", ".pq")):
+        return "parquet"
+    if lower.endswith(".csv"):
+        return "csv"
+    if lower.endswith((".jsonl", ".ndjson", ".json")):
+        return "json"
     raise InputError(f"{redact(path)}: unknown input format (use .parquet, .csv or .jsonl)")
 
 
-def _is_parquet(path: str) -> bool:
-    return path.lower().endswith((".parquet", ".pq"))
+def read_input(path: str) -> pa.Table:
+    """An input file (a local path or a URI) as one Arrow table, by its extension.
+
+    Parquet, CSV or JSON Lines. The whole file is read (the Spark engine's tasks read theirs
+    this way); :class:`FileSource` streams instead.
+    """
+    kind = _kind(path)
+    fs, located = resolve_filesystem(path)
+    try:
+        with storage_errors("reading input", path):
+            if kind == "parquet":
+                return pq.read_table(located, filesystem=fs)
+            with fs.open_input_stream(located) as stream:
+                if kind == "csv":
+                    return pacsv.read_csv(stream)
+                return pajson.read_json(stream)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"cannot read {redact(path)}: {exc}") from exc
+
+
+class _Reader:
+    """An open stream of record batches and its schema; closes the file when done."""
+
+    def __init__(self, schema: pa.Schema, batches: Iterator[pa.RecordBatch], owner: Any,
+                 path: str) -> None:
+        self.schema = schema
+        self._batches, self._owner, self._path = batches, owner, path
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            while True:
+                with _input_errors(self._path):
+                    batch = next(self._batches, None)
+                if batch is None:
+                    return
+                yield batch
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._owner.close()
+
+
+@contextmanager
+def _input_errors(path: str) -> Iterator[None]:
+    """Storage errors as :class:`StorageError`; Arrow's (a malformed file): :class:`InputError`."""
+    try:
+        with storage_errors("reading input", path):
+            yield
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"cannot read {redact(path)}: {exc}") from exc
+
+
+def _open(path: str, schema: pa.Schema | None, first_row: int = 0) -> tuple[int, _Reader]:
+    """``(row of the first batch, reader)`` of ``path`` with the column types of ``schema``.
+
+    ``schema`` None: types inferred from the first block. A Parquet file starts at the row
+    group that holds ``first_row``; other files at their first row.
+    """
+    kind = _kind(path)
+    fs, located = resolve_filesystem(path)
+    with _input_errors(path):
+        if kind == "parquet":
+            parquet = pq.ParquetFile(located, filesystem=fs)
+            try:
+                start, groups = 0, list[int]()
+                for index in range(parquet.metadata.num_row_groups):
+                    rows = parquet.metadata.row_group(index).num_rows
+                    if not groups and start + rows <= first_row:
+                        start += rows
+                    else:
+                        groups.append(index)
+                batches = parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, row_groups=groups,
+                                               use_threads=False)
+                return start, _Reader(parquet.schema_arrow, batches, parquet, path)
+            except BaseException:
+                parquet.close()
+                raise
+        stream = fs.open_input_stream(located)
+        try:
+            if kind == "csv":
+                reader = pacsv.open_csv(
+                    stream, memory_pool=MEMORY_POOL,
+                    convert_options=(None if schema is None
+                                     else pacsv.ConvertOptions(column_types=schema)))
+            else:
+                reader = pajson.open_json(
+                    stream, memory_pool=MEMORY_POOL, parse_options=(
+                    None if schema is None else pajson.ParseOptions(explicit_schema=schema)))
+            return 0, _Reader(reader.schema, iter(reader), stream, path)
+        except BaseException:
+            stream.close()
+            raise
+
+
+def _learn(path: str) -> tuple[pa.Schema, int]:
+    """The schema and row count of ``path`` (see the module doc for CSV and JSON Lines)."""
+    if _kind(path) == "parquet":
+        fs, located = resolve_filesystem(path)
+        with _input_errors(path), pq.ParquetFile(located, filesystem=fs) as parquet:
+            return parquet.schema_arrow, parquet.metadata.num_rows
+    _, reader = _open(path, None)
+    try:
+        rows = sum(batch.num_rows for batch in reader)
+        MEMORY_POOL.release_unused()  # the reader's blocks: freed, but kept unless told
+        return reader.schema, rows
+    except InputError:  # a later block's values do not convert to the first block's types
+        reader.close()
+        table = read_input(path)  # infers over every row; raises if the file is malformed
+        schema, rows = table.schema, table.num_rows
+        del table
+        pa.default_memory_pool().release_unused()  # read_table's pool
+        return schema, rows
+
+
+class _Cursor:
+    """Rows of one file by position, streamed; holds the batches of the last rows taken.
+
+    ``take`` is called with positions that mostly follow each other (the runs of a build;
+    records one by one from the start of a run that could not be folded); a position before
+    what is held opens the file again, one after it skips forward.
+    """
+
+    def __init__(self, path: str, schema: pa.Schema) -> None:
+        self.path, self.schema = path, schema
+        self._batches: list[pa.RecordBatch] = []
+        self._start = self._end = 0  # rows [start, end) are in self._batches
+        self._reader: _Reader | None = None
+        self._batches_left: Iterator[pa.RecordBatch] = iter(())
+
+    def take(self, position: int, count: int) -> pa.Table:
+        """Rows ``position .. position + count - 1`` (fewer at the end of the file)."""
+        if self._reader is None or position < self._start:
+            self.close()
+            self._start, self._reader = _open(self.path, self.schema, position)
+            self._end, self._batches_left = self._start, iter(self._reader)
+        while self._batches and self._start + self._batches[0].num_rows <= position:
+            self._start += self._batches.pop(0).num_rows
+        while self._end < position + count:
+            batch = next(self._batches_left, None)
+            if batch is None:
+                break
+            if not self._batches and self._end + batch.num_rows <= position:  # skip forward
+                self._start = self._end = self._end + batch.num_rows
+                continue
+            self._batches.append(batch)
+            self._end += batch.num_rows
+        table = pa.Table.from_batches(self._batches, schema=self.schema)
+        return table.slice(max(0, position - self._start), count)
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        self._reader, self._batches, self._batches_left = None, [], iter(())
+        self._start = self._end = 0
 
 
 class FileSource:
-    """Records of ``paths`` as dicts, file by file; positions are row numbers."""
+    """Records of ``paths`` as dicts, file by file; positions are row numbers (streamed)."""
 
     def __init__(self, paths: Sequence[str]) -> None:
         if not paths:
             raise InvalidArgumentError("give at least one input file")
         self._paths = list(paths)
-        self._tables: dict[str, pa.Table] = {}
         self._rows: dict[str, int] = {}
-        schemas = {path: self._schema(path) for path in self._paths}
+        schemas: dict[str, pa.Schema] = {}
+        for path in self._paths:
+            schemas[path], self._rows[path] = _learn(path)
         first = schemas[self._paths[0]]
         for path, schema in schemas.items():
             if not schema.equals(first):
                 raise InputError(f"{path} has columns {schema.names} of other types than "
                                  f"{self._paths[0]}: every input needs the same columns")
         self.column_types = {f.name: column_spec(f.type, f.name) for f in first}
-
-    def _schema(self, path: str) -> pa.Schema:
-        if _is_parquet(path):
-            try:
-                with pq.ParquetFile(path) as parquet:
-                    self._rows[path] = parquet.metadata.num_rows
-                    return parquet.schema_arrow
-            except (pa.ArrowException, OSError) as exc:
-                raise InputError(f"cannot read {path}: {exc}") from exc
-        table = self.table(path)
-        return table.schema
-
-    def table(self, split: str) -> pa.Table:
-        """The whole file ``split`` as an Arrow table (kept while the cache has room)."""
-        table = self._tables.get(split)
-        if table is None:
-            table = read_input(split)
-            # the readers' buffers (a CSV's text, its parsed blocks) are freed, but Arrow's
-            # allocator keeps them for reuse unless told: 2-3x the table, held for the build
-            pa.default_memory_pool().release_unused()
-            self._rows[split] = table.num_rows
-            if sum(t.nbytes for t in self._tables.values()) + table.nbytes <= TABLE_CACHE_BYTES:
-                self._tables[split] = table
-        return table
+        self._cursors = {path: _Cursor(path, schemas[path]) for path in self._paths}
 
     def splits(self) -> Sequence[str]:
         return self._paths
 
     def count(self) -> int:
-        return sum(self._rows[path] if path in self._rows else self.table(path).num_rows
-                   for path in self._paths)
+        return sum(self._rows.values())
 
-    def checked_table(self, split: str, position: int) -> pa.Table:
-        """``split``'s table, after checking that it has at least ``position`` rows."""
-        table = self.table(split)
-        if position > table.num_rows:
-            raise InputError(f"{split} has {table.num_rows} rows; the checkpoint says "
+    def rows(self, split: str, position: int, count: int) -> pa.Table:
+        """Rows ``position .. position + count - 1`` of ``split`` (fewer at its end)."""
+        if position > self._rows[split]:
+            raise InputError(f"{split} has {self._rows[split]} rows; the checkpoint says "
                              f"{position} were read: was the input changed?")
-        return table
+        return self._cursors[split].take(position, count)
 
     def read(self, split: str, position: int) -> Iterator[tuple[int, Any]]:
-        table = self.checked_table(split, position)
-        for offset, batch in _batches(table.slice(position)):
-            for i, record in enumerate(batch.to_pylist()):
-                yield position + offset + i + 1, record
+        while True:
+            table = self.rows(split, position, READ_ROWS)
+            if not table.num_rows:
+                return
+            for record in table.to_pylist():
+                position += 1
+                yield position, record
 
-
-def _batches(table: pa.Table) -> Iterator[tuple[int, pa.RecordBatch]]:
-    offset = 0
-    for batch in table.to_batches(max_chunksize=4096):
-        yield offset, batch
-        offset += batch.num_rows
+    def close(self) -> None:
+        """Close the files still open (reading again opens them again)."""
+        for cursor in self._cursors.values():
+            cursor.close()

@@ -20,9 +20,37 @@ from statecore.errors import InvalidArgumentError, UnknownKeyHashError
 from statecore.key_groups import compute_key_group_for_key_hash
 from statecore.serializers import parse_type
 
-__all__ = ["java_hash_codes", "key_groups", "murmur_hashes"]
+__all__ = ["java_hash_codes", "key_groups", "murmur_hashes", "numpy_integers", "numpy_validity"]
 
 _U32 = np.uint32
+_INTEGERS = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32,
+             pa.int64(): np.int64, pa.uint8(): np.uint8, pa.uint16(): np.uint16,
+             pa.uint32(): np.uint32, pa.uint64(): np.uint64}
+
+
+def numpy_integers(array: pa.Array) -> np.ndarray[Any, Any]:
+    """An integer array without nulls as a NumPy view of its data buffer (no copy).
+
+    Not ``Array.to_numpy``: pyarrow imports pandas for it when pandas is installed, 35 MB of
+    resident memory for a build that never needs it.
+    """
+    if array.null_count:
+        raise ValueError("an array with nulls has no plain NumPy view")
+    dtype = np.dtype(_INTEGERS[array.type])
+    buffer = array.buffers()[1]
+    if buffer is None or not len(array):
+        return np.zeros(0, dtype)
+    return np.frombuffer(buffer, dtype=dtype, count=len(array),
+                         offset=array.offset * dtype.itemsize)
+
+
+def numpy_validity(array: pa.Array) -> np.ndarray[Any, Any]:
+    """Which values of ``array`` are not null, as NumPy bools (see :func:`numpy_integers`)."""
+    bitmap = array.buffers()[0]
+    if bitmap is None:
+        return np.ones(len(array), dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+    return bits[array.offset:array.offset + len(array)].astype(bool)
 
 
 def _rotl(h: np.ndarray[Any, Any], shift: int) -> np.ndarray[Any, Any]:
@@ -60,9 +88,9 @@ def murmur_hashes(codes: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 _STRING_CHUNK = 1 << 18
 
 
-def _string_hashes(array: pa.Array) -> np.ndarray[Any, Any]:
+def _string_hashes(array: pa.Array, pool: pa.MemoryPool | None) -> np.ndarray[Any, Any]:
     """``String.hashCode`` of ASCII strings: ``sum(c[i] * 31**(n-1-i))`` mod 2**32."""
-    array = array.cast(pa.large_string())
+    array = array.cast(pa.large_string(), memory_pool=pool)
     n = len(array)
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int64, count=n + 1,
                             offset=array.offset * 8)
@@ -95,8 +123,12 @@ def _string_hashes(array: pa.Array) -> np.ndarray[Any, Any]:
     return sums.view(np.int32).astype(np.int64)
 
 
-def java_hash_codes(array: pa.Array, key_type: str) -> np.ndarray[Any, Any]:
-    """Java ``hashCode`` of every value of ``array`` as ``key_type`` (int64 holding int32)."""
+def java_hash_codes(array: pa.Array, key_type: str,
+                    pool: pa.MemoryPool | None = None) -> np.ndarray[Any, Any]:
+    """Java ``hashCode`` of every value of ``array`` as ``key_type`` (int64 holding int32).
+
+    ``pool``: where Arrow allocates (its default pool when None).
+    """
     if array.null_count:
         raise InvalidArgumentError("keys cannot be null")
     serializer = parse_type(key_type)
@@ -105,17 +137,17 @@ def java_hash_codes(array: pa.Array, key_type: str) -> np.ndarray[Any, Any]:
                                   f"can compute: {serializer.unhashable}")
     spec = serializer.spec
     if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+        array = array.combine_chunks(pool)
     if spec in ("int8", "int16", "int32"):
-        return np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.int64)
+        return numpy_integers(array).astype(np.int64)
     if spec == "int64":
-        v = np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.int64).view(np.uint64)
+        v = numpy_integers(array).astype(np.int64, copy=False).view(np.uint64)
         return (v ^ (v >> np.uint64(32))).astype(np.uint32).view(np.int32).astype(np.int64)
     if spec == "bool":
         return np.where(np.asarray(array.to_numpy(zero_copy_only=False)), 1231, 1237)
     if spec == "string":
-        ascii_only = pc.string_is_ascii(array)
-        codes = _string_hashes(array)
+        ascii_only = pc.string_is_ascii(array, memory_pool=pool)
+        codes = _string_hashes(array, pool)
         if not pc.all(ascii_only).as_py():
             serializer = parse_type(spec)
             others = np.flatnonzero(~np.asarray(ascii_only.to_numpy(zero_copy_only=False)))
@@ -134,7 +166,9 @@ def _python_keys(array: pa.Array, spec: str) -> list[Any]:
     return [read(v) for v in pylist(array)]
 
 
-def key_groups(array: pa.Array, key_type: str, max_parallelism: int) -> np.ndarray[Any, Any]:
+def key_groups(array: pa.Array, key_type: str, max_parallelism: int,
+               pool: pa.MemoryPool | None = None) -> np.ndarray[Any, Any]:
     """``assignToKeyGroup`` of every key: ``murmurHash(hashCode) % maxParallelism`` (int32)."""
     compute_key_group_for_key_hash(0, max_parallelism)  # Flink's bounds check and message
-    return (murmur_hashes(java_hash_codes(array, key_type)) % max_parallelism).astype(np.int32)
+    codes = java_hash_codes(array, key_type, pool)
+    return (murmur_hashes(codes) % max_parallelism).astype(np.int32)

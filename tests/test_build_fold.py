@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -27,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from formats.build import build_state
-from formats.fold import foldable
+from formats.fold import MIN_RUN_RECORDS, foldable
 from formats.open import open_checkpoint
 from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.aggregations import parse_aggregation
@@ -97,6 +98,8 @@ def inputs(draw: st.DrawFn) -> dict[str, Any]:
         "max_parallelism": draw(st.sampled_from([None, max(parallelism, 4), 7])),
         "checkpoint_every": draw(st.one_of(st.none(), st.integers(5, 40))),
         "fold_records": draw(st.integers(1, 50)),
+        # the folder's own run length (it adapts between runs): short, so that it matters
+        "min_run": draw(st.integers(1, 8)),
     }
 
 
@@ -115,11 +118,13 @@ def build(paths: list[str], directory: Path, case: dict[str, Any], fold: bool,
           resume: int | None = None) -> Any:
     """The build's summary, or the type of the error it failed with."""
     try:
-        return build_state(paths, key="k", aggregations=case["aggregations"],
-                           checkpoint_dir=str(directory), parallelism=case["parallelism"],
-                           max_parallelism=case["max_parallelism"],
-                           checkpoint_every=case["checkpoint_every"], keep=1000,
-                           resume=resume, fold=fold, fold_records=case["fold_records"])
+        with mock.patch("formats.fold.MIN_RUN_RECORDS", case.get("min_run", MIN_RUN_RECORDS)):
+            return build_state(paths, key="k", aggregations=case["aggregations"],
+                               checkpoint_dir=str(directory),
+                               parallelism=case["parallelism"],
+                               max_parallelism=case["max_parallelism"],
+                               checkpoint_every=case["checkpoint_every"], keep=1000,
+                               resume=resume, fold=fold, fold_records=case["fold_records"])
     except StatectlError as exc:
         return type(exc)
 
