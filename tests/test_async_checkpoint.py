@@ -68,6 +68,10 @@ def test_processing_continues_and_the_checkpoint_holds_the_trigger_point(
     pending = write_checkpoint_async(str(tmp_path / "chk-1"), 1, operator(backend.snapshot()),
                                      writer=writer)
     if writer == "process":  # the child has its copy: the parent's snapshots are released
+        # (by the thread that waits for the child, right after the fork)
+        deadline = time.monotonic() + 10
+        while pinned_versions(backend) and time.monotonic() < deadline:
+            time.sleep(0.001)
         assert pinned_versions(backend) == set()
     value = backend.get_value_state(value_state("count", "int64"))
     items = backend.get_list_state(list_state("items", "int64"))
