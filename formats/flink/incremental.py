@@ -40,7 +40,8 @@ from formats.flink.keyed import (
     undecodable_key,
 )
 from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle
-from formats.flink.rocksdb import SstFile, live_range, open_sst
+from formats.flink.rocksdb import SstFile, open_sst
+from formats.flink.rocksdb.merge import live_batches
 from formats.flink.rocksdb.manifest import read_manifest
 from statecore.errors import CheckpointError, CorruptCheckpointError
 
@@ -142,10 +143,11 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
         sizes = decoded.state_key_group_bytes[state.name]
         decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out)
         # only the handle's key groups: a key outside them is ignored, as Flink's restore does
-        items = live_range(tables, start, end if end is not None else b"\xff" * (prefix + 1))
+        batches = live_batches(tables, start,
+                               end if end is not None else b"\xff" * (prefix + 1))
         try:
             run_group, run_bytes = -1, 0  # keys come in key-group order: sizes summed per run
-            for key, value in items:
+            for key, value in (pair for batch in batches for pair in zip(*batch)):
                 n = len(key)
                 if n < prefix:
                     raise CorruptCheckpointError(f"{where}: state {state.name!r}: a key of "

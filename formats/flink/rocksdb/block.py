@@ -124,7 +124,9 @@ def decode_data_block(block: bytes, where: str, global_seqno: int = 0) -> DataBl
     pos = 0
     try:
         # The hot loop: one pass, a fast path for the one-byte varints of small entries. Reading
-        # data[pos + 2] cannot fail: pos < limit <= len(block) - 4.
+        # data[pos + 2] cannot fail: pos < limit <= len(block) - 4. An entry running past the
+        # entries' end ends the loop (pos > limit), checked once after it: the slices it took
+        # are only ever returned when none did.
         while pos < limit:
             shared = block[pos]
             non_shared = block[pos + 1]
@@ -142,18 +144,23 @@ def decode_data_block(block: bytes, where: str, global_seqno: int = 0) -> DataBl
             else:
                 key = block[pos:end]
             pos = end + value_length
-            if pos > limit:
-                raise corrupt(where, f"entry ending at byte {pos} runs past the entries' end "
-                                     f"({limit})")
             size = len(key) - 8
             add_trailer(unpack(key, size)[0])  # struct.error when size < 0
             add_key(key[:size])
             add_value(block[end:pos])
     except struct.error:
+        if pos > limit:
+            raise _runs_past(where, pos, limit) from None
         raise corrupt(where, f"internal key of {len(key)} bytes is shorter than 8") from None
+    if pos > limit:
+        raise _runs_past(where, pos, limit)
     if global_seqno:
         trailers = [(global_seqno << 8) | (t & 0xFF) for t in trailers]
     return user_keys, trailers, values
+
+
+def _runs_past(where: str, pos: int, limit: int) -> Exception:
+    return corrupt(where, f"entry ending at byte {pos} runs past the entries' end ({limit})")
 
 
 def decode_meta_block(block: bytes, where: str) -> list[tuple[bytes, bytes, int]]:

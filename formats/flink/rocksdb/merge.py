@@ -18,28 +18,43 @@ For each user key, in bytewise order, its versions across all files are taken ne
 * ``kTypeMerge`` adds an operand; operands with nothing below them are joined alone.
 
 Input order is checked: a file whose entries go backwards raises
-:class:`~statecore.errors.CorruptCheckpointError` naming it. Merge operands of a table written
+:class:`~statecore.errors.CorruptCheckpointError` naming it.
+
+The view is computed a chunk at a time (:func:`live_batches`): each table is decoded a few
+blocks ahead (:class:`_Cursor`), and the entries of every table below the smallest last key
+decoded by a table not yet finished form the next chunk -- every version of a key is in the same
+chunk, and memory is bounded by a few blocks per table. A chunk whose entries are all
+``kTypeValue``, one per key and table, with no range tombstone in the tables, is resolved in bulk:
+one table's entries as they are; several tables' (their sequence numbers in disjoint ranges, so
+the newer table wins for every key it has) through a dict filled oldest table first, its keys
+sorted. Any other chunk goes through the general, per-entry resolution above. Merge operands of a table written
 with another merge operator raise :class:`~statecore.errors.UnsupportedFormatError`.
 """
 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
+from operator import le, lt
 
 from formats.flink.rocksdb.coding import corrupt
 from formats.flink.rocksdb.dbformat import ValueType
 from formats.flink.rocksdb.sst import RangeTombstone, SstFile
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 
-__all__ = ["TombstoneMap", "live_items", "live_range"]
+__all__ = ["TombstoneMap", "live_batches", "live_items", "live_range"]
 
 #: Merge operators whose operands are joined with a delimiter, as Flink's list state uses them.
 STRING_APPEND_OPERATORS = frozenset({"StringAppendTESTOperator", "StringAppendOperator"})
 
 _MERGE = int(ValueType.MERGE)
 _VALUE = int(ValueType.VALUE)
+_VALUES_ONLY = frozenset({_VALUE})
+
+#: Entries of each table decoded ahead of the merge (a few blocks): the chunk size's scale.
+AHEAD = 1024
 
 
 class TombstoneMap:
@@ -106,26 +121,162 @@ def _check_tables(tables: Sequence[SstFile]) -> bool:
     return all(t.properties.merge_operator_name in STRING_APPEND_OPERATORS for t in tables)
 
 
-def _stream(table: SstFile, start: bytes | None,
-            end: bytes | None) -> Iterator[tuple[bytes, int, bytes]]:
-    """``(user_key, -trailer, value)`` of a table: tuples in live-view order (newest first)."""
-    for keys, trailers, values in table.data_blocks(start, end):
-        yield from zip(keys, [-t for t in trailers], values, strict=True)
+def live_batches(tables: Sequence[SstFile], start: bytes | None = None,
+                 end: bytes | None = None, *, delimiter: bytes = b",",
+                 ahead: int = AHEAD) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    """The live view of :func:`live_range` (:func:`live_items` when unbounded) in batches.
+
+    Each batch is ``(user keys, values)``, two lists of the same length, none empty; keys
+    increase across batches. A consumer of millions of entries iterates each batch in a tight
+    loop instead of resuming a generator per entry. ``ahead`` (``>= 1``): entries of each table
+    decoded before a chunk is cut (tests make chunks small with it).
+    """
+    merges_allowed = _check_tables(tables)
+    tombstones = TombstoneMap(t for table in tables for t in table.range_tombstones())
+    covering = tombstones.covering if tombstones else None
+    names = ", ".join(t.name for t in tables)
+    cursors = [_Cursor(table, start, end) for table in tables]
+    for runs in _chunks(cursors, max(1, ahead)):
+        keys, values = (_resolve_bulk(runs) if covering is None else None) or _resolve(
+            runs, covering, merges_allowed, names, delimiter)
+        if keys:
+            yield keys, values
 
 
 def _live(tables: Sequence[SstFile], start: bytes | None, end: bytes | None,
           delimiter: bytes) -> Iterator[tuple[bytes, bytes]]:
-    merges_allowed = _check_tables(tables)
-    tombstones = TombstoneMap(t for table in tables for t in table.range_tombstones())
-    covering = tombstones.covering if tombstones else None
-    streams = [_stream(table, start, end) for table in tables]
-    merged: Iterable[tuple[bytes, int, bytes]]
-    if len(streams) == 1:
-        merged = streams[0]
-    else:
-        merged = heapq.merge(*streams)
-    names = ", ".join(t.name for t in tables)
+    for keys, values in live_batches(tables, start, end, delimiter=delimiter):
+        yield from zip(keys, values)
 
+
+#: The entries of one table in one chunk: user keys, packed trailers, values, and whether they
+#: are all ``kTypeValue`` with strictly increasing keys.
+Run = tuple[list[bytes], list[int], list[bytes], bool]
+
+
+class _Cursor:
+    """The entries of one table not merged yet: whole decoded blocks, cut to ``[start, end)``.
+
+    User keys are checked to never decrease. Buffered entries ``[dirty_lo, dirty_hi)`` may be
+    other than ``kTypeValue`` or share their key with a neighbour; all others are neither.
+    """
+
+    __slots__ = ("_blocks", "name", "start", "end", "keys", "trailers", "values", "done",
+                 "dirty_lo", "dirty_hi")
+
+    def __init__(self, table: SstFile, start: bytes | None, end: bytes | None) -> None:
+        self._blocks = table.typed_data_blocks(start, end)
+        self.name, self.start, self.end = table.name, start, end
+        self.keys: list[bytes] = []
+        self.trailers: list[int] = []
+        self.values: list[bytes] = []
+        self.done = False  # no block left in the range: ``keys`` are the table's last
+        self.dirty_lo = self.dirty_hi = 0
+
+    def fill(self, wanted: int) -> None:
+        """Decode blocks until ``wanted`` entries are buffered or the table's range ends."""
+        while not self.done and len(self.keys) < wanted:
+            item = next(self._blocks, None)
+            if item is None:
+                self.done = True
+                return
+            (keys, trailers, values), types = item
+            if not keys:
+                continue
+            strict = all(map(lt, keys, islice(keys, 1, None)))
+            if not strict and not all(map(le, keys, islice(keys, 1, None))):
+                raise corrupt(self.name, "entries out of key order")
+            lo, hi = 0, len(keys)
+            if self.start is not None and keys[0] < self.start:
+                lo = bisect_left(keys, self.start)
+            if self.end is not None and keys[-1] >= self.end:
+                hi = bisect_left(keys, self.end)
+                self.done = True
+                self._blocks.close()
+            if lo or hi < len(keys):
+                keys, trailers, values = keys[lo:hi], trailers[lo:hi], values[lo:hi]
+                if not keys:
+                    continue
+            at = len(self.keys)
+            joins = at and self.keys[-1] == keys[0]  # a key's versions over two blocks
+            if not strict or types != _VALUES_ONLY or joins:
+                if self.dirty_hi == 0:
+                    self.dirty_lo = at - 1 if joins else at
+                self.dirty_hi = at + len(keys)
+            self.keys += keys
+            self.trailers += trailers
+            self.values += values
+
+    def take(self, cut: int) -> Run:
+        """Remove and return the first ``cut`` buffered entries (``0 < cut``)."""
+        clean = self.dirty_hi == 0 or self.dirty_lo >= cut
+        keys, trailers, values = self.keys, self.trailers, self.values
+        if cut == len(keys):
+            self.keys, self.trailers, self.values = [], [], []
+        else:
+            self.keys, self.trailers, self.values = keys[cut:], trailers[cut:], values[cut:]
+            keys, trailers, values = keys[:cut], trailers[:cut], values[:cut]
+        if self.dirty_hi:
+            self.dirty_lo = max(0, self.dirty_lo - cut)
+            self.dirty_hi = max(0, self.dirty_hi - cut)
+        return keys, trailers, values, clean
+
+
+def _chunks(cursors: list[_Cursor], ahead: int) -> Iterator[list[Run]]:
+    """The runs of each chunk of the merged tables, in key order (see the module doc)."""
+    while True:
+        for cursor in cursors:
+            if not cursor.done and len(cursor.keys) < ahead:
+                cursor.fill(ahead)
+        bounds = [c.keys[-1] for c in cursors if not c.done]
+        if not bounds:  # every table's last entries are buffered
+            runs = [c.take(len(c.keys)) for c in cursors if c.keys]
+            if runs:
+                yield runs
+            return
+        bound = min(bounds)
+        cuts = [bisect_left(c.keys, bound) for c in cursors]
+        if not any(cuts):  # only versions of ``bound`` buffered: read on past them
+            for cursor in cursors:
+                if not cursor.done and cursor.keys[-1] == bound:
+                    cursor.fill(len(cursor.keys) + 1)
+            continue
+        yield [c.take(cut) for c, cut in zip(cursors, cuts, strict=True) if cut]
+
+
+def _resolve_bulk(runs: list[Run]) -> tuple[list[bytes], list[bytes]] | None:
+    """A chunk of only ``kTypeValue``, one per key and table, resolved in bulk; else ``None``."""
+    if len(runs) == 1:
+        keys, _, values, clean = runs[0]
+        return (keys, values) if clean else None
+    if not all(run[3] for run in runs):
+        return None
+    # oldest table first; the tables' sequence ranges must not overlap, so that a later table's
+    # version of a key is always the newer one
+    ranged = sorted(((min(run[1]), max(run[1]), run) for run in runs), key=_first)
+    for (_, newest, _), (oldest, _, _) in zip(ranged, ranged[1:]):
+        if newest >= oldest:
+            return None
+    live: dict[bytes, bytes] = {}
+    for _, _, (keys, _, values, _) in ranged:
+        live.update(zip(keys, values))
+    keys = sorted(live)
+    return keys, list(map(live.__getitem__, keys))
+
+
+def _first(item: tuple[int, int, Run]) -> int:
+    return item[0]
+
+
+def _resolve(runs: list[Run], covering: Callable[[bytes], int] | None, merges_allowed: bool,
+             names: str, delimiter: bytes) -> tuple[list[bytes], list[bytes]]:
+    """The general resolution of one chunk, version by version (the rules of the module doc)."""
+    streams = [zip(keys, [-t for t in trailers], values) for keys, trailers, values, _ in runs]
+    merged: Iterable[tuple[bytes, int, bytes]]
+    merged = streams[0] if len(streams) == 1 else heapq.merge(*streams)
+    out_keys: list[bytes] = []
+    out_values: list[bytes] = []
+    add_key, add_value = out_keys.append, out_values.append
     current: bytes | None = None
     done = True  # the current key's newest visible version has been resolved
     operands: list[bytes] = []
@@ -134,16 +285,10 @@ def _live(tables: Sequence[SstFile], start: bytes | None, end: bytes | None,
         if key != current:
             if operands:
                 operands.reverse()
-                yield current, delimiter.join(operands)  # type: ignore[misc]
+                add_key(current)  # type: ignore[arg-type]
+                add_value(delimiter.join(operands))
                 operands = []
-            if current is not None and key < current:
-                raise corrupt(names, "entries out of key order")
             current = key
-            if start is not None and key < start or end is not None and key >= end:
-                done = True
-                if end is not None and key >= end:
-                    return
-                continue
             done = False
             if covering is not None:
                 floor = covering(key)
@@ -156,13 +301,14 @@ def _live(tables: Sequence[SstFile], start: bytes | None, end: bytes | None,
             value_type = trailer & 0xFF
             if value_type == _VALUE:
                 done = True
+                add_key(key)
                 if operands:
                     operands.append(value)
                     operands.reverse()
-                    yield key, delimiter.join(operands)
+                    add_value(delimiter.join(operands))
                     operands = []
                 else:
-                    yield key, value
+                    add_value(value)
                 continue
             if value_type == _MERGE:
                 if not merges_allowed:
@@ -174,8 +320,11 @@ def _live(tables: Sequence[SstFile], start: bytes | None, end: bytes | None,
             done = True  # a deletion or single deletion
         if operands:
             operands.reverse()
-            yield key, delimiter.join(operands)
+            add_key(key)
+            add_value(delimiter.join(operands))
             operands = []
     if operands:
         operands.reverse()
-        yield current, delimiter.join(operands)  # type: ignore[misc]
+        add_key(current)  # type: ignore[arg-type]
+        add_value(delimiter.join(operands))
+    return out_keys, out_values
