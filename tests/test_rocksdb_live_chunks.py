@@ -23,7 +23,7 @@ from formats.flink.rocksdb.dbformat import ValueType
 from formats.flink.rocksdb.merge import live_batches, live_items, live_range
 from formats.flink.rocksdb.properties import TableProperties
 from formats.flink.rocksdb.sst import RangeTombstone
-from statecore.errors import CorruptCheckpointError
+from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
 
 KEYS = [b"", b"a", b"a\x00", b"ab", b"abc", b"b", b"b\xff", b"ba", b"c", b"cc", b"d"]
 VALUE, MERGE, DELETE, SINGLE = (int(ValueType.VALUE), int(ValueType.MERGE),
@@ -50,6 +50,9 @@ class FakeTable:
             trailers = [t for _, t, _ in block]
             yield ([k for k, _, _ in block], trailers, [v for _, _, v in block]), frozenset(
                 t & 0xFF for t in trailers)
+
+    def __repr__(self) -> str:
+        return f"FakeTable({self.name!r}, {self.blocks!r}, {self.tombstones!r})"
 
     def range_tombstones(self) -> list[RangeTombstone]:
         return list(self.tombstones)
@@ -89,10 +92,13 @@ def model(tables: list[FakeTable], start: bytes | None, end: bytes | None
 @st.composite
 def databases(draw: st.DrawFn) -> list[FakeTable]:
     n_tables = draw(st.integers(1, 4))
-    values_only = draw(st.booleans())  # the bulk paths, when also one per key and table
+    # values, or values and merge operands: the bulk paths, when also one per key and table
+    kinds_st = draw(st.sampled_from([st.just(VALUE), st.sampled_from([VALUE, MERGE]),
+                                     st.sampled_from([VALUE, VALUE, MERGE, MERGE, DELETE,
+                                                      SINGLE])]))
     unique = draw(st.booleans())
     layered = draw(st.booleans())  # each table's sequences above the previous one's
-    plain = values_only and unique
+    plain = unique and draw(st.booleans())  # no range tombstone either
     sequences = list(range(1, 400))
     random.Random(draw(st.integers(0, 2**16))).shuffle(sequences)
     tables = []
@@ -102,8 +108,7 @@ def databases(draw: st.DrawFn) -> list[FakeTable]:
             keys = sorted(set(keys))
         elif keys:  # several versions of a few keys
             keys += draw(st.lists(st.sampled_from(keys[:2]), max_size=6))
-        kinds = [VALUE if values_only else draw(st.sampled_from([VALUE, VALUE, MERGE, MERGE,
-                                                                 DELETE, SINGLE])) for _ in keys]
+        kinds = [draw(kinds_st) for _ in keys]
         if layered:
             seqs = [100 * t + 1 + i for i in range(len(keys))]
             if t == 0 and unique and draw(st.booleans()):
@@ -135,13 +140,14 @@ def test_chunked_live_view_equals_the_model(tables, ahead, start, end):
                            end if end is not None else b"\xff\xff")) == got
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(tables=databases(), ahead=st.integers(1, 9))
-def test_plain_layered_tables_never_take_the_general_path(tables, ahead, monkeypatch_general):
-    plain = all(t & 0xFF == VALUE for table in tables for b in table.blocks for _, t, _ in b)
-    layered = all(a.blocks == [] or b.blocks == [] or max(t for blk in a.blocks for _, t, _ in blk)
-                  < min(t for blk in b.blocks for _, t, _ in blk)
-                  for a, b in zip(tables, tables[1:]))
+def test_values_and_operands_of_layered_tables_never_take_the_general_path(tables, ahead, monkeypatch_general):
+    plain = all(t & 0xFF in (VALUE, MERGE) for table in tables for b in table.blocks
+                for _, t, _ in b)
+    ranges = sorted((min(seqs), max(seqs)) for seqs in (
+        [t for block in table.blocks for _, t, _ in block] for table in tables) if seqs)
+    layered = all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
     unique = all(len({k for blk in table.blocks for k, _, _ in blk})
                  == sum(len(blk) for blk in table.blocks) for table in tables)
     if not (plain and layered and unique and not any(t.tombstones for t in tables)):
@@ -214,3 +220,13 @@ def test_range_of_a_chunked_view():
     assert list(live_range(tables, b"050", b"250")) == expected
     assert [p for k, v in live_batches(tables, b"050", b"250", ahead=10)
             for p in zip(k, v)] == expected
+
+
+@pytest.mark.parametrize("n_tables", [1, 2])
+def test_operands_of_another_merge_operator_are_refused(n_tables):
+    tables = [FakeTable("old", [(b"a", 0 << 8 | VALUE, b"base")], [], []),
+              FakeTable("new", [(b"a", 5 << 8 | MERGE, b"op")], [], [])][-n_tables:]
+    for table in tables:
+        table.properties.merge_operator_name = "UInt64AddOperator"
+    with pytest.raises(UnsupportedFormatError, match="merge operator"):
+        list(live_batches(tables))

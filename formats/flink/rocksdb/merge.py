@@ -23,11 +23,12 @@ Input order is checked: a file whose entries go backwards raises
 The view is computed a chunk at a time (:func:`live_batches`): each table is decoded a few
 blocks ahead (:class:`_Cursor`), and the entries of every table below the smallest last key
 decoded by a table not yet finished form the next chunk -- every version of a key is in the same
-chunk, and memory is bounded by a few blocks per table. A chunk whose entries are all
-``kTypeValue``, one per key and table, with no range tombstone in the tables, is resolved in bulk:
-one table's entries as they are; several tables' (their sequence numbers in disjoint ranges, so
-the newer table wins for every key it has) through a dict filled oldest table first, its keys
-sorted. Any other chunk goes through the general, per-entry resolution above. Merge operands of a table written
+chunk, and memory is bounded by a few blocks per table. A chunk whose entries are values and
+merge operands, one per key and table, with no range tombstone in the tables, is resolved in
+bulk: one table's entries as they are (an operand with nothing below it is the value); several
+tables' (their sequence numbers in disjoint ranges, so a newer table's version of a key is the
+newer one) through a dict filled oldest table first, an operand appended to what is below it.
+Any other chunk goes through the general, per-entry resolution above. Merge operands of a table written
 with another merge operator raise :class:`~statecore.errors.UnsupportedFormatError`.
 """
 
@@ -51,7 +52,11 @@ STRING_APPEND_OPERATORS = frozenset({"StringAppendTESTOperator", "StringAppendOp
 
 _MERGE = int(ValueType.MERGE)
 _VALUE = int(ValueType.VALUE)
-_VALUES_ONLY = frozenset({_VALUE})
+_PLAIN_TYPES = frozenset({_VALUE, _MERGE})
+
+#: What a run of a chunk holds (:data:`Run`): anything (the general resolution), only values,
+#: values and merge operands; the last two one entry per key.
+GENERAL, VALUES, OPERANDS = 0, 1, 2
 
 #: Entries of each table decoded ahead of the merge (a few blocks): the chunk size's scale.
 AHEAD = 1024
@@ -137,8 +142,8 @@ def live_batches(tables: Sequence[SstFile], start: bytes | None = None,
     names = ", ".join(t.name for t in tables)
     cursors = [_Cursor(table, start, end) for table in tables]
     for runs in _chunks(cursors, max(1, ahead)):
-        keys, values = (_resolve_bulk(runs) if covering is None else None) or _resolve(
-            runs, covering, merges_allowed, names, delimiter)
+        keys, values = (_resolve_bulk(runs, merges_allowed, delimiter) if covering is None
+                        else None) or _resolve(runs, covering, merges_allowed, names, delimiter)
         if keys:
             yield keys, values
 
@@ -149,20 +154,21 @@ def _live(tables: Sequence[SstFile], start: bytes | None, end: bytes | None,
         yield from zip(keys, values)
 
 
-#: The entries of one table in one chunk: user keys, packed trailers, values, and whether they
-#: are all ``kTypeValue`` with strictly increasing keys.
-Run = tuple[list[bytes], list[int], list[bytes], bool]
+#: The entries of one table in one chunk: user keys, packed trailers, values, and what they
+#: hold (``GENERAL``, ``VALUES``, ``OPERANDS``).
+Run = tuple[list[bytes], list[int], list[bytes], int]
 
 
 class _Cursor:
     """The entries of one table not merged yet: whole decoded blocks, cut to ``[start, end)``.
 
     User keys are checked to never decrease. Buffered entries ``[dirty_lo, dirty_hi)`` may be
-    other than ``kTypeValue`` or share their key with a neighbour; all others are neither.
+    other than values and merge operands or share their key with a neighbour; entries
+    ``[merges_lo, merges_hi)`` may be merge operands; all others are values, one per key.
     """
 
     __slots__ = ("_blocks", "name", "start", "end", "keys", "trailers", "values", "done",
-                 "dirty_lo", "dirty_hi")
+                 "dirty_lo", "dirty_hi", "merges_lo", "merges_hi")
 
     def __init__(self, table: SstFile, start: bytes | None, end: bytes | None) -> None:
         self._blocks = table.typed_data_blocks(start, end)
@@ -172,6 +178,7 @@ class _Cursor:
         self.values: list[bytes] = []
         self.done = False  # no block left in the range: ``keys`` are the table's last
         self.dirty_lo = self.dirty_hi = 0
+        self.merges_lo = self.merges_hi = 0
 
     def fill(self, wanted: int) -> None:
         """Decode blocks until ``wanted`` entries are buffered or the table's range ends."""
@@ -199,17 +206,22 @@ class _Cursor:
                     continue
             at = len(self.keys)
             joins = at and self.keys[-1] == keys[0]  # a key's versions over two blocks
-            if not strict or types != _VALUES_ONLY or joins:
+            if not strict or joins or not types <= _PLAIN_TYPES:
                 if self.dirty_hi == 0:
                     self.dirty_lo = at - 1 if joins else at
                 self.dirty_hi = at + len(keys)
+            elif _MERGE in types:
+                if self.merges_hi == 0:
+                    self.merges_lo = at
+                self.merges_hi = at + len(keys)
             self.keys += keys
             self.trailers += trailers
             self.values += values
 
     def take(self, cut: int) -> Run:
         """Remove and return the first ``cut`` buffered entries (``0 < cut``)."""
-        clean = self.dirty_hi == 0 or self.dirty_lo >= cut
+        kind = (GENERAL if self.dirty_hi and self.dirty_lo < cut
+                else OPERANDS if self.merges_hi and self.merges_lo < cut else VALUES)
         keys, trailers, values = self.keys, self.trailers, self.values
         if cut == len(keys):
             self.keys, self.trailers, self.values = [], [], []
@@ -219,7 +231,10 @@ class _Cursor:
         if self.dirty_hi:
             self.dirty_lo = max(0, self.dirty_lo - cut)
             self.dirty_hi = max(0, self.dirty_hi - cut)
-        return keys, trailers, values, clean
+        if self.merges_hi:
+            self.merges_lo = max(0, self.merges_lo - cut)
+            self.merges_hi = max(0, self.merges_hi - cut)
+        return keys, trailers, values, kind
 
 
 def _chunks(cursors: list[_Cursor], ahead: int) -> Iterator[list[Run]]:
@@ -244,13 +259,15 @@ def _chunks(cursors: list[_Cursor], ahead: int) -> Iterator[list[Run]]:
         yield [c.take(cut) for c, cut in zip(cursors, cuts, strict=True) if cut]
 
 
-def _resolve_bulk(runs: list[Run]) -> tuple[list[bytes], list[bytes]] | None:
-    """A chunk of only ``kTypeValue``, one per key and table, resolved in bulk; else ``None``."""
-    if len(runs) == 1:
-        keys, _, values, clean = runs[0]
-        return (keys, values) if clean else None
-    if not all(run[3] for run in runs):
+def _resolve_bulk(runs: list[Run], merges_allowed: bool,
+                  delimiter: bytes) -> tuple[list[bytes], list[bytes]] | None:
+    """A chunk of values and merge operands, one per key and table, resolved in bulk (no range
+    tombstone in the tables); ``None`` for any other chunk."""
+    kinds = {run[3] for run in runs}
+    if GENERAL in kinds or OPERANDS in kinds and not merges_allowed:
         return None
+    if len(runs) == 1:  # one version per key: a value, or an operand with nothing below it
+        return runs[0][0], runs[0][2]
     # oldest table first; the tables' sequence ranges must not overlap, so that a later table's
     # version of a key is always the newer one
     ranged = sorted(((min(run[1]), max(run[1]), run) for run in runs), key=_first)
@@ -258,9 +275,21 @@ def _resolve_bulk(runs: list[Run]) -> tuple[list[bytes], list[bytes]] | None:
         if newest >= oldest:
             return None
     live: dict[bytes, bytes] = {}
-    for _, _, (keys, _, values, _) in ranged:
-        live.update(zip(keys, values))
-    keys = sorted(live)
+    for _, _, (keys, trailers, values, kind) in ranged:
+        if kind == VALUES:
+            live.update(zip(keys, values))
+            continue
+        below = live.get
+        for key, trailer, value in zip(keys, trailers, values, strict=True):
+            if trailer & 0xFF == _MERGE:
+                base = below(key)
+                if base is not None:  # what the older tables resolve to, then this operand
+                    value = base + delimiter + value
+            live[key] = value
+    oldest = ranged[0][2][0]
+    # the dict keeps the oldest table's keys first, in order: when no newer table added a key,
+    # they are the chunk's keys
+    keys = oldest if len(live) == len(oldest) else sorted(live)
     return keys, list(map(live.__getitem__, keys))
 
 
