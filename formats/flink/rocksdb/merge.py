@@ -27,7 +27,9 @@ chunk, and memory is bounded by a few blocks per table. A chunk whose entries ar
 merge operands, one per key and table, with no range tombstone in the tables, is resolved in
 bulk: one table's entries as they are (an operand with nothing below it is the value); several
 tables' (their sequence numbers in disjoint ranges, so a newer table's version of a key is the
-newer one) through a dict filled oldest table first, an operand appended to what is below it.
+newer one) through a dict filled oldest table first, an operand appended to what is below it
+(or, when every newer key has a version in the oldest table, that table's values updated in
+place, each newer key found by binary search).
 Any other chunk goes through the general, per-entry resolution above. Merge operands of a table written
 with another merge operator raise :class:`~statecore.errors.UnsupportedFormatError`.
 """
@@ -37,8 +39,8 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
-from operator import le, lt
+from itertools import islice, repeat
+from operator import eq, le, lt
 
 from formats.flink.rocksdb.coding import corrupt
 from formats.flink.rocksdb.dbformat import ValueType
@@ -274,6 +276,9 @@ def _resolve_bulk(runs: list[Run], merges_allowed: bool,
     for (_, newest, _), (oldest, _, _) in zip(ranged, ranged[1:]):
         if newest >= oldest:
             return None
+    in_place = _onto_oldest([run for _, _, run in ranged], delimiter)
+    if in_place is not None:
+        return in_place
     live: dict[bytes, bytes] = {}
     for _, _, (keys, trailers, values, kind) in ranged:
         if kind == VALUES:
@@ -291,6 +296,31 @@ def _resolve_bulk(runs: list[Run], merges_allowed: bool,
     # they are the chunk's keys
     keys = oldest if len(live) == len(oldest) else sorted(live)
     return keys, list(map(live.__getitem__, keys))
+
+
+def _onto_oldest(runs: list[Run], delimiter: bytes) -> tuple[list[bytes], list[bytes]] | None:
+    """Resolve runs (oldest first, as :func:`_resolve_bulk`) whose newer keys all have a version
+    in the oldest run: the oldest run's values, updated in place; ``None`` when a key is new.
+
+    The common chunk of a state whose keys were written before: a large older table and small
+    newer ones; the older table's entries cost nothing, each newer entry a binary search.
+    """
+    base_keys, _, values, _ = runs[0]
+    n = len(base_keys)
+    found: list[list[int]] = []
+    for keys, _, _, _ in runs[1:]:
+        at = list(map(bisect_left, repeat(base_keys, len(keys)), keys))
+        if at[-1] >= n or not all(map(eq, map(base_keys.__getitem__, at), keys)):
+            return None
+        found.append(at)
+    for (_, trailers, new_values, kind), at in zip(runs[1:], found, strict=True):
+        if kind == VALUES:
+            for i, value in zip(at, new_values):
+                values[i] = value
+            continue
+        for i, trailer, value in zip(at, trailers, new_values):
+            values[i] = values[i] + delimiter + value if trailer & 0xFF == _MERGE else value
+    return base_keys, values
 
 
 def _first(item: tuple[int, int, Run]) -> int:

@@ -355,7 +355,11 @@ class SstFile:
 def _check_types(trailers: list[int], where: str) -> frozenset[int]:
     """The value types of a data block's entries; refuse those it must not hold or this reader
     cannot interpret."""
-    types = frozenset({t & 0xFF for t in trailers})
+    if trailers and trailers.count(trailers[0]) == len(trailers):
+        # one trailer for all: a bottommost table's entries, their sequence numbers zeroed
+        types = frozenset({trailers[0] & 0xFF})
+    else:
+        types = frozenset({t & 0xFF for t in trailers})
     if types == _VALUES_ONLY:
         return _VALUES_ONLY
     for value_type in types:
