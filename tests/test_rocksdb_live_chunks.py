@@ -38,7 +38,7 @@ class FakeTable:
         self.name = name
         entries = sorted(entries, key=lambda e: (e[0], -e[1]))  # internal-key order
         bounds = [0, *sorted({c % (len(entries) + 1) for c in cuts}), len(entries)]
-        self.blocks = [entries[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+        self.blocks = [entries[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
         self.tombstones = tombstones
         self.properties = TableProperties(column_family_id=1, column_family_name="s",
                                           merge_operator_name="StringAppendTESTOperator")
@@ -142,18 +142,20 @@ def test_chunked_live_view_equals_the_model(tables, ahead, start, end):
 
 @settings(max_examples=200, deadline=None)
 @given(tables=databases(), ahead=st.integers(1, 9))
-def test_values_and_operands_of_layered_tables_never_take_the_general_path(tables, ahead, monkeypatch_general):
+def test_values_and_operands_of_layered_tables_never_take_the_general_path(tables, ahead,
+                                                                         monkeypatch_general):
     plain = all(t & 0xFF in (VALUE, MERGE) for table in tables for b in table.blocks
                 for _, t, _ in b)
     ranges = sorted((min(seqs), max(seqs)) for seqs in (
         [t for block in table.blocks for _, t, _ in block] for table in tables) if seqs)
-    layered = all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+    layered = all(a[1] < b[0] for a, b in zip(ranges, ranges[1:], strict=False))
     unique = all(len({k for blk in table.blocks for k, _, _ in blk})
                  == sum(len(blk) for blk in table.blocks) for table in tables)
     if not (plain and layered and unique and not any(t.tombstones for t in tables)):
         return
     monkeypatch_general.calls = 0
-    assert list(live_items(tables)) == model(tables, None, None)
+    assert [p for keys, values in live_batches(tables, ahead=ahead)
+            for p in zip(keys, values, strict=True)] == model(tables, None, None)
     assert monkeypatch_general.calls == 0
 
 
@@ -184,7 +186,8 @@ def test_a_key_with_more_versions_than_a_chunk():
                       [1], [])
     for ahead in (1, 2, 5, 1024):
         assert list(live_items([table, other])) == model([table, other], None, None)
-        got = [p for k, v in live_batches([table, other], ahead=ahead) for p in zip(k, v)]
+        got = [p for k, v in live_batches([table, other], ahead=ahead)
+               for p in zip(k, v, strict=True)]
         assert got == model([table, other], None, None)
     assert dict(live_items([table, other]))[b"k"] == b",".join(
         [b"%d" % i for i in reversed(range(50))] + [b"new"])
@@ -196,7 +199,8 @@ def test_versions_of_a_key_over_two_blocks():
                             (b"b", 1 << 8 | VALUE, b"b")], [1], [])
     assert [len(block) for block in table.blocks] == [1, 2]
     for ahead in (1, 2, 5):
-        assert [p for k, v in live_batches([table], ahead=ahead) for p in zip(k, v)] == [
+        assert [p for k, v in live_batches([table], ahead=ahead)
+                for p in zip(k, v, strict=True)] == [
             (b"a", b"new"), (b"b", b"b")]
 
 
@@ -219,7 +223,7 @@ def test_range_of_a_chunked_view():
     expected = model(tables, b"050", b"250")
     assert list(live_range(tables, b"050", b"250")) == expected
     assert [p for k, v in live_batches(tables, b"050", b"250", ahead=10)
-            for p in zip(k, v)] == expected
+            for p in zip(k, v, strict=True)] == expected
 
 
 @pytest.mark.parametrize("n_tables", [1, 2])

@@ -43,8 +43,8 @@ from formats.flink.keyed import (
 )
 from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle
 from formats.flink.rocksdb import SstFile, open_sst
-from formats.flink.rocksdb.merge import live_batches
 from formats.flink.rocksdb.manifest import read_manifest
+from formats.flink.rocksdb.merge import live_batches
 from statecore.errors import CheckpointError, CorruptCheckpointError
 
 __all__ = ["DecodedIncremental", "RocksDBFile", "decode_incremental", "key_group_prefix",
@@ -186,7 +186,7 @@ def _decode_batches(batches: Iterable[tuple[list[bytes], list[bytes]]], prefix: 
             run_keys, run_values = ((keys, values) if at == 0 and upto == len(keys)
                                     else (keys[at:upto], values[at:upto]))
             at = upto
-            for key, value in zip(run_keys, run_values):
+            for key, value in zip(run_keys, run_values, strict=True):
                 k.data = key
                 k.pos = prefix
                 k.end = len(key)

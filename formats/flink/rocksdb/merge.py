@@ -18,7 +18,8 @@ For each user key, in bytewise order, its versions across all files are taken ne
 * ``kTypeMerge`` adds an operand; operands with nothing below them are joined alone.
 
 Input order is checked: a file whose entries go backwards raises
-:class:`~statecore.errors.CorruptCheckpointError` naming it.
+:class:`~statecore.errors.CorruptCheckpointError` naming it. Merge operands of a table written
+with another merge operator raise :class:`~statecore.errors.UnsupportedFormatError`.
 
 The view is computed a chunk at a time (:func:`live_batches`): each table is decoded a few
 blocks ahead (:class:`_Cursor`), and the entries of every table below the smallest last key
@@ -29,9 +30,8 @@ bulk: one table's entries as they are (an operand with nothing below it is the v
 tables' (their sequence numbers in disjoint ranges, so a newer table's version of a key is the
 newer one) through a dict filled oldest table first, an operand appended to what is below it
 (or, when every newer key has a version in the oldest table, that table's values updated in
-place, each newer key found by binary search).
-Any other chunk goes through the general, per-entry resolution above. Merge operands of a table written
-with another merge operator raise :class:`~statecore.errors.UnsupportedFormatError`.
+place, each newer key found by binary search). Any other chunk goes through the general,
+per-entry resolution above.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def live_batches(tables: Sequence[SstFile], start: bytes | None = None,
 def _live(tables: Sequence[SstFile], start: bytes | None, end: bytes | None,
           delimiter: bytes) -> Iterator[tuple[bytes, bytes]]:
     for keys, values in live_batches(tables, start, end, delimiter=delimiter):
-        yield from zip(keys, values)
+        yield from zip(keys, values, strict=True)
 
 
 #: The entries of one table in one chunk: user keys, packed trailers, values, and what they
@@ -263,8 +263,10 @@ def _chunks(cursors: list[_Cursor], ahead: int) -> Iterator[list[Run]]:
 
 def _resolve_bulk(runs: list[Run], merges_allowed: bool,
                   delimiter: bytes) -> tuple[list[bytes], list[bytes]] | None:
-    """A chunk of values and merge operands, one per key and table, resolved in bulk (no range
-    tombstone in the tables); ``None`` for any other chunk."""
+    """Resolve a chunk of values and merge operands in bulk; ``None`` for any other chunk.
+
+    Only values and operands, one per key and table, and no range tombstone in the tables.
+    """
     kinds = {run[3] for run in runs}
     if GENERAL in kinds or OPERANDS in kinds and not merges_allowed:
         return None
@@ -273,7 +275,7 @@ def _resolve_bulk(runs: list[Run], merges_allowed: bool,
     # oldest table first; the tables' sequence ranges must not overlap, so that a later table's
     # version of a key is always the newer one
     ranged = sorted(((min(run[1]), max(run[1]), run) for run in runs), key=_first)
-    for (_, newest, _), (oldest, _, _) in zip(ranged, ranged[1:]):
+    for (_, newest, _), (oldest, _, _) in zip(ranged, ranged[1:], strict=False):
         if newest >= oldest:
             return None
     in_place = _onto_oldest([run for _, _, run in ranged], delimiter)
@@ -282,7 +284,7 @@ def _resolve_bulk(runs: list[Run], merges_allowed: bool,
     live: dict[bytes, bytes] = {}
     for _, _, (keys, trailers, values, kind) in ranged:
         if kind == VALUES:
-            live.update(zip(keys, values))
+            live.update(zip(keys, values, strict=True))
             continue
         below = live.get
         for key, trailer, value in zip(keys, trailers, values, strict=True):
@@ -291,19 +293,20 @@ def _resolve_bulk(runs: list[Run], merges_allowed: bool,
                 if base is not None:  # what the older tables resolve to, then this operand
                     value = base + delimiter + value
             live[key] = value
-    oldest = ranged[0][2][0]
+    oldest_keys = ranged[0][2][0]
     # the dict keeps the oldest table's keys first, in order: when no newer table added a key,
     # they are the chunk's keys
-    keys = oldest if len(live) == len(oldest) else sorted(live)
+    keys = oldest_keys if len(live) == len(oldest_keys) else sorted(live)
     return keys, list(map(live.__getitem__, keys))
 
 
 def _onto_oldest(runs: list[Run], delimiter: bytes) -> tuple[list[bytes], list[bytes]] | None:
-    """Resolve runs (oldest first, as :func:`_resolve_bulk`) whose newer keys all have a version
-    in the oldest run: the oldest run's values, updated in place; ``None`` when a key is new.
+    """Resolve runs whose newer keys all have a version in the oldest run; else ``None``.
 
-    The common chunk of a state whose keys were written before: a large older table and small
-    newer ones; the older table's entries cost nothing, each newer entry a binary search.
+    The runs are oldest first (as :func:`_resolve_bulk` orders them); the result is the oldest
+    run's keys and its values, updated in place. The common chunk of a state whose keys were
+    written before: a large older table and small newer ones; the older table's entries cost
+    nothing, each newer entry a binary search.
     """
     base_keys, _, values, _ = runs[0]
     n = len(base_keys)
@@ -315,10 +318,10 @@ def _onto_oldest(runs: list[Run], delimiter: bytes) -> tuple[list[bytes], list[b
         found.append(at)
     for (_, trailers, new_values, kind), at in zip(runs[1:], found, strict=True):
         if kind == VALUES:
-            for i, value in zip(at, new_values):
+            for i, value in zip(at, new_values, strict=True):
                 values[i] = value
             continue
-        for i, trailer, value in zip(at, trailers, new_values):
+        for i, trailer, value in zip(at, trailers, new_values, strict=True):
             values[i] = values[i] + delimiter + value if trailer & 0xFF == _MERGE else value
     return base_keys, values
 
@@ -330,7 +333,8 @@ def _first(item: tuple[int, int, Run]) -> int:
 def _resolve(runs: list[Run], covering: Callable[[bytes], int] | None, merges_allowed: bool,
              names: str, delimiter: bytes) -> tuple[list[bytes], list[bytes]]:
     """The general resolution of one chunk, version by version (the rules of the module doc)."""
-    streams = [zip(keys, [-t for t in trailers], values) for keys, trailers, values, _ in runs]
+    streams = [zip(keys, [-t for t in trailers], values, strict=True)
+               for keys, trailers, values, _ in runs]
     merged: Iterable[tuple[bytes, int, bytes]]
     merged = streams[0] if len(streams) == 1 else heapq.merge(*streams)
     out_keys: list[bytes] = []

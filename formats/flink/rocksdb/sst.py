@@ -22,7 +22,7 @@ view) would differ.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 from formats.flink.rocksdb.block import (
@@ -289,7 +289,7 @@ class SstFile:
             yield block
 
     def typed_data_blocks(self, start: bytes | None = None, end: bytes | None = None
-                          ) -> Iterator[tuple[DataBlock, frozenset[int]]]:
+                          ) -> Generator[tuple[DataBlock, frozenset[int]], None, None]:
         """:meth:`data_blocks`, each with the set of value types its entries have."""
         previous = b""
         for separator, handle in self.index_entries(start):
@@ -353,8 +353,10 @@ class SstFile:
 
 
 def _check_types(trailers: list[int], where: str) -> frozenset[int]:
-    """The value types of a data block's entries; refuse those it must not hold or this reader
-    cannot interpret."""
+    """The value types of a data block's entries.
+
+    Refuse those a data block must not hold or this reader cannot interpret.
+    """
     if trailers and trailers.count(trailers[0]) == len(trailers):
         # one trailer for all: a bottommost table's entries, their sequence numbers zeroed
         types = frozenset({trailers[0] & 0xFF})
