@@ -26,7 +26,8 @@ is checked to be present with the size the metadata states.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from formats.flink.javaio import DataReader
@@ -34,14 +35,16 @@ from formats.flink.keyed import (
     DecodedKeyed,
     HeaderCache,
     KeyedHeader,
+    PairDecoder,
     cached_header,
     in_state,
     pair_decoder,
     undecodable_key,
 )
 from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle
-from formats.flink.rocksdb import SstFile, live_range, open_sst
+from formats.flink.rocksdb import SstFile, open_sst
 from formats.flink.rocksdb.manifest import read_manifest
+from formats.flink.rocksdb.merge import live_batches
 from statecore.errors import CheckpointError, CorruptCheckpointError
 
 __all__ = ["DecodedIncremental", "RocksDBFile", "decode_incremental", "key_group_prefix",
@@ -132,8 +135,6 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
     start = key_group_prefix(first, max_parallelism)
     end = (key_group_prefix(last + 1, max_parallelism)
            if last + 1 < (1 << (8 * prefix)) else None)
-    k = DataReader(b"", where)
-    v = DataReader(b"", where)
     for state in header.states:
         tables = families.get(state.name, [])
         if not tables:
@@ -142,29 +143,10 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
         sizes = decoded.state_key_group_bytes[state.name]
         decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out)
         # only the handle's key groups: a key outside them is ignored, as Flink's restore does
-        items = live_range(tables, start, end if end is not None else b"\xff" * (prefix + 1))
+        batches = live_batches(tables, start,
+                               end if end is not None else b"\xff" * (prefix + 1))
         try:
-            run_group, run_bytes = -1, 0  # keys come in key-group order: sizes summed per run
-            for key, value in items:
-                n = len(key)
-                if n < prefix:
-                    raise CorruptCheckpointError(f"{where}: state {state.name!r}: a key of "
-                                                 f"{n} bytes has no key-group prefix")
-                key_group = key[0] if prefix == 1 else key[0] << 8 | key[1]
-                k.data = key
-                k.pos = prefix
-                k.end = n
-                v.data = value
-                v.pos = 0
-                v.end = m = len(value)
-                decode_pair(k, v, key_group)
-                if key_group != run_group:
-                    if run_bytes:
-                        sizes[run_group] = run_bytes
-                    run_group, run_bytes = key_group, 0
-                run_bytes += n + m
-            if run_bytes:
-                sizes[run_group] = run_bytes
+            _decode_batches(batches, prefix, decode_pair, sizes, where, state.name)
         except CheckpointError as exc:
             raise in_state(exc, state) from exc
         info.disk_bytes[state.name] = sum(len(table.data) for table in tables)
@@ -174,6 +156,46 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
         for key_group, size in state_sizes.items():
             decoded.key_group_bytes[key_group] = decoded.key_group_bytes.get(key_group, 0) + size
     return header, decoded, info
+
+
+def _decode_batches(batches: Iterable[tuple[list[bytes], list[bytes]]], prefix: int,
+                    decode_pair: PairDecoder, sizes: dict[int, int], where: str,
+                    state_name: str) -> None:
+    """Decode a state's live pairs, batch by batch; sum their bytes per key group in ``sizes``.
+
+    Keys are sorted, so a batch's keys of one key group are adjacent: the key group is found
+    per run (bisecting the batch at the next key group's prefix), not per key.
+    """
+    k = DataReader(b"", where)
+    v = DataReader(b"", where)
+    for keys, values in batches:
+        if prefix > 1 and min(map(len, keys)) < prefix:
+            # (with a 1-byte prefix every key in the range is at least as long as its start)
+            n = min(map(len, keys))
+            raise CorruptCheckpointError(f"{where}: state {state_name!r}: a key of {n} bytes "
+                                         f"has no key-group prefix")
+        first = keys[0][0] if prefix == 1 else keys[0][0] << 8 | keys[0][1]
+        last = keys[-1][0] if prefix == 1 else keys[-1][0] << 8 | keys[-1][1]
+        at = 0
+        for key_group in range(first, last + 1):
+            # the keys of this key group: those below the next key group's prefix
+            upto = (len(keys) if key_group == last
+                    else bisect_left(keys, (key_group + 1).to_bytes(prefix, "big"), at))
+            if upto == at:
+                continue
+            run_keys, run_values = ((keys, values) if at == 0 and upto == len(keys)
+                                    else (keys[at:upto], values[at:upto]))
+            at = upto
+            for key, value in zip(run_keys, run_values, strict=True):
+                k.data = key
+                k.pos = prefix
+                k.end = len(key)
+                v.data = value
+                v.pos = 0
+                v.end = len(value)
+                decode_pair(k, v, key_group)
+            sizes[key_group] = (sizes.get(key_group, 0) + sum(map(len, run_keys))
+                                + sum(map(len, run_values)))
 
 
 def scale_to_disk(sizes: dict[int, int], disk: int) -> None:

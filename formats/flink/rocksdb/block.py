@@ -61,6 +61,7 @@ _RESERVED_BIT = 1 << 30
 _UNIFORM_KEYS_BIT = 1 << 29
 _SEPARATED_KV_BIT = 1 << 28
 _MAX_NUM_RESTARTS = (1 << 28) - 1
+_HEADER = struct.Struct("3B")  # an entry's three varints when each is one byte
 
 #: A decoded data block: user keys, packed ``(sequence << 8) | type`` trailers, values.
 DataBlock = tuple[list[bytes], list[int], list[bytes]]
@@ -120,15 +121,16 @@ def decode_data_block(block: bytes, where: str, global_seqno: int = 0) -> DataBl
     add_trailer = trailers.append
     add_value = values.append
     unpack = U64.unpack_from
+    header = _HEADER.unpack_from
     key = b""
     pos = 0
     try:
         # The hot loop: one pass, a fast path for the one-byte varints of small entries. Reading
-        # data[pos + 2] cannot fail: pos < limit <= len(block) - 4.
+        # 3 bytes at pos cannot fail: pos < limit <= len(block) - 4. An entry running past the
+        # entries' end ends the loop (pos > limit), checked once after it: the slices it took
+        # are only ever returned when none did.
         while pos < limit:
-            shared = block[pos]
-            non_shared = block[pos + 1]
-            value_length = block[pos + 2]
+            shared, non_shared, value_length = header(block, pos)
             if (shared | non_shared | value_length) < 128:
                 pos += 3
             else:
@@ -142,18 +144,22 @@ def decode_data_block(block: bytes, where: str, global_seqno: int = 0) -> DataBl
             else:
                 key = block[pos:end]
             pos = end + value_length
-            if pos > limit:
-                raise corrupt(where, f"entry ending at byte {pos} runs past the entries' end "
-                                     f"({limit})")
-            size = len(key) - 8
-            add_trailer(unpack(key, size)[0])  # struct.error when size < 0
-            add_key(key[:size])
+            add_trailer(unpack(key, -8)[0])  # struct.error when the key is shorter than 8
+            add_key(key[:-8])
             add_value(block[end:pos])
     except struct.error:
+        if pos > limit:
+            raise _runs_past(where, pos, limit) from None
         raise corrupt(where, f"internal key of {len(key)} bytes is shorter than 8") from None
+    if pos > limit:
+        raise _runs_past(where, pos, limit)
     if global_seqno:
         trailers = [(global_seqno << 8) | (t & 0xFF) for t in trailers]
     return user_keys, trailers, values
+
+
+def _runs_past(where: str, pos: int, limit: int) -> Exception:
+    return corrupt(where, f"entry ending at byte {pos} runs past the entries' end ({limit})")
 
 
 def decode_meta_block(block: bytes, where: str) -> list[tuple[bytes, bytes, int]]:

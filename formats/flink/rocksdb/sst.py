@@ -22,7 +22,7 @@ view) would differ.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 from formats.flink.rocksdb.block import (
@@ -57,6 +57,8 @@ PROPERTIES_BLOCK_OLD = b"rocksdb.stats"
 RANGE_DEL_BLOCK = b"rocksdb.range_del"
 INDEX_BLOCK = b"rocksdb.index"
 COMPRESSION_DICT_BLOCK = b"rocksdb.compression_dict"
+
+_VALUES_ONLY = frozenset({int(ValueType.VALUE)})
 
 #: One internal entry: ``(user_key, sequence, value_type, value)``.
 Entry = tuple[bytes, int, int, bytes]
@@ -283,6 +285,12 @@ class SstFile:
         Only those that can hold user keys in ``[start, end)`` (all when ``None``) are read; the
         first and last may hold keys outside the range.
         """
+        for block, _ in self.typed_data_blocks(start, end):
+            yield block
+
+    def typed_data_blocks(self, start: bytes | None = None, end: bytes | None = None
+                          ) -> Generator[tuple[DataBlock, frozenset[int]], None, None]:
+        """:meth:`data_blocks`, each with the set of value types its entries have."""
         previous = b""
         for separator, handle in self.index_entries(start):
             where = f"{self.name} (data block at offset {handle.offset})"
@@ -295,8 +303,7 @@ class SstFile:
                 if keys[-1] > separator:
                     raise corrupt(where, "data block holds keys above its index separator")
                 previous = keys[-1]
-            _check_types(block[1], where)
-            yield block
+            yield block, _check_types(block[1], where)
             if end is not None and separator >= end:
                 return
 
@@ -345,9 +352,19 @@ class SstFile:
         return tombstones
 
 
-def _check_types(trailers: list[int], where: str) -> None:
-    """Refuse value types a data block must not hold or this reader cannot interpret."""
-    for value_type in {t & 0xFF for t in trailers}:
+def _check_types(trailers: list[int], where: str) -> frozenset[int]:
+    """The value types of a data block's entries.
+
+    Refuse those a data block must not hold or this reader cannot interpret.
+    """
+    if trailers and trailers.count(trailers[0]) == len(trailers):
+        # one trailer for all: a bottommost table's entries, their sequence numbers zeroed
+        types = frozenset({trailers[0] & 0xFF})
+    else:
+        types = frozenset({t & 0xFF for t in trailers})
+    if types == _VALUES_ONLY:
+        return _VALUES_ONLY
+    for value_type in types:
         if value_type in SUPPORTED_VALUE_TYPES:
             continue
         if value_type in UNSUPPORTED_VALUE_TYPES:
@@ -355,3 +372,4 @@ def _check_types(trailers: list[int], where: str) -> None:
                                          f"{UNSUPPORTED_VALUE_TYPES[value_type]} are not "
                                          f"supported")
         raise corrupt(where, f"entry of value type 0x{value_type:02x} in a data block")
+    return types
