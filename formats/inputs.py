@@ -87,16 +87,13 @@ def read_input(path: str) -> pa.Table:
     """
     kind = _kind(path)
     fs, located = resolve_filesystem(path)
-    try:
-        with storage_errors("reading input", path):
-            if kind == "parquet":
-                return pq.read_table(located, filesystem=fs)
-            with fs.open_input_stream(located) as stream:
-                if kind == "csv":
-                    return pacsv.read_csv(stream)
-                return pajson.read_json(stream)
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"cannot read {redact(path)}: {exc}") from exc
+    with _input_errors(path):
+        if kind == "parquet":
+            return pq.read_table(located, filesystem=fs)
+        with fs.open_input_stream(located) as stream:
+            if kind == "csv":
+                return pacsv.read_csv(stream)
+            return pajson.read_json(stream)
 
 
 class _Reader:

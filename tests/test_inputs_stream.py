@@ -218,3 +218,18 @@ def test_every_file_needs_the_same_columns(tmp_path: Path) -> None:
     b = write(tmp_path / "b.jsonl", pa.table({"k": ["y"], "v": ["text"]}))
     with pytest.raises(InputError, match="same columns"):
         FileSource([a, b])
+
+
+@pytest.mark.parametrize("name", ["missing.csv", "missing.jsonl", "missing.parquet"])
+def test_a_missing_input_is_an_input_error(tmp_path: Path, name: str) -> None:
+    with pytest.raises(InputError, match=name):
+        FileSource([str(tmp_path / name)])
+
+
+def test_an_unknown_extension_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("k,v\na,1\n")
+    with pytest.raises(InputError, match="unknown input format"):
+        FileSource([str(path)])
+    with pytest.raises(InputError, match="unknown input format"):
+        read_input(str(path))
