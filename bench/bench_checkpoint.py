@@ -355,6 +355,7 @@ def window_async(bench: Bench, writer: str | None = None) -> tuple[int, bool]:
         bench.check(pending.result())
     except CheckpointCancelledError:
         pass
+    pending.join()  # its heap collapse must not run into the next window
     discard(location)
     return took, in_flight
 
@@ -458,6 +459,8 @@ class StallRun:
     checkpoint_ns: int
     collections: dict[str, Any]
     start_call_ns: int  # snapshot + write_checkpoint_async() (the fork, for the process writer)
+    huge_kb: int = 0  # AnonHugePages (kB) at the trigger: the heap in huge pages
+    collapsed: dict[str, Any] | None = None  # the process writer's collapse after its child
 
 
 def stall_run(bench: Bench, asynchronous: bool, writer: str | None = None) -> StallRun:
@@ -469,6 +472,7 @@ def stall_run(bench: Bench, asynchronous: bool, writer: str | None = None) -> St
     passes = bench.records[:bench.sizes.pass_records]
     location, checkpoint_id = bench.new_checkpoint()
     stamps: list[int] = []
+    huge_kb = anon_huge_kb()
     with logging_collections() as log:
         stamped(bench, lead, stamps)
         trigger = len(stamps)
@@ -484,8 +488,10 @@ def stall_run(bench: Bench, asynchronous: bool, writer: str | None = None) -> St
                     break
             completed = time.perf_counter_ns()
             metadata = pending.result()
+            pending.join()  # after the measured span: the heap collapse for the next fork
+            collapsed = None if pending.huge_pages is None else vars(pending.huge_pages)
         else:
-            start_call_ns = 0
+            start_call_ns, collapsed = 0, None
             metadata = write_checkpoint(location, checkpoint_id, bench.operators())
             completed = time.perf_counter_ns()
             stamped(bench, passes, stamps)
@@ -496,7 +502,19 @@ def stall_run(bench: Bench, asynchronous: bool, writer: str | None = None) -> St
     return StallRun(longest_ns=gaps[-1], p999_ns=gaps[max(0, -(-999 * len(gaps) // 1000) - 1)],
                     over_1ms=sum(g > 1_000_000 for g in gaps), records=len(stamps) - trigger - 2,
                     checkpoint_ns=completed - stamps[trigger], collections=log.summary(),
-                    start_call_ns=start_call_ns)
+                    start_call_ns=start_call_ns, huge_kb=huge_kb, collapsed=collapsed)
+
+
+def anon_huge_kb() -> int:
+    """This process's anonymous memory in transparent huge pages, kB (0 off Linux)."""
+    try:
+        with open("/proc/self/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def bench_stall(bench: Bench, section: Section) -> None:
@@ -536,7 +554,10 @@ def bench_stall(bench: Bench, section: Section) -> None:
         f"stall, async (process writer), GC on: {forked.records:,} records during a "
         f"{forked.checkpoint_ns / 1e9:.2f} s checkpoint, p99.9 gap {forked.p999_ns / 1e3:.0f} "
         f"µs, {forked.over_1ms} gaps over 1 ms; the longest gap is the trigger: snapshot + "
-        f"fork took {forked.start_call_ns / 1e6:.1f} ms (the kernel copies the page tables); "
+        f"fork took {forked.start_call_ns / 1e6:.1f} ms (the kernel copies the page tables: "
+        f"{forked.huge_kb / 1024:.0f} MiB of the heap were in transparent huge pages at the "
+        f"trigger, one entry per 2 MiB, collapsed by the previous checkpoints' writers; this "
+        f"one's collapse after its child: {forked.collapsed}); "
         f"collections by generation {forked.collections['collections_by_generation']}",
         f"stall, thread writer, GC on: {on.records:,} records during a "
         f"{on.checkpoint_ns / 1e9:.2f} s "

@@ -1,6 +1,7 @@
 """Asynchronous checkpoints: processing goes on while a writer (a forked process or a thread)
 writes; cancel, failure and a killed writer leave nothing that looks like a checkpoint, and
-every map snapshot is released."""
+every map snapshot is released; the process writer collapses the heap into huge pages only
+once no child shares it."""
 
 from __future__ import annotations
 
@@ -17,8 +18,16 @@ import pyarrow.fs as pafs
 import pytest
 
 from formats.open import open_checkpoint
-from formats.statectl.async_writer import default_writer, write_checkpoint_async
-from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
+from formats.statectl import async_writer
+from formats.statectl import huge_pages as thp
+from formats.statectl.async_writer import (
+    PendingCheckpoint,
+    children_alive,
+    default_writer,
+    write_checkpoint_async,
+)
+from formats.statectl.storage import DirectoryCheckpointStorage
+from statecore.checkpoint import CheckpointKind, OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import (
     CheckpointCancelledError,
     CheckpointError,
@@ -225,3 +234,71 @@ def test_a_failed_fork_falls_back_to_the_thread_writer(tmp_path: Path,
     open_checkpoint(str(tmp_path / "chk-5")).restore_keyed("op", restored)
     assert stored(restored) == expected
     assert pinned_versions(backend) == set()
+
+
+@pytest.fixture
+def collapses(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool]]:
+    """Heap collapses the process writer asks for: (children alive, ``stop()``) at the call."""
+    calls: list[tuple[int, bool]] = []
+
+    def collapse_heap(*, stop: Any) -> thp.Collapsed:
+        calls.append((children_alive(), stop()))
+        return thp.Collapsed(ranges=1, bytes=thp.HUGE_PAGE)
+
+    monkeypatch.setattr(async_writer.thp, "collapse_heap", collapse_heap)
+    return calls
+
+
+def settled(pending: PendingCheckpoint) -> PendingCheckpoint:
+    """``pending`` once its waiting thread (which collapses after the result) has ended."""
+    pending.result(timeout=60)
+    assert pending.join(timeout=60)
+    return pending
+
+
+def test_after_its_child_the_process_writer_collapses_the_heap(
+        tmp_path: Path, collapses: list[tuple[int, bool]]) -> None:
+    backend = make_backend()
+    done = settled(write_checkpoint_async(str(tmp_path / "chk-1"), 1,
+                                          operator(backend.snapshot()), writer="process"))
+    assert collapses == [(0, False)]  # no child alive: the pages are the parent's alone
+    assert done.huge_pages == thp.Collapsed(ranges=1, bytes=thp.HUGE_PAGE)
+    off = settled(write_checkpoint_async(str(tmp_path / "chk-2"), 2,
+                                         operator(backend.snapshot()), writer="process",
+                                         huge_pages=False))
+    thread = settled(write_checkpoint_async(str(tmp_path / "chk-3"), 3,
+                                            operator(backend.snapshot()), writer="thread"))
+    storage = DirectoryCheckpointStorage(str(tmp_path / "state"), huge_pages=False)
+    stored_off = settled(storage.begin(storage.claim(1), CheckpointKind.CHECKPOINT,
+                                       operator(backend.snapshot())))
+    assert collapses == [(0, False)]
+    assert off.huge_pages is thread.huge_pages is stored_off.huge_pages is None
+    assert pinned_versions(backend) == set()
+
+
+def test_the_real_collapse_reports_what_it_did(tmp_path: Path) -> None:
+    backend = make_backend()
+    done = settled(write_checkpoint_async(str(tmp_path / "chk-1"), 1,
+                                          operator(backend.snapshot()), writer="process"))
+    assert done.huge_pages is not None
+    assert done.huge_pages.unavailable == thp.available()
+    assert done.huge_pages.bytes == done.huge_pages.ranges * thp.HUGE_PAGE
+    assert children_alive() == 0
+
+
+def test_no_collapse_while_another_writer_child_shares_the_pages(
+        tmp_path: Path, collapses: list[tuple[int, bool]]) -> None:
+    backend = make_backend()
+    (tmp_path / "signals").mkdir()
+    gated = GatedSnapshot(backend.snapshot(), tmp_path / "signals")
+    slow = write_checkpoint_async(str(tmp_path / "chk-1"), 1, operator(gated),
+                                  writer="process")
+    assert wait_for(gated.first_written.exists)
+    quick = settled(write_checkpoint_async(str(tmp_path / "chk-2"), 2,
+                                           operator(backend.snapshot()), writer="process"))
+    assert children_alive() == 1  # the slow writer's child shares the heap still
+    assert quick.huge_pages is None and collapses == []
+    gated.gate.write_text("open")
+    assert settled(slow).huge_pages == thp.Collapsed(ranges=1, bytes=thp.HUGE_PAGE)
+    assert collapses == [(0, False)]
+    assert children_alive() == 0

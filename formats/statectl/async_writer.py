@@ -17,6 +17,10 @@ Two writers (``writer=``):
   triggers checkpoints), it dies with its parent (``PR_SET_PDEATHSIG``), so a killed job
   leaves no writer behind, only a staging directory that never looks like a checkpoint.
   When the fork fails (no memory or processes left), the thread writer takes over.
+  The fork's cost is the parent's page tables; once a child has exited and no other is
+  alive, the waiting thread collapses the heap's dense ranges into transparent huge pages
+  (:mod:`formats.statectl.huge_pages`, ``huge_pages=False`` to leave memory as it is), so the
+  next fork copies one entry per 2 MiB instead of 512.
 - ``"thread"`` (other filesystems, whose client a forked child could not safely reuse; other
   systems than Linux; or on request): a worker thread writes and releases each key group's
   map snapshots as soon as it is written. It shares the GIL with the processing thread:
@@ -46,6 +50,7 @@ import pyarrow.fs as pafs
 import statecore.errors as errors
 from formats.commit import new_token, remove_staging
 from formats.filesystems import resolve_filesystem
+from formats.statectl import huge_pages as thp
 from formats.statectl.publish import METADATA_FILE
 from formats.statectl.writer import close_snapshots, write_checkpoint
 from statecore.checkpoint import (
@@ -57,10 +62,41 @@ from statecore.checkpoint import (
 )
 from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError
 
-__all__ = ["WRITERS", "PendingCheckpoint", "default_writer", "write_checkpoint_async"]
+__all__ = ["WRITERS", "PendingCheckpoint", "children_alive", "default_writer",
+           "write_checkpoint_async"]
 
 WRITERS = ("process", "thread")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+_children_lock = threading.Lock()
+_children_alive = 0  # the process writers' children not yet reaped, in this process
+_collapsing = threading.Lock()  # one heap collapse at a time
+
+
+def children_alive() -> int:
+    """How many process writers' children of this process are running (or not yet reaped)."""
+    return _children_alive
+
+
+def _count_child(delta: int) -> None:
+    global _children_alive
+    with _children_lock:
+        _children_alive += delta
+
+
+def _collapse_heap() -> thp.Collapsed | None:
+    """Collapse the heap into huge pages for the next fork, unless a child shares the pages.
+
+    ``None`` then, or while another thread collapses already.
+    """
+    if not _collapsing.acquire(blocking=False):
+        return None
+    try:
+        if children_alive():
+            return None
+        return thp.collapse_heap(stop=lambda: children_alive() > 0)
+    finally:
+        _collapsing.release()
 
 
 class PendingCheckpoint:
@@ -80,6 +116,8 @@ class PendingCheckpoint:
         self._cancel_fd: int | None = None  # the process writer's cancel pipe
         self._future: Future[CheckpointMetadata] = Future()
         self._thread: threading.Thread | None = None
+        # the process writer's heap collapse after its child exited (None: not tried)
+        self.huge_pages: thp.Collapsed | None = None
 
     def _write(self, operators: Sequence[OperatorSnapshot], kind: CheckpointKind,
                created_ms: int | None, filesystem: pafs.FileSystem | None,
@@ -105,7 +143,8 @@ class PendingCheckpoint:
         self._thread.start()
 
     def _start_process(self, operators: Sequence[OperatorSnapshot], kind: CheckpointKind,
-                       created_ms: int | None, filesystem: pafs.FileSystem | None) -> None:
+                       created_ms: int | None, filesystem: pafs.FileSystem | None,
+                       huge_pages: bool = True) -> None:
         token = new_token()
         result_read, result_write = os.pipe()
         cancel_read, cancel_write = os.pipe()
@@ -117,6 +156,7 @@ class PendingCheckpoint:
         def wait() -> None:
             ready.wait()
             if not forked:  # the fork failed: the thread writer took over
+                _count_child(-1)
                 return
             (pid,) = forked
             # the child has its own copy of the state as it was: the parent's map snapshots
@@ -133,6 +173,8 @@ class PendingCheckpoint:
                 _, status = os.waitpid(pid, 0)
             except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): the report counts
                 status = 0
+            finally:
+                _count_child(-1)
             self._close_cancel_fd()
             try:
                 self._future.set_result(_reported(b"".join(chunks), status, self.location))
@@ -141,6 +183,8 @@ class PendingCheckpoint:
                 # a writer that died could not clean up
                 remove_staging(fs, final, token, METADATA_FILE)
                 self._future.set_exception(exc)
+            if huge_pages:  # after the result: a checkpoint is not complete any later for it
+                self.huge_pages = _collapse_heap()
 
         # The waiting thread starts before the fork: started after it, its stack and the
         # interpreter's thread state would be written into pages the fork just shared, a
@@ -148,6 +192,8 @@ class PendingCheckpoint:
         self._thread = threading.Thread(
             target=wait, name=f"statectl-checkpoint-{self.checkpoint_id}", daemon=True)
         self._thread.start()
+        _count_child(+1)  # before the fork: a collapse running elsewhere stops (the waiting
+        # thread counts it off once the child is reaped, or at once if the fork fails)
         try:
             with warnings.catch_warnings():
                 # Python 3.12+ warns about forking a multi-threaded process: the child only
@@ -169,11 +215,11 @@ class PendingCheckpoint:
                 os.close(cancel_write)
                 _child(self, operators, kind, created_ms, filesystem, token, result_write,
                        cancel_read, parent, forking_thread_is_main)
+            forked.append(pid)
             os.close(result_write)
             os.close(cancel_read)
             self._cancel_fd = cancel_write
             self._future.set_running_or_notify_cancel()
-            forked.append(pid)
         finally:
             ready.set()
 
@@ -190,6 +236,16 @@ class PendingCheckpoint:
 
     def done(self) -> bool:
         return self._future.done()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the writer's thread, after-work included; whether it has ended.
+
+        The process writer's thread collapses the heap after the result is set.
+        """
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
 
     def cancel(self) -> None:
         """Ask the writer to stop; it cleans up and its result becomes a cancellation."""
@@ -287,11 +343,14 @@ def write_checkpoint_async(
     created_ms: int | None = None,
     filesystem: pafs.FileSystem | None = None,
     writer: str | None = None,
+    huge_pages: bool = True,
 ) -> PendingCheckpoint:
     """Start writing ``operators``' snapshots as a checkpoint and return at once.
 
     ``writer``: ``"process"`` or ``"thread"`` (see the module); ``None`` picks
-    :func:`default_writer`.
+    :func:`default_writer`. ``huge_pages`` (process writer): once the child has exited,
+    collapse the heap into transparent huge pages for a shorter next fork
+    (:mod:`formats.statectl.huge_pages`).
     """
     chosen = default_writer(location, filesystem) if writer is None else writer
     if chosen not in WRITERS:
@@ -299,7 +358,7 @@ def write_checkpoint_async(
                                    f"{', '.join(WRITERS)}")
     pending = PendingCheckpoint(checkpoint_id, location, chosen)
     if chosen == "process":
-        pending._start_process(operators, kind, created_ms, filesystem)
+        pending._start_process(operators, kind, created_ms, filesystem, huge_pages)
     else:
         pending._start(operators, kind, created_ms, filesystem)
     return pending

@@ -102,7 +102,11 @@ class DirectoryCheckpointStorage:
     """
 
     def __init__(self, root: str, filesystem: pafs.FileSystem | None = None, *,
-                 create: bool = True) -> None:
+                 create: bool = True, huge_pages: bool = True) -> None:
+        #: the process writer collapses the heap into huge pages after each child (a shorter
+        #: next fork, :mod:`formats.statectl.huge_pages`); a batch job that does not care
+        #: about the stall of its next checkpoint turns it off
+        self.huge_pages = huge_pages
         self.fs, self.root = resolve_filesystem(root, filesystem)
         #: locations shown and returned: the URI as given, or the local path made absolute
         self.base = root if "://" in root and filesystem is None else self.root
@@ -151,7 +155,8 @@ class DirectoryCheckpointStorage:
     def begin(self, checkpoint_id: int, kind: CheckpointKind,
               operators: Sequence[OperatorSnapshot]) -> PendingCheckpoint:
         return write_checkpoint_async(self._path(checkpoint_id, kind), checkpoint_id,
-                                      operators, kind=kind, filesystem=self.fs)
+                                      operators, kind=kind, filesystem=self.fs,
+                                      huge_pages=self.huge_pages)
 
     # -- reading -------------------------------------------------------------------------------
 
