@@ -219,7 +219,7 @@ def decode_data_blocks(blocks: Sequence[bytes], wheres: Sequence[str], global_se
     room = np.empty_like(user_len)  # the previous user key's length; 0 at a block's start
     room[0] = 0
     room[1:] = user_len[:-1]
-    room[starts] = 0
+    room[[i for i in starts if i < len(heads)]] = 0  # (an empty block starts nothing)
     if bool((shared_a > room).any()):
         return None
     trailers_a = np.ndarray((len(buf) - 7,), "<u8", buf, 0, (1,))[at + non_shared_a - 5]
