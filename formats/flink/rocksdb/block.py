@@ -190,14 +190,12 @@ def decode_data_blocks(blocks: Sequence[bytes], wheres: Sequence[str], global_se
         starts.append(len(keys))
         key = b""
         pos = base
-        # Nothing is checked in the loop but the varints' size and the end: the header's 3 bytes
-        # are before the block's restart array, and what an entry that is not simple makes of
-        # its slices is never returned (the checks after the loop find it).
+        # Nothing is checked in the loop but the end: the header's 3 bytes are before the
+        # block's restart array, every slice is under 512 bytes, and what an entry that is not
+        # simple makes of them is never returned (the checks after the loop find it).
         while pos < limit:
             add_head(pos)
             shared, non_shared, value_length = header(buf, pos)
-            if (shared | non_shared | value_length) >= 128:
-                return None
             end = pos + 3 + non_shared
             key = key[:shared] + buf[pos + 3:end - 8]
             pos = end + value_length
@@ -211,6 +209,8 @@ def decode_data_blocks(blocks: Sequence[bytes], wheres: Sequence[str], global_se
     at = np.array(heads, dtype=np.intp)
     # every entry's first 4 bytes, and then 8 bytes at any offset, as unaligned integers
     first4 = np.ndarray((len(buf) - 3,), "<u4", buf, 0, (1,))[at]
+    if bool((first4 & 0x808080).any()):
+        return None  # a varint of more than one byte
     shared_a = (first4 & 0xFF).astype(np.intp)
     non_shared_a = ((first4 >> 8) & 0xFF).astype(np.intp)
     if int(non_shared_a.min()) < 8:

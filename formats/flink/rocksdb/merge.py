@@ -216,9 +216,12 @@ class _Cursor:
                 if self.merges_hi == 0:
                     self.merges_lo = at
                 self.merges_hi = at + len(keys)
-            self.keys += keys
-            self.trailers += trailers
-            self.values += values
+            if at:
+                self.keys += keys
+                self.trailers += trailers
+                self.values += values
+            else:  # the decoded lists are the cursor's own: no copy
+                self.keys, self.trailers, self.values = keys, trailers, values
 
     def take(self, cut: int) -> Run:
         """Remove and return the first ``cut`` buffered entries (``0 < cut``)."""
