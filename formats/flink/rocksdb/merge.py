@@ -230,9 +230,9 @@ class _Cursor:
         keys, trailers, values = self.keys, self.trailers, self.values
         if cut == len(keys):
             self.keys, self.trailers, self.values = [], [], []
-        else:
-            self.keys, self.trailers, self.values = keys[cut:], trailers[cut:], values[cut:]
+        else:  # one copy of the taken entries; the rest move down in place
             keys, trailers, values = keys[:cut], trailers[:cut], values[:cut]
+            del self.keys[:cut], self.trailers[:cut], self.values[:cut]
         if self.dirty_hi:
             self.dirty_lo = max(0, self.dirty_lo - cut)
             self.dirty_hi = max(0, self.dirty_hi - cut)
