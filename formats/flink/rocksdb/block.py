@@ -171,9 +171,10 @@ def decode_data_blocks(blocks: Sequence[bytes], wheres: Sequence[str], global_se
     the error a corrupt block deserves). A block is simple when every entry's three varints take
     one byte, its internal key's 8-byte trailer lies in its ``key_delta`` (``non_shared >= 8``)
     and its ``shared`` bytes are within the previous user key (0 for a block's first entry):
-    what ``BlockBuilder::Add`` writes for keys and values under 128 bytes whose user keys
-    differ. The user key is then built directly and the trailers are read in one vectorised pass
-    over all the blocks, which checks those conditions, instead of entry by entry.
+    what ``BlockBuilder::AddWithLastKeyImpl`` (``table/block_based/block_builder.cc``) writes
+    for keys and values under 128 bytes when consecutive user keys differ. The user key is then
+    built directly, and one vectorised pass over all the blocks checks those conditions and reads
+    the trailers, instead of entry by entry (``numpy``: unaligned ``uint32``/``uint64`` views).
     """
     if not blocks:
         return ([], [], []), [], frozenset()

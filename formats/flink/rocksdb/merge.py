@@ -21,17 +21,16 @@ Input order is checked: a file whose entries go backwards raises
 :class:`~statecore.errors.CorruptCheckpointError` naming it. Merge operands of a table written
 with another merge operator raise :class:`~statecore.errors.UnsupportedFormatError`.
 
-The view is computed a chunk at a time (:func:`live_batches`): each table is decoded a few
-blocks ahead (:class:`_Cursor`), and the entries of every table below the smallest last key
-decoded by a table not yet finished form the next chunk -- every version of a key is in the same
-chunk, and memory is bounded by a few blocks per table. A chunk whose entries are values and
-merge operands, one per key and table, with no range tombstone in the tables, is resolved in
-bulk: one table's entries as they are (an operand with nothing below it is the value); several
-tables' (their sequence numbers in disjoint ranges, so a newer table's version of a key is the
-newer one) through a dict filled oldest table first, an operand appended to what is below it
-(or, when every newer key has a version in the oldest table, that table's values updated in
-place, each newer key found by binary search). Any other chunk goes through the general,
-per-entry resolution above.
+The view is computed a chunk at a time (:func:`live_batches`): each table is decoded a run of blocks
+ahead (:class:`_Cursor`; ``sst.RUN_BYTES``), and the entries of every table below the smallest last
+key decoded by a table not yet finished form the next chunk -- every version of a key is in the same
+chunk, and memory is bounded by a run of blocks per table. A chunk whose entries are values and
+merge operands, one per key and table, with no range tombstone in the tables, is resolved in bulk:
+one table's entries as they are (an operand with nothing below it is the value); several tables'
+(their sequence numbers in disjoint ranges, so a newer table's version of a key is the newer one)
+through a dict filled oldest table first, an operand appended to what is below it (or, when every
+newer key has a version in the oldest table, that table's values updated in place, each newer key
+found by binary search). Any other chunk goes through the general, per-entry resolution above.
 """
 
 from __future__ import annotations
@@ -60,7 +59,8 @@ _PLAIN_TYPES = frozenset({_VALUE, _MERGE})
 #: values and merge operands; the last two one entry per key.
 GENERAL, VALUES, OPERANDS = 0, 1, 2
 
-#: Entries of each table decoded ahead of the merge (a few blocks): the chunk size's scale.
+#: Entries of each table decoded ahead of the merge (a run of blocks at least): the chunk
+#: size's scale.
 AHEAD = 1024
 
 
