@@ -34,7 +34,9 @@ Every offset and length is checked against the block: a corrupt block raises
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+
+import numpy as np
 
 from formats.flink.rocksdb.coding import (
     U32,
@@ -53,6 +55,7 @@ __all__ = [
     "IndexBlock",
     "block_layout",
     "decode_data_block",
+    "decode_data_blocks",
     "decode_meta_block",
 ]
 
@@ -156,6 +159,80 @@ def decode_data_block(block: bytes, where: str, global_seqno: int = 0) -> DataBl
     if global_seqno:
         trailers = [(global_seqno << 8) | (t & 0xFF) for t in trailers]
     return user_keys, trailers, values
+
+
+def decode_data_blocks(blocks: Sequence[bytes], wheres: Sequence[str], global_seqno: int = 0
+                       ) -> tuple[DataBlock, list[int], frozenset[int]] | None:
+    """Consecutive data blocks decoded at once: their entries concatenated, where each starts.
+
+    The same entries as :func:`decode_data_block` of each block, one after the other, with the
+    index of each block's first entry and the set of value types of the trailers; ``None`` when
+    the blocks are not all *simple*, and the caller decodes them one by one (which also raises
+    the error a corrupt block deserves). A block is simple when every entry's three varints take
+    one byte, its internal key's 8-byte trailer lies in its ``key_delta`` (``non_shared >= 8``)
+    and its ``shared`` bytes are within the previous user key (0 for a block's first entry):
+    what ``BlockBuilder::AddWithLastKeyImpl`` (``table/block_based/block_builder.cc``) writes
+    for keys and values under 128 bytes when consecutive user keys differ. The user key is then
+    built directly, and one vectorised pass over all the blocks checks those conditions and reads
+    the trailers, instead of entry by entry (``numpy``: unaligned ``uint32``/``uint64`` views).
+    """
+    if not blocks:
+        return ([], [], []), [], frozenset()
+    buf = b"".join(blocks)
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    heads: list[int] = []  # where each entry's header is in ``buf``
+    add_key, add_value, add_head = keys.append, values.append, heads.append
+    header = _HEADER.unpack_from
+    starts: list[int] = []
+    base = 0
+    for block, where in zip(blocks, wheres, strict=True):
+        limit = base + block_layout(block, where)[0]
+        starts.append(len(keys))
+        key = b""
+        pos = base
+        # Nothing is checked in the loop but the end: the header's 3 bytes are before the
+        # block's restart array, every slice is under 512 bytes, and what an entry that is not
+        # simple makes of them is never returned (the checks after the loop find it).
+        while pos < limit:
+            add_head(pos)
+            shared, non_shared, value_length = header(buf, pos)
+            end = pos + 3 + non_shared
+            key = key[:shared] + buf[pos + 3:end - 8]
+            pos = end + value_length
+            add_key(key)
+            add_value(buf[end:pos])
+        if pos != limit:
+            return None
+        base += len(block)
+    if not heads:
+        return ([], [], []), starts, frozenset()
+    at = np.array(heads, dtype=np.intp)
+    # every entry's first 4 bytes, and then 8 bytes at any offset, as unaligned integers
+    first4 = np.ndarray((len(buf) - 3,), "<u4", buf, 0, (1,))[at]
+    if bool((first4 & 0x808080).any()):
+        return None  # a varint of more than one byte
+    shared_a = (first4 & 0xFF).astype(np.intp)
+    non_shared_a = ((first4 >> 8) & 0xFF).astype(np.intp)
+    if int(non_shared_a.min()) < 8:
+        return None
+    user_len = shared_a + non_shared_a - 8
+    room = np.empty_like(user_len)  # the previous user key's length; 0 at a block's start
+    room[0] = 0
+    room[1:] = user_len[:-1]
+    room[[i for i in starts if i < len(heads)]] = 0  # (an empty block starts nothing)
+    if bool((shared_a > room).any()):
+        return None
+    trailers_a = np.ndarray((len(buf) - 7,), "<u8", buf, 0, (1,))[at + non_shared_a - 5]
+    first = int(trailers_a[0])
+    if global_seqno:
+        trailers_a = (trailers_a & 0xFF) | np.uint64(global_seqno << 8)
+        first = int(trailers_a[0])
+    if bool((trailers_a == trailers_a[0]).all()):
+        # a bottommost table's entries: one trailer for all, its sequence number zeroed
+        return (keys, [first] * len(keys), values), starts, frozenset({first & 0xFF})
+    types = frozenset(np.unique(trailers_a & 0xFF).tolist())
+    return (keys, trailers_a.tolist(), values), starts, types
 
 
 def _runs_past(where: str, pos: int, limit: int) -> Exception:

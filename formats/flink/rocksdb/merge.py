@@ -21,17 +21,16 @@ Input order is checked: a file whose entries go backwards raises
 :class:`~statecore.errors.CorruptCheckpointError` naming it. Merge operands of a table written
 with another merge operator raise :class:`~statecore.errors.UnsupportedFormatError`.
 
-The view is computed a chunk at a time (:func:`live_batches`): each table is decoded a few
-blocks ahead (:class:`_Cursor`), and the entries of every table below the smallest last key
-decoded by a table not yet finished form the next chunk -- every version of a key is in the same
-chunk, and memory is bounded by a few blocks per table. A chunk whose entries are values and
-merge operands, one per key and table, with no range tombstone in the tables, is resolved in
-bulk: one table's entries as they are (an operand with nothing below it is the value); several
-tables' (their sequence numbers in disjoint ranges, so a newer table's version of a key is the
-newer one) through a dict filled oldest table first, an operand appended to what is below it
-(or, when every newer key has a version in the oldest table, that table's values updated in
-place, each newer key found by binary search). Any other chunk goes through the general,
-per-entry resolution above.
+The view is computed a chunk at a time (:func:`live_batches`): each table is decoded a run of blocks
+ahead (:class:`_Cursor`; ``sst.RUN_BYTES``), and the entries of every table below the smallest last
+key decoded by a table not yet finished form the next chunk -- every version of a key is in the same
+chunk, and memory is bounded by a run of blocks per table. A chunk whose entries are values and
+merge operands, one per key and table, with no range tombstone in the tables, is resolved in bulk:
+one table's entries as they are (an operand with nothing below it is the value); several tables'
+(their sequence numbers in disjoint ranges, so a newer table's version of a key is the newer one)
+through a dict filled oldest table first, an operand appended to what is below it (or, when every
+newer key has a version in the oldest table, that table's values updated in place, each newer key
+found by binary search). Any other chunk goes through the general, per-entry resolution above.
 """
 
 from __future__ import annotations
@@ -60,7 +59,8 @@ _PLAIN_TYPES = frozenset({_VALUE, _MERGE})
 #: values and merge operands; the last two one entry per key.
 GENERAL, VALUES, OPERANDS = 0, 1, 2
 
-#: Entries of each table decoded ahead of the merge (a few blocks): the chunk size's scale.
+#: Entries of each table decoded ahead of the merge (a run of blocks at least): the chunk
+#: size's scale.
 AHEAD = 1024
 
 
@@ -216,9 +216,12 @@ class _Cursor:
                 if self.merges_hi == 0:
                     self.merges_lo = at
                 self.merges_hi = at + len(keys)
-            self.keys += keys
-            self.trailers += trailers
-            self.values += values
+            if at:
+                self.keys += keys
+                self.trailers += trailers
+                self.values += values
+            else:  # the decoded lists are the cursor's own: no copy
+                self.keys, self.trailers, self.values = keys, trailers, values
 
     def take(self, cut: int) -> Run:
         """Remove and return the first ``cut`` buffered entries (``0 < cut``)."""
@@ -227,9 +230,9 @@ class _Cursor:
         keys, trailers, values = self.keys, self.trailers, self.values
         if cut == len(keys):
             self.keys, self.trailers, self.values = [], [], []
-        else:
-            self.keys, self.trailers, self.values = keys[cut:], trailers[cut:], values[cut:]
+        else:  # one copy of the taken entries; the rest move down in place
             keys, trailers, values = keys[:cut], trailers[:cut], values[:cut]
+            del self.keys[:cut], self.trailers[:cut], self.values[:cut]
         if self.dirty_hi:
             self.dirty_lo = max(0, self.dirty_lo - cut)
             self.dirty_hi = max(0, self.dirty_hi - cut)

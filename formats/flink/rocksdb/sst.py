@@ -29,6 +29,7 @@ from formats.flink.rocksdb.block import (
     DataBlock,
     IndexBlock,
     decode_data_block,
+    decode_data_blocks,
     decode_meta_block,
 )
 from formats.flink.rocksdb.checksums import ChecksumType, compute_builtin_checksum, context_modifier
@@ -59,6 +60,10 @@ INDEX_BLOCK = b"rocksdb.index"
 COMPRESSION_DICT_BLOCK = b"rocksdb.compression_dict"
 
 _VALUES_ONLY = frozenset({int(ValueType.VALUE)})
+
+#: Data blocks are read and decoded a run at a time: a run ends with the block that brings its
+#: decompressed size to this many bytes (or the table's or range's end).
+RUN_BYTES = 64 << 10
 
 #: One internal entry: ``(user_key, sequence, value_type, value)``.
 Entry = tuple[bytes, int, int, bytes]
@@ -283,29 +288,73 @@ class SstFile:
         """The decoded data blocks (user keys, packed trailers, values), in order.
 
         Only those that can hold user keys in ``[start, end)`` (all when ``None``) are read; the
-        first and last may hold keys outside the range.
+        first and last may hold keys outside the range. Consecutive blocks may come as one
+        (:meth:`typed_data_blocks`).
         """
         for block, _ in self.typed_data_blocks(start, end):
             yield block
 
     def typed_data_blocks(self, start: bytes | None = None, end: bytes | None = None
                           ) -> Generator[tuple[DataBlock, frozenset[int]], None, None]:
-        """:meth:`data_blocks`, each with the set of value types its entries have."""
+        """:meth:`data_blocks`, each with the set of value types its entries have.
+
+        Blocks are read a run at a time (about :data:`RUN_BYTES` of them) and decoded together
+        when they are simple (:func:`~.block.decode_data_blocks`), else one by one; each run
+        comes as one block.
+        """
         previous = b""
-        for separator, handle in self.index_entries(start):
-            where = f"{self.name} (data block at offset {handle.offset})"
-            block = decode_data_block(self.read_block(handle, "data"), where, self.global_seqno)
-            keys = block[0]
-            if keys:
-                if keys[0] < previous:
-                    raise corrupt(where, "data block's first key is below the previous block's "
-                                         "last key")
-                if keys[-1] > separator:
-                    raise corrupt(where, "data block holds keys above its index separator")
-                previous = keys[-1]
-            yield block, _check_types(block[1], where)
-            if end is not None and separator >= end:
+        handles = self.index_entries(start)
+        simple = True  # until a block is not: then the rest of the table one block at a time
+        done = False
+        while not done:
+            separators: list[bytes] = []
+            wheres: list[str] = []
+            blocks: list[bytes] = []
+            size = 0
+            done = True
+            for separator, handle in handles:
+                separators.append(separator)
+                wheres.append(f"{self.name} (data block at offset {handle.offset})")
+                blocks.append(self.read_block(handle, "data"))
+                size += len(blocks[-1])
+                if end is not None and separator >= end:
+                    break
+                if size >= RUN_BYTES or not simple:
+                    done = False
+                    break
+            if not blocks:
                 return
+            run = decode_data_blocks(blocks, wheres, self.global_seqno) if simple else None
+            if run is None:
+                simple = False
+                decoded = [decode_data_block(b, w, self.global_seqno)
+                           for b, w in zip(blocks, wheres, strict=True)]
+                starts = []
+                keys: list[bytes] = []
+                trailers: list[int] = []
+                values: list[bytes] = []
+                for block in decoded:
+                    starts.append(len(keys))
+                    keys += block[0]
+                    trailers += block[1]
+                    values += block[2]
+                types = _types(trailers)
+            else:
+                (keys, trailers, values), starts, types = run
+            for i, where in enumerate(wheres):
+                lo, hi = starts[i], starts[i + 1] if i + 1 < len(starts) else len(keys)
+                if hi > lo:
+                    if keys[lo] < previous:
+                        raise corrupt(where, "data block's first key is below the previous "
+                                             "block's last key")
+                    if keys[hi - 1] > separators[i]:
+                        raise corrupt(where, "data block holds keys above its index separator")
+                    previous = keys[hi - 1]
+            if not types <= SUPPORTED_VALUE_TYPES:
+                for i, where in enumerate(wheres):
+                    hi = starts[i + 1] if i + 1 < len(starts) else len(keys)
+                    _check_types(_types(trailers[starts[i]:hi]), where)
+            yield (keys, trailers, values), types if types != _VALUES_ONLY else _VALUES_ONLY
 
     def entries(self, start: bytes | None = None,
                 end: bytes | None = None) -> Iterator[Entry]:
@@ -352,19 +401,17 @@ class SstFile:
         return tombstones
 
 
-def _check_types(trailers: list[int], where: str) -> frozenset[int]:
-    """The value types of a data block's entries.
-
-    Refuse those a data block must not hold or this reader cannot interpret.
-    """
+def _types(trailers: list[int]) -> frozenset[int]:
+    """The value types of entries with these trailers."""
     if trailers and trailers.count(trailers[0]) == len(trailers):
         # one trailer for all: a bottommost table's entries, their sequence numbers zeroed
-        types = frozenset({trailers[0] & 0xFF})
-    else:
-        types = frozenset({t & 0xFF for t in trailers})
-    if types == _VALUES_ONLY:
-        return _VALUES_ONLY
-    for value_type in types:
+        return frozenset({trailers[0] & 0xFF})
+    return frozenset({t & 0xFF for t in trailers})
+
+
+def _check_types(types: frozenset[int], where: str) -> None:
+    """Refuse the value types a data block must not hold or this reader cannot interpret."""
+    for value_type in sorted(types):
         if value_type in SUPPORTED_VALUE_TYPES:
             continue
         if value_type in UNSUPPORTED_VALUE_TYPES:
@@ -372,4 +419,3 @@ def _check_types(trailers: list[int], where: str) -> frozenset[int]:
                                          f"{UNSUPPORTED_VALUE_TYPES[value_type]} are not "
                                          f"supported")
         raise corrupt(where, f"entry of value type 0x{value_type:02x} in a data block")
-    return types
