@@ -16,7 +16,8 @@ on one copy-on-write backend of string keys with one int64 value state at max pa
   with the snapshot held and no writer, and with the thread writer (with the default and a
   smaller switch interval): the GIL's share.
 * stall: the longest gap between two processed records from a checkpoint's trigger until it
-  completes, asynchronous (snapshot + ``write_checkpoint_async``, default writer) against
+  completes and its writer's after-work (the process writer's heap collapse) is done,
+  asynchronous (snapshot + ``write_checkpoint_async``, default writer) against
   synchronous (snapshot + ``write_checkpoint`` inline), with the collector on (after collect
   and freeze) and off; the thread writer's for information.
 * inspect: bytes ``open_checkpoint`` + ``summarize`` (what ``statectl inspect`` runs) read,
@@ -459,12 +460,17 @@ class StallRun:
     checkpoint_ns: int
     collections: dict[str, Any]
     start_call_ns: int  # snapshot + write_checkpoint_async() (the fork, for the process writer)
+    trigger_ns: int = 0  # the first gap: the trigger (snapshot + start of the write)
+    longest_at_ns: int = 0  # when the longest gap began, after the trigger (0: the trigger)
     huge_kb: int = 0  # AnonHugePages (kB) at the trigger: the heap in huge pages
     collapsed: dict[str, Any] | None = None  # the process writer's collapse after its child
 
 
 def stall_run(bench: Bench, asynchronous: bool, writer: str | None = None) -> StallRun:
     """Lead-in records, the checkpoint's trigger, then records until it is complete.
+
+    Asynchronous: until the writer's thread has also finished its after-work (the process
+    writer collapses the heap after its child), which runs beside processing too.
 
     ``writer`` (asynchronous only): None for the default writer, or "thread".
     """
@@ -482,13 +488,14 @@ def stall_run(bench: Bench, asynchronous: bool, writer: str | None = None) -> St
             pending = write_checkpoint_async(location, checkpoint_id, bench.operators(),
                                              writer=writer)
             start_call_ns = time.perf_counter_ns() - called
-            while True:
+            completed = 0
+            while True:  # until complete, and its writer's after-work (the heap collapse) done
                 stamped(bench, passes, stamps)
-                if pending.done():
+                if not completed and pending.done():
+                    completed = time.perf_counter_ns()
+                if completed and pending.join(0):
                     break
-            completed = time.perf_counter_ns()
             metadata = pending.result()
-            pending.join()  # after the measured span: the heap collapse for the next fork
             collapsed = None if pending.huge_pages is None else vars(pending.huge_pages)
         else:
             start_call_ns, collapsed = 0, None
@@ -498,8 +505,12 @@ def stall_run(bench: Bench, asynchronous: bool, writer: str | None = None) -> St
         stamps.append(time.perf_counter_ns())
     bench.check(metadata)
     discard(location)
-    gaps = sorted(b - a for a, b in zip(stamps[trigger:], stamps[trigger + 1:], strict=False))
-    return StallRun(longest_ns=gaps[-1], p999_ns=gaps[max(0, -(-999 * len(gaps) // 1000) - 1)],
+    timed = [(b - a, a) for a, b in zip(stamps[trigger:], stamps[trigger + 1:], strict=False)]
+    longest, longest_from = max(timed)
+    gaps = sorted(g for g, _ in timed)
+    return StallRun(longest_ns=gaps[-1], trigger_ns=timed[0][0],
+                    longest_at_ns=longest_from - stamps[trigger],
+                    p999_ns=gaps[max(0, -(-999 * len(gaps) // 1000) - 1)],
                     over_1ms=sum(g > 1_000_000 for g in gaps), records=len(stamps) - trigger - 2,
                     checkpoint_ns=completed - stamps[trigger], collections=log.summary(),
                     start_call_ns=start_call_ns, huge_kb=huge_kb, collapsed=collapsed)
@@ -544,8 +555,9 @@ def bench_stall(bench: Bench, section: Section) -> None:
                         if on.collections["longest_generation"] == 2 else "")
     section.notes += [
         f"stall: {bench.sizes.lead_records:,} records, then the trigger, then passes of "
-        f"{bench.sizes.pass_records:,} records until the checkpoint is complete "
-        f"(synchronous: one pass after it); perf_counter_ns() before every record; statecore "
+        f"{bench.sizes.pass_records:,} records until the checkpoint is complete and its "
+        f"writer's thread has finished (the process writer's heap collapse included; "
+        f"synchronous: one pass after it); perf_counter_ns() before every record; statecore "
         f"= the longest gap from the trigger on with backend.snapshot() + "
         f"write_checkpoint_async(), baseline = the same with backend.snapshot() + "
         f"write_checkpoint() inline (the loop waits for it); one run each",
@@ -553,8 +565,12 @@ def bench_stall(bench: Bench, section: Section) -> None:
         "frozen); 'GC on': then default thresholds (the bar row), 'GC off': gc.disable() too",
         f"stall, async (process writer), GC on: {forked.records:,} records during a "
         f"{forked.checkpoint_ns / 1e9:.2f} s checkpoint, p99.9 gap {forked.p999_ns / 1e3:.0f} "
-        f"µs, {forked.over_1ms} gaps over 1 ms; the longest gap is the trigger: snapshot + "
-        f"fork took {forked.start_call_ns / 1e6:.1f} ms (the kernel copies the page tables: "
+        f"µs, {forked.over_1ms} gaps over 1 ms; the longest gap "
+        + ("is the trigger" if forked.longest_at_ns == 0 else
+           f"began {forked.longest_at_ns / 1e6:.0f} ms after the trigger (the trigger's gap: "
+           f"{forked.trigger_ns / 1e6:.1f} ms)")
+        + f"; snapshot + fork took {forked.start_call_ns / 1e6:.1f} ms (the kernel copies the "
+        f"page tables: "
         f"{forked.huge_kb / 1024:.0f} MiB of the heap were in transparent huge pages at the "
         f"trigger, one entry per 2 MiB, collapsed by the previous checkpoints' writers; this "
         f"one's collapse after its child: {forked.collapsed}); "
