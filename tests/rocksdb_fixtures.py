@@ -25,6 +25,16 @@ from formats.flink.rocksdb.footer import has_block_based_magic
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def varint(value: int) -> bytes:
+    """RocksDB's varint32/64 (``util/coding.h``): 7 bits a byte, low first, high bit = more."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def rocksdb_fixtures_dir() -> Path:
     default = ROOT.parent / "shared" / "flink-fixtures-rocksdb"
     return Path(os.environ.get("STATECTL_FLINK_ROCKSDB_FIXTURES", default))

@@ -16,7 +16,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rocksdb_fixtures import sst_files
+from rocksdb_fixtures import sst_files, varint
 
 from formats.flink.rocksdb import open_sst
 from formats.flink.rocksdb.block import decode_data_block, decode_data_blocks
@@ -24,15 +24,6 @@ from formats.flink.rocksdb.sst import SstFile
 from statecore.errors import CorruptCheckpointError, StatectlError, UnsupportedFormatError
 
 USER_KEYS = [b"", b"a", b"a\x00", b"a\x01", b"ab", b"abc", b"b", b"b\x01\x00", b"ba", b"c" * 130]
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_block(entries: list[tuple[bytes, int, bytes]], restart_interval: int) -> bytes:
@@ -48,7 +39,7 @@ def encode_block(entries: list[tuple[bytes, int, bytes]], restart_interval: int)
                 shared += 1
         else:
             restarts.append(len(out))
-        out += _varint(shared) + _varint(len(key) - shared) + _varint(len(value))
+        out += varint(shared) + varint(len(key) - shared) + varint(len(value))
         out += key[shared:] + value
         last = key
     restarts = restarts or [0]

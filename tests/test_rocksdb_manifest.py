@@ -13,7 +13,7 @@ import struct
 
 import google_crc32c
 import pytest
-from rocksdb_fixtures import manifest_files
+from rocksdb_fixtures import manifest_files, varint
 
 from formats.flink.rocksdb.checksums import crc32c_mask
 from formats.flink.rocksdb.manifest import (
@@ -47,15 +47,6 @@ def frame_log(records: list[bytes], *, recyclable: bool = False, log_number: int
             first = False
             if not left:
                 break
-    return bytes(out)
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 128:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
     return bytes(out)
 
 
