@@ -302,3 +302,18 @@ def test_no_collapse_while_another_writer_child_shares_the_pages(
     assert settled(slow).huge_pages == thp.Collapsed(ranges=1, bytes=thp.HUGE_PAGE)
     assert collapses == [(0, False)]
     assert children_alive() == 0
+
+
+def test_a_failing_collapse_is_reported_not_raised(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def collapse_heap(*, stop: Any) -> thp.Collapsed:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(async_writer.thp, "collapse_heap", collapse_heap)
+    backend = make_backend()
+    done = settled(write_checkpoint_async(str(tmp_path / "chk-1"), 1,
+                                          operator(backend.snapshot()), writer="process"))
+    assert done.result().checkpoint_id == 1
+    assert done.huge_pages is not None
+    assert done.huge_pages.unavailable.startswith("collapsing failed")
+    assert done.huge_pages.ranges == 0

@@ -95,6 +95,8 @@ def _collapse_heap() -> thp.Collapsed | None:
         if children_alive():
             return None
         return thp.collapse_heap(stop=lambda: children_alive() > 0)
+    except OSError as exc:  # e.g. no memory for the probe: memory stays as it is
+        return thp.Collapsed(unavailable=f"collapsing failed: {exc}")
     finally:
         _collapsing.release()
 
