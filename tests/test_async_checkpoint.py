@@ -317,3 +317,16 @@ def test_a_failing_collapse_is_reported_not_raised(tmp_path: Path,
     assert done.huge_pages is not None
     assert done.huge_pages.unavailable.startswith("collapsing failed")
     assert done.huge_pages.ranges == 0
+
+
+def test_no_collapse_while_collapses_are_paused(tmp_path: Path,
+                                                collapses: list[tuple[int, bool]]) -> None:
+    backend = make_backend()
+    with async_writer.collapses_paused():
+        paused = settled(write_checkpoint_async(str(tmp_path / "chk-1"), 1,
+                                                operator(backend.snapshot()), writer="process"))
+    assert paused.huge_pages is None and collapses == []
+    after = settled(write_checkpoint_async(str(tmp_path / "chk-2"), 2,
+                                           operator(backend.snapshot()), writer="process"))
+    assert after.huge_pages == thp.Collapsed(ranges=1, bytes=thp.HUGE_PAGE)
+    assert collapses == [(0, False)]

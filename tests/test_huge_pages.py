@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from formats.statectl import huge_pages as thp
-from formats.statectl.async_writer import _collapsing
+from formats.statectl.async_writer import collapses_paused
 from statecore.errors import InvalidArgumentError
 
 HUGE, PAGE, PER = thp.HUGE_PAGE, thp.PAGE, thp.PAGES_PER_HUGE
@@ -28,11 +28,8 @@ MADV_DONTFORK = 10  # linux/mman.h
 @pytest.fixture(autouse=True)
 def no_writer_collapses() -> Iterator[None]:
     """No process writer's waiting thread (of an earlier test) collapses meanwhile."""
-    assert _collapsing.acquire(timeout=120)
-    try:
+    with collapses_paused():
         yield
-    finally:
-        _collapsing.release()
 
 
 @contextmanager

@@ -41,8 +41,9 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -62,8 +63,8 @@ from statecore.checkpoint import (
 )
 from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError
 
-__all__ = ["WRITERS", "PendingCheckpoint", "children_alive", "default_writer",
-           "write_checkpoint_async"]
+__all__ = ["WRITERS", "PendingCheckpoint", "children_alive", "collapses_paused",
+           "default_writer", "write_checkpoint_async"]
 
 WRITERS = ("process", "thread")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -82,6 +83,17 @@ def _count_child(delta: int) -> None:
     global _children_alive
     with _children_lock:
         _children_alive += delta
+
+
+@contextmanager
+def collapses_paused() -> Iterator[None]:
+    """While inside, no process writer collapses the heap (for a latency-critical phase).
+
+    A collapse running on entry is waited for; writers whose child exits meanwhile skip
+    theirs (their ``huge_pages`` stays ``None``).
+    """
+    with _collapsing:
+        yield
 
 
 def _collapse_heap() -> thp.Collapsed | None:
