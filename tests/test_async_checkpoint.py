@@ -330,23 +330,3 @@ def test_no_collapse_while_collapses_are_paused(tmp_path: Path,
                                            operator(backend.snapshot()), writer="process"))
     assert after.huge_pages == thp.Collapsed(ranges=1, bytes=thp.HUGE_PAGE)
     assert collapses == [(0, False)]
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/stat")
-def test_the_writer_process_yields_to_processing(tmp_path: Path) -> None:
-    backend = make_backend()
-    (tmp_path / "signals").mkdir()
-    gated = GatedSnapshot(backend.snapshot(), tmp_path / "signals")
-    pending = write_checkpoint_async(str(tmp_path / "chk-1"), 1, operator(gated),
-                                     writer="process")
-    try:
-        assert wait_for(gated.first_written.exists)
-        child = int(gated.first_written.read_text())
-        stat = Path(f"/proc/{child}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-        nice, policy = int(fields[16]), int(fields[38])  # stat fields 19 and 41
-        assert nice == min(19, os.nice(0) + async_writer.WRITER_NICE)
-        assert policy == os.SCHED_BATCH
-    finally:
-        gated.gate.write_text("open")
-    assert settled(pending).result().checkpoint_id == 1

@@ -17,8 +17,6 @@ Two writers (``writer=``):
   triggers checkpoints), it dies with its parent (``PR_SET_PDEATHSIG``), so a killed job
   leaves no writer behind, only a staging directory that never looks like a checkpoint.
   When the fork fails (no memory or processes left), the thread writer takes over.
-  The child lowers its own priority (niceness +10, ``SCHED_BATCH``): on a busy machine the
-  checkpoint takes longer rather than processing stalling.
   The fork's cost is the parent's page tables; once a child has exited and no other is
   alive, the waiting thread collapses the heap's dense ranges into transparent huge pages
   (:mod:`formats.statectl.huge_pages`, ``huge_pages=False`` to leave memory as it is), so the
@@ -70,7 +68,6 @@ __all__ = ["WRITERS", "PendingCheckpoint", "children_alive", "collapses_paused",
 
 WRITERS = ("process", "thread")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-WRITER_NICE = 10  # the process writer's niceness above its parent's (see _yield_to_processing)
 
 _children_lock = threading.Lock()
 _children_alive = 0  # the process writers' children not yet reaped, in this process
@@ -288,7 +285,6 @@ def _child(pending: PendingCheckpoint, operators: Sequence[OperatorSnapshot],
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (it cancels)
-        _yield_to_processing()
         gc.freeze()  # a collection would touch (and so copy) every page the parent had
         if die_with_parent and sys.platform.startswith("linux"):
             try:
@@ -315,24 +311,6 @@ def _child(pending: PendingCheckpoint, operators: Sequence[OperatorSnapshot],
         code = 1
     finally:
         os._exit(code)
-
-
-def _yield_to_processing() -> None:
-    """Make the writer the one the scheduler preempts: ``WRITER_NICE`` and ``SCHED_BATCH``.
-
-    The writer is background work and the processing thread's gaps are what a checkpoint must
-    keep short. On two cores the child and the processing thread each hold one; a third task
-    that wakes (writeback, a kernel thread) preempts one of them for a few milliseconds. A
-    niced batch task accumulates virtual runtime faster and is never favoured on wakeup
-    (``sched(7)``), so that task lands on the writer. With idle cores it changes nothing; on a
-    busy machine the checkpoint takes longer instead of processing stalling.
-    """
-    try:
-        os.nice(WRITER_NICE)
-        if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
-            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    except OSError:  # not allowed here: the writer runs as it was forked
-        pass
 
 
 def _reported(data: bytes, status: int, location: str) -> CheckpointMetadata:
