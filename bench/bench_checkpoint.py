@@ -34,13 +34,14 @@ from __future__ import annotations
 import gc
 import os
 import random
+import resource
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -83,7 +84,8 @@ class CheckpointSizes:
         keys = cfg.snapshot_entries // 2
         return cls(keys=keys, write_reps=cfg.latency_reps,
                    # ~30% of the keys: the checkpoint outlasts the window (checked)
-                   window_records=keys * 3 // 10, window_reps=max(1, cfg.latency_reps - 1),
+                   # 5 at the default 3: one pair of windows swings by 15% on a busy VM
+                   window_records=keys * 3 // 10, window_reps=max(1, 2 * cfg.latency_reps - 1),
                    lead_records=keys // 50, pass_records=keys // 25)
 
 
@@ -322,34 +324,59 @@ def process(bench: Bench) -> None:
         update(v)
 
 
-def window_no_checkpoint(bench: Bench) -> tuple[int, bool]:
-    start = time.perf_counter_ns()
+@dataclass(frozen=True)
+class Window:
+    """One processing window: its duration and this process's page faults and system time
+    over it (every thread's: the writer's waiting thread is blocked meanwhile)."""
+
+    took_ns: int
+    faults: int
+    system_ns: int
+    in_flight: bool = False
+
+
+class WindowClock:
+    """Started where a window starts; :meth:`stop` where it ends."""
+
+    def __init__(self) -> None:
+        self.usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.start = time.perf_counter_ns()
+
+    def stop(self) -> Window:
+        took = time.perf_counter_ns() - self.start
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return Window(took, usage.ru_minflt - self.usage.ru_minflt,
+                      round((usage.ru_stime - self.usage.ru_stime) * NANOS))
+
+
+def window_no_checkpoint(bench: Bench) -> Window:
+    clock = WindowClock()
     process(bench)
-    return time.perf_counter_ns() - start, False
+    return clock.stop()
 
 
-def window_snapshot_held(bench: Bench) -> tuple[int, bool]:
+def window_snapshot_held(bench: Bench) -> Window:
     """The window starts with the snapshot, which stays open (nothing consumes it)."""
-    start = time.perf_counter_ns()
+    clock = WindowClock()
     operators = bench.operators()
     process(bench)
-    took = time.perf_counter_ns() - start
+    window = clock.stop()
     for subtask in operators[0].subtasks:
         assert subtask.keyed is not None
         subtask.keyed.close()
-    return took, False
+    return window
 
 
-def window_async(bench: Bench, writer: str | None = None) -> tuple[int, bool]:
+def window_async(bench: Bench, writer: str | None = None) -> Window:
     """The window starts with the snapshot and the writer's start; then cancel the writer.
 
     ``writer``: None for the default (a forked process on the local disk), or "thread".
     """
     location, checkpoint_id = bench.new_checkpoint()
-    start = time.perf_counter_ns()
+    clock = WindowClock()
     pending = write_checkpoint_async(location, checkpoint_id, bench.operators(), writer=writer)
     process(bench)
-    took = time.perf_counter_ns() - start
+    window = clock.stop()
     in_flight = not pending.done()
     pending.cancel()  # the window is over: the writer stops at its next key group, cleans up
     try:
@@ -358,19 +385,19 @@ def window_async(bench: Bench, writer: str | None = None) -> tuple[int, bool]:
         pass
     pending.join()  # its heap collapse must not run into the next window
     discard(location)
-    return took, in_flight
+    return replace(window, in_flight=in_flight)
 
 
-def window_thread(bench: Bench) -> tuple[int, bool]:
+def window_thread(bench: Bench) -> Window:
     return window_async(bench, "thread")
 
 
-def window_thread_small_interval(bench: Bench) -> tuple[int, bool]:
+def window_thread_small_interval(bench: Bench) -> Window:
     with switch_interval(SMALL_SWITCH_INTERVAL):
         return window_async(bench, "thread")
 
 
-WINDOWS: dict[str, Callable[[Bench], tuple[int, bool]]] = {
+WINDOWS: dict[str, Callable[[Bench], Window]] = {
     "no checkpoint": window_no_checkpoint,
     "snapshot held": window_snapshot_held,
     "async checkpoint": window_async,
@@ -383,13 +410,22 @@ def bench_processing(bench: Bench, section: Section) -> None:
     w = len(bench.records)
     rates: dict[str, list[float]] = {name: [] for name in WINDOWS}
     in_flight: dict[str, list[bool]] = {name: [] for name in WINDOWS}
+    faults: dict[str, list[int]] = {name: [] for name in WINDOWS}
+    system_ns: dict[str, list[int]] = {name: [] for name in WINDOWS}
+    # Warm-up: the first pass frees the ints the fill stored and stores the records' own, a
+    # cost later passes do not have; unwarmed, it slowed the first "no checkpoint" window by
+    # 10% and flattered the first rep's ratios.
+    with gc_mode(enabled=True):
+        process(bench)
     for rep in range(bench.sizes.window_reps):  # interleaved, in WINDOWS order
         for name, window in WINDOWS.items():
             progress(f"checkpoint processing rep {rep + 1}/{bench.sizes.window_reps}: {name}")
             with gc_mode(enabled=True):
-                took, flying = window(bench)
-            rates[name].append(w * NANOS / took)
-            in_flight[name].append(flying)
+                measured = window(bench)
+            rates[name].append(w * NANOS / measured.took_ns)
+            in_flight[name].append(measured.in_flight)
+            faults[name].append(measured.faults)
+            system_ns[name].append(measured.system_ns)
     none = median(rates["no checkpoint"])
     held = median(rates["snapshot held"])
     asynchronous = median(rates["async checkpoint"])
@@ -408,6 +444,7 @@ def bench_processing(bench: Bench, section: Section) -> None:
     still_flying = sum(sum(in_flight[name]) for name in asyncs)
     runs = len(asyncs) * bench.sizes.window_reps
     bench.raw["processing"] = {"window_records": w, "records_per_s": rates,
+                               "page_faults": faults, "system_ns": system_ns,
                                "checkpoint_in_flight_at_window_end": in_flight,
                                "default_switch_interval_s": sys.getswitchinterval(),
                                "small_switch_interval_s": SMALL_SWITCH_INTERVAL}
@@ -431,11 +468,30 @@ def bench_processing(bench: Bench, section: Section) -> None:
         f"every row in Python and pa.array()s batches with the GIL held (only Parquet "
         f"encoding, SHA-256 and fsync release it), and its allocations trigger collections "
         f"that pause both threads",
+        where_the_time_goes(w, rates, faults, system_ns),
         f"GIL: sys.setswitchinterval({SMALL_SWITCH_INTERVAL:g}) instead of the default "
         f"{sys.getswitchinterval():g} s, thread writer: {small / none:.2f} of the "
         f"no-checkpoint rate (the interval decides how often the threads alternate, not how "
         f"much work the writer does with the GIL held)",
     ]
+
+
+def where_the_time_goes(w: int, rates: dict[str, list[float]], faults: dict[str, list[int]],
+                        system_ns: dict[str, list[int]]) -> str:
+    """The async window against the no-checkpoint window: what the page faults cost."""
+    none_ms = w * 1e3 / median(rates["no checkpoint"])
+    async_ms = w * 1e3 / median(rates["async checkpoint"])
+    n_faults, a_faults = median(faults["no checkpoint"]), median(faults["async checkpoint"])
+    n_sys = median(system_ns["no checkpoint"]) / 1e6
+    a_sys = median(system_ns["async checkpoint"]) / 1e6
+    per_fault = (a_sys - n_sys) * 1e3 / (a_faults - n_faults) if a_faults > n_faults else 0.0
+    return (f"processing, where the async window's time goes (medians): {async_ms:.0f} ms "
+            f"against {none_ms:.0f} ms with no checkpoint; this process took {a_faults:,.0f} "
+            f"page faults and {a_sys:.0f} ms of system time in it, against {n_faults:,.0f} and "
+            f"{n_sys:.0f} ms: after the fork each page the processing thread writes to (CPython "
+            f"writes the reference count of every object it reads: the entry, its key, the "
+            f"old value) is copied on its first write, {per_fault:.1f} us a fault here; the "
+            f"fork itself is in the window too")
 
 
 # -- 3. longest stall between two records -------------------------------------------------------
