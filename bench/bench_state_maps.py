@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from statecore.bucket_table import BucketTable
-from statecore.copy_on_write_state_map import CopyOnWriteStateMap, StateMapEntry
+from statecore.copy_on_write_state_map import CopyOnWriteStateMap
 from statecore.nested_state_map import NestedStateMap
 from statecore.serializers import VOID_NAMESPACE, TypeSerializer, parse_type
 from statecore.state_map import StateMap
+from statecore.state_map_entry import StateMapEntry
 
 K = TypeVar("K")
 N = TypeVar("N")

@@ -5,7 +5,8 @@ versioned snapshots, and the tables built from them. The names below are the pub
 modules hold the rest (``statecore.hashing``, ``statecore.map_trace``, ...).
 """
 
-from statecore.copy_on_write_state_map import CopyOnWriteStateMap, CopyOnWriteStateMapSnapshot
+from statecore.copy_on_write_snapshot import CopyOnWriteStateMapSnapshot
+from statecore.copy_on_write_state_map import CopyOnWriteStateMap
 from statecore.errors import StatectlError
 from statecore.key_groups import (
     KeyGroupRange,

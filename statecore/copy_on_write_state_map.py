@@ -1,8 +1,9 @@
 """Flink's ``CopyOnWriteStateMap``: chained hashing, incremental rehash, versioned snapshots.
 
-Port of ``flink-runtime/.../runtime/state/heap/CopyOnWriteStateMap.java`` and
-``CopyOnWriteStateMapSnapshot.java``; every rule below is reference §5 (section numbers in the
-comments). In short:
+Port of ``flink-runtime/.../runtime/state/heap/CopyOnWriteStateMap.java``; its entries are in
+:mod:`statecore.state_map_entry`, its snapshots (``CopyOnWriteStateMapSnapshot.java``) in
+:mod:`statecore.copy_on_write_snapshot`. Every rule below is reference §5 (section numbers in
+the comments). In short:
 
 * Buckets hold chains of :class:`StateMapEntry`, new entries are head-inserted. Capacity is a
   power of two (default 128); growth is checked *before* inserting a new key
@@ -35,10 +36,10 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from statecore.bucket_table import PAGE_MASK, PAGE_SHIFT, BucketTable, slots
+from statecore.bucket_table import PAGE_MASK, PAGE_SHIFT, BucketTable
+from statecore.copy_on_write_snapshot import CopyOnWriteStateMapSnapshot, SnapshotArrays
 from statecore.errors import (
     ConcurrentModificationError,
     InvalidArgumentError,
@@ -47,7 +48,8 @@ from statecore.errors import (
 )
 from statecore.hashing import INT32_MAX, bit_mix, to_int32
 from statecore.serializers import VOID_NAMESPACE, TypeSerializer, infer_java_hash
-from statecore.state_map import StateEntry, StateIncrementalVisitor, StateMap, StateMapSnapshot
+from statecore.state_map import StateEntry, StateIncrementalVisitor, StateMap
+from statecore.state_map_entry import StateMapEntry
 from statecore.state_map_layout import MapLayout, build_layout
 
 __all__ = [
@@ -57,9 +59,7 @@ __all__ = [
     "MIN_TRANSFERRED_PER_INCREMENTAL_REHASH",
     "HASH_MODES",
     "CopyOnWriteStateMap",
-    "CopyOnWriteStateMapSnapshot",
     "HashMode",
-    "StateMapEntry",
 ]
 
 K = TypeVar("K")
@@ -77,50 +77,6 @@ _MAX_ARRAY_SIZE = INT32_MAX - 8
 HashMode = Literal["fast", "flink", "identity"]
 #: The hashing modes, in the order the CLI lists them.
 HASH_MODES: tuple[HashMode, ...] = ("fast", "flink", "identity")
-
-
-class StateMapEntry:
-    """One chain link: ``(key, namespace) -> state`` with its copy-on-write versions.
-
-    ``entry_version`` is the map version that created this object (a copy gets a new one);
-    ``state_version`` the map version in which ``state`` was last set or defensively copied.
-
-    Flink's ``StateMapEntry`` also caches the composite hash. Here the map recomputes it from
-    ``key`` and ``namespace`` where it needs it (rehash steps, layouts,
-    ``CopyOnWriteStateMap._entry_hash``): a cached hash would cost a slot and an int object
-    (32 or 48 bytes) per entry, half again the entry. Six slots and no ``__weakref__`` (nothing
-    refers to entries weakly) make an entry 80 bytes: GC header, object header, six pointers.
-    """
-
-    __slots__ = ("key", "namespace", "state", "next", "entry_version", "state_version")
-
-    def __init__(
-        self,
-        key: Any,
-        namespace: Any,
-        state: Any,
-        next_entry: StateMapEntry | None,
-        entry_version: int,
-        state_version: int,
-    ) -> None:
-        self.key = key
-        self.namespace = namespace
-        self.state = state
-        self.next = next_entry
-        self.entry_version = entry_version
-        self.state_version = state_version
-
-    def copy_with_version(self, entry_version: int) -> StateMapEntry:
-        """Port of the copy constructor ``StateMapEntry(other, entryVersion)`` (§5.4).
-
-        Shares key, namespace, state and ``next``; keeps ``state_version``.
-        """
-        return StateMapEntry(self.key, self.namespace, self.state, self.next, entry_version,
-                             self.state_version)
-
-    def __repr__(self) -> str:
-        return (f"StateMapEntry({self.key!r}, {self.namespace!r}, {self.state!r}, "
-                f"entry_version={self.entry_version}, state_version={self.state_version})")
 
 
 _VOID = VOID_NAMESPACE
@@ -591,9 +547,14 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         Release it exactly once (``release()`` or ``with``); until then every entry and page it
         shares is copied before it is changed. Cost: O(buckets / 1024), see ``bucket_table``.
         """
-        return CopyOnWriteStateMapSnapshot(self)
+        taken_during_rehash = self.is_rehashing
+        version, arrays = self._snapshot_map_arrays()
+        snapshot = CopyOnWriteStateMapSnapshot(self, version, arrays, taken_during_rehash,
+                                               self._release_snapshot_version)
+        self._snapshots[version] = snapshot
+        return snapshot
 
-    def _snapshot_map_arrays(self) -> tuple[int, _SnapshotArrays]:
+    def _snapshot_map_arrays(self) -> tuple[int, SnapshotArrays]:
         # §5.5 snapshotMapArrays, with the page lists standing for the copied arrays.
         with self._versions_lock:
             self._state_map_version += 1
@@ -605,7 +566,7 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             self._snapshot_versions.add(self._state_map_version)
             version = self._state_map_version
         incr = self._incr
-        arrays = _SnapshotArrays(
+        arrays = SnapshotArrays(
             primary_pages=list(self._primary.pages),
             primary_length=len(self._primary),
             incremental_pages=None if incr is None else list(incr.pages),
@@ -711,104 +672,6 @@ class _IncrementalVisitor(StateIncrementalVisitor[K, N, S]):
 
     def update(self, entry: StateEntry[K, N, S], new_state: S) -> None:
         self._map.put(entry.key, entry.namespace, new_state)
-
-
-@dataclass(frozen=True, slots=True)
-class _SnapshotArrays:
-    """What a snapshot holds: the page lists of the tables at snapshot time (§5.5).
-
-    Pages are never changed once a snapshot holds them (the map copies a shared page before
-    writing), so these lists stand for Flink's ``snapshotData`` array without copying slots.
-    """
-
-    primary_pages: list[list[Any]]
-    primary_length: int
-    incremental_pages: list[list[Any]] | None
-    incremental_length: int
-    rehash_index: int
-    size: int
-
-    @property
-    def array_length(self) -> int:
-        """Flink's ``snapshotData.length``: ``max(rehashIndex + primary.length, size())``."""
-        return max(self.rehash_index + self.primary_length, self.size)
-
-    def heads(self) -> Iterator[Any]:
-        """The chain heads in Flink's ``snapshotData`` order (§5.5), without the null padding.
-
-        Not rehashing: the primary table. Rehashing: the primary table from ``rehash_index``,
-        then the two ranges of the rehash table that received the migrated buckets.
-        """
-        if self.incremental_pages is None:
-            yield from slots(self.primary_pages, 0, self.primary_length)
-            return
-        rh = self.rehash_index
-        half = self.incremental_length >> 1
-        yield from slots(self.primary_pages, rh, self.primary_length)
-        yield from slots(self.incremental_pages, 0, rh)
-        yield from slots(self.incremental_pages, half, half + rh)
-
-
-class CopyOnWriteStateMapSnapshot(StateMapSnapshot[K, N, S], Generic[K, N, S]):
-    """Port of ``CopyOnWriteStateMapSnapshot``: the bucket arrays at one map version.
-
-    Created on the owner thread by :meth:`CopyOnWriteStateMap.snapshot`; may be iterated and
-    released from another thread. The states it yields must be treated as read-only. It is
-    released exactly once: the first ``release()`` gives its version back to the map (which then
-    stops copying for it); later calls do nothing; iterating a released snapshot raises
-    :class:`SnapshotReleasedError`.
-    """
-
-    def __init__(self, owner: CopyOnWriteStateMap[K, N, S]) -> None:
-        self.owner = owner
-        self.taken_during_rehash = owner.is_rehashing
-        self.number_of_entries = len(owner)
-        version, arrays = owner._snapshot_map_arrays()
-        self.snapshot_version = version
-        self.array_length = arrays.array_length
-        self._arrays: _SnapshotArrays | None = arrays
-        self._released = False
-        self._release_lock = threading.Lock()
-        owner._snapshots[version] = self
-
-    def __len__(self) -> int:
-        return self.number_of_entries
-
-    @property
-    def released(self) -> bool:
-        return self._released
-
-    def _checked_arrays(self) -> _SnapshotArrays:
-        arrays = self._arrays
-        if arrays is None:
-            raise SnapshotReleasedError(
-                f"snapshot version {self.snapshot_version} was released and cannot be read")
-        return arrays
-
-    def __iter__(self) -> Iterator[StateEntry[K, N, S]]:
-        """Entries in array order, chain by chain (Flink's ``NonTransformSnapshotIterator``)."""
-        for head in self._checked_arrays().heads():
-            e = head
-            while e is not None:
-                yield StateEntry(e.key, e.namespace, e.state)
-                e = e.next
-
-    def buckets(self) -> list[StateMapEntry | None]:
-        """Flink's ``snapshotData`` array: chain heads, null-padded to ``array_length``."""
-        heads = list(self._checked_arrays().heads())
-        return heads + [None] * (self.array_length - len(heads))
-
-    def release(self) -> None:
-        with self._release_lock:
-            if self._released:
-                return
-            self._released = True
-            self.owner._release_snapshot_version(self.snapshot_version)
-            self._arrays = None
-
-    def __repr__(self) -> str:
-        state = "released" if self._released else f"{self.number_of_entries} entries"
-        return f"CopyOnWriteStateMapSnapshot(version={self.snapshot_version}, {state})"
 
 
 def _fast_hash(key: Any, namespace: Any) -> int:

@@ -45,12 +45,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from statecore.copy_on_write_snapshot import CopyOnWriteStateMapSnapshot
 from statecore.copy_on_write_state_map import (
     DEFAULT_CAPACITY,
     HASH_MODES,
     MIN_TRANSFERRED_PER_INCREMENTAL_REHASH,
     CopyOnWriteStateMap,
-    CopyOnWriteStateMapSnapshot,
     HashMode,
 )
 from statecore.errors import StatectlError, TraceScriptError
