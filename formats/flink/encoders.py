@@ -36,10 +36,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from formats.flink.javaout import string_value_bytes
+from formats.flink.row_data import RowDataTuple
 from formats.flink.serializers import (
     PRIMITIVE_ARRAYS,
     ROW_KINDS,
-    RowDataTuple,
     SerializerSnapshot,
     codec_for,
     row_legacy_mode,
