@@ -14,7 +14,9 @@ on one copy-on-write backend of string keys with one int64 value state at max pa
   the window start) is in flight with the default writer (a forked process: the checkpoint
   goes to the local disk), against the same window with no checkpoint; for information also
   with the snapshot held and no writer, and with the thread writer (with the default and a
-  smaller switch interval): the GIL's share.
+  smaller switch interval): the GIL's share. Each window also records this process's page
+  faults and system time: after a fork, what processing pays is the kernel copying each page
+  it writes to.
 * stall: the longest gap between two processed records from a checkpoint's trigger until it
   completes and its writer's after-work (the process writer's heap collapse) is done,
   asynchronous (snapshot + ``write_checkpoint_async``, default writer) against
@@ -26,7 +28,7 @@ on one copy-on-write backend of string keys with one int64 value state at max pa
 
 Sizes follow the map benchmarks' :class:`Config` (``--quick`` makes them small): half of
 ``snapshot_entries`` keys (500k, quick 25k), ``latency_reps`` repetitions of the writes and
-``latency_reps - 1`` (at least 1) of the processing windows.
+``2 * latency_reps - 1`` (5, quick 1) of the processing windows, after one untimed pass.
 """
 
 from __future__ import annotations
