@@ -33,6 +33,7 @@ and released from any thread (version bookkeeping is guarded by a lock, as Flink
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -147,6 +148,7 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         self._snapshots: weakref.WeakValueDictionary[int, CopyOnWriteStateMapSnapshot[K, N, S]]
         self._snapshots = weakref.WeakValueDictionary()
         self._versions_lock = threading.Lock()
+        _LIVE_MAPS.add(self)  # a forked child gives it a new version lock
         self._last_namespace: Any = None
         self._mod_count = 0
         self._threshold = -1
@@ -614,6 +616,30 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             primary_size=self._primary_size, incremental_size=self._incr_size,
             threshold=self._threshold, snapshots=snapshots, with_chains=chains,
             hash_of=self._entry_hash)
+
+
+#: Every map of this process, so that a forked child can give each a new version lock.
+_LIVE_MAPS: weakref.WeakSet[CopyOnWriteStateMap[Any, Any, Any]] = weakref.WeakSet()
+
+
+def _new_version_locks_in_child() -> None:
+    """After a fork, in the child: a new version lock for every map.
+
+    Another thread of the parent may hold a map's lock at the instant of the fork: the
+    waiting thread of an earlier asynchronous checkpoint releases its map snapshots while the
+    owner thread goes on, and forks for the next checkpoint. The child has no such thread and
+    would wait for ever on the locked copy it inherited the first time it releases a snapshot
+    of that map, as a process writer does after each key group it writes. What the lock
+    guards is at worst one release behind in the child (a version still counted as required,
+    which only makes the child copy before writing to that map); the child's own snapshots
+    are all in it. The forking thread itself never holds a version lock across a fork.
+    """
+    for state_map in list(_LIVE_MAPS):
+        state_map._versions_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_version_locks_in_child)
 
 
 #: Flink's ``EMPTY_TABLE`` for the visitor: what it walks after the primary table when no rehash

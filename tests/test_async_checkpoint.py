@@ -9,6 +9,7 @@ import copy
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -330,3 +331,44 @@ def test_no_collapse_while_collapses_are_paused(tmp_path: Path,
                                            operator(backend.snapshot()), writer="process"))
     assert after.huge_pages == thp.Collapsed(ranges=1, bytes=thp.HUGE_PAGE)
     assert collapses == [(0, False)]
+
+
+def test_a_map_lock_held_by_another_thread_at_the_fork_does_not_stop_the_writer(
+        tmp_path: Path) -> None:
+    """Regression: a build hung in ``test_build_kill`` (a writer child waited for ever).
+
+    Another thread of the parent (the waiting thread of an earlier checkpoint, releasing its
+    map snapshots) can hold a map's version lock at the instant of the fork; the child
+    inherited it locked, and blocked the first time it released its own snapshot of that map,
+    as it does after writing each key group.
+    """
+    backend = make_backend()
+    snapshot = backend.snapshot()
+    maps = [m for d in backend.descriptors for _, m in backend.table(d.name).items_by_key_group()]
+    held = maps[0]._versions_lock  # the lock such a thread holds
+    taken, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with held:
+            taken.set()
+            leave.wait(60)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert taken.wait(10)
+    try:
+        pending = write_checkpoint_async(str(tmp_path / "chk-1"), 1, operator(snapshot),
+                                         writer="process", huge_pages=False)
+    finally:
+        # the parent's own waiting thread needs the lock too (it releases the parent's
+        # snapshots); the child's copy of it stays as it was at the fork
+        leave.set()
+        holder.join()
+    metadata = pending.result(timeout=60)
+    assert metadata.checkpoint_id == 1
+    restored: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
+    restored.get_value_state(value_state("count", "int64"))
+    restored.get_list_state(list_state("items", "int64"))
+    open_checkpoint(str(tmp_path / "chk-1")).restore_keyed("op", restored)
+    assert stored(restored) == stored(backend)
+    assert pinned_versions(backend) == set()
