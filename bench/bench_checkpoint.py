@@ -34,6 +34,7 @@ Sizes follow the map benchmarks' :class:`Config` (``--quick`` makes them small):
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import random
 import resource
@@ -100,6 +101,8 @@ class Bench:
     state: ValueState
     records: Records
     directory: Path
+    #: the same number of records, keys drawn with Zipf-like weights (1/rank, as the peers)
+    skewed: Records = field(default_factory=list)
     next_id: int = 1
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -319,9 +322,9 @@ def bench_write(bench: Bench, section: Section) -> str:
 # -- 2. processing while a checkpoint is in flight ---------------------------------------------
 
 
-def process(bench: Bench) -> None:
+def process(bench: Bench, records: Records | None = None) -> None:
     set_key, update = bench.backend.set_current_key, bench.state.update
-    for k, v in bench.records:
+    for k, v in bench.records if records is None else records:
         set_key(k)
         update(v)
 
@@ -351,9 +354,9 @@ class WindowClock:
                       round((usage.ru_stime - self.usage.ru_stime) * NANOS))
 
 
-def window_no_checkpoint(bench: Bench) -> Window:
+def window_no_checkpoint(bench: Bench, records: Records | None = None) -> Window:
     clock = WindowClock()
-    process(bench)
+    process(bench, records)
     return clock.stop()
 
 
@@ -369,7 +372,8 @@ def window_snapshot_held(bench: Bench) -> Window:
     return window
 
 
-def window_async(bench: Bench, writer: str | None = None) -> Window:
+def window_async(bench: Bench, writer: str | None = None,
+                 records: Records | None = None) -> Window:
     """The window starts with the snapshot and the writer's start; then cancel the writer.
 
     ``writer``: None for the default (a forked process on the local disk), or "thread".
@@ -377,7 +381,7 @@ def window_async(bench: Bench, writer: str | None = None) -> Window:
     location, checkpoint_id = bench.new_checkpoint()
     clock = WindowClock()
     pending = write_checkpoint_async(location, checkpoint_id, bench.operators(), writer=writer)
-    process(bench)
+    process(bench, records)
     window = clock.stop()
     in_flight = not pending.done()
     pending.cancel()  # the window is over: the writer stops at its next key group, cleans up
@@ -405,6 +409,8 @@ WINDOWS: dict[str, Callable[[Bench], Window]] = {
     "async checkpoint": window_async,
     "async, thread writer": window_thread,
     "async, thread writer, small switch interval": window_thread_small_interval,
+    "no checkpoint, skewed": lambda bench: window_no_checkpoint(bench, bench.skewed),
+    "async checkpoint, skewed": lambda bench: window_async(bench, records=bench.skewed),
 }
 
 
@@ -419,6 +425,7 @@ def bench_processing(bench: Bench, section: Section) -> None:
     # 10% and flattered the first rep's ratios.
     with gc_mode(enabled=True):
         process(bench)
+        process(bench, bench.skewed)
     for rep in range(bench.sizes.window_reps):  # interleaved, in WINDOWS order
         for name, window in WINDOWS.items():
             progress(f"checkpoint processing rep {rep + 1}/{bench.sizes.window_reps}: {name}")
@@ -441,6 +448,9 @@ def bench_processing(bench: Bench, section: Section) -> None:
         Row("records/s, async, thread writer", thread, none, "ops/s"),
         Row(f"records/s, thread writer, switch {SMALL_SWITCH_INTERVAL * 1e3:g} ms", small, none,
             "ops/s"),
+        Row("records/s, async, Zipf-like keys",
+            median(rates["async checkpoint, skewed"]), median(rates["no checkpoint, skewed"]),
+            "ops/s"),
     ]
     asyncs = [name for name in WINDOWS if name.startswith("async")]
     still_flying = sum(sum(in_flight[name]) for name in asyncs)
@@ -458,7 +468,9 @@ def bench_processing(bench: Bench, section: Section) -> None:
         f"(default writer: a forked process, as on the local disk); baseline = the same "
         f"window with no checkpoint; median of {bench.sizes.window_reps} interleaved reps "
         f"(none, snapshot held, async, async with the thread writer, the same with a "
-        f"{SMALL_SWITCH_INTERVAL * 1e3:g} ms switch interval)",
+        f"{SMALL_SWITCH_INTERVAL * 1e3:g} ms switch interval, then none and async over as many "
+        f"records with Zipf-like keys, weights 1/rank, for information) after one untimed "
+        f"pass over each list",
         f"processing: the checkpoint was still in flight at the end of {still_flying} of {runs} "
         f"async windows (then cancelled: only the window is measured); GC on with default "
         f"thresholds after gc.collect(); gc.freeze() before each window",
@@ -470,7 +482,8 @@ def bench_processing(bench: Bench, section: Section) -> None:
         f"every row in Python and pa.array()s batches with the GIL held (only Parquet "
         f"encoding, SHA-256 and fsync release it), and its allocations trigger collections "
         f"that pause both threads",
-        where_the_time_goes(w, rates, faults, system_ns),
+        where_the_time_goes(w, rates, faults, system_ns, ""),
+        where_the_time_goes(w, rates, faults, system_ns, ", skewed"),
         f"GIL: sys.setswitchinterval({SMALL_SWITCH_INTERVAL:g}) instead of the default "
         f"{sys.getswitchinterval():g} s, thread writer: {small / none:.2f} of the "
         f"no-checkpoint rate (the interval decides how often the threads alternate, not how "
@@ -479,21 +492,24 @@ def bench_processing(bench: Bench, section: Section) -> None:
 
 
 def where_the_time_goes(w: int, rates: dict[str, list[float]], faults: dict[str, list[int]],
-                        system_ns: dict[str, list[int]]) -> str:
-    """The async window against the no-checkpoint window: what the page faults cost."""
-    none_ms = w * 1e3 / median(rates["no checkpoint"])
-    async_ms = w * 1e3 / median(rates["async checkpoint"])
-    n_faults, a_faults = median(faults["no checkpoint"]), median(faults["async checkpoint"])
-    n_sys = median(system_ns["no checkpoint"]) / 1e6
-    a_sys = median(system_ns["async checkpoint"]) / 1e6
+                        system_ns: dict[str, list[int]], variant: str) -> str:
+    """The async window against the no-checkpoint window (``variant``: "" or ", skewed"):
+    what the page faults cost."""
+    none, forked = f"no checkpoint{variant}", f"async checkpoint{variant}"
+    none_ms, async_ms = w * 1e3 / median(rates[none]), w * 1e3 / median(rates[forked])
+    n_faults, a_faults = median(faults[none]), median(faults[forked])
+    n_sys, a_sys = median(system_ns[none]) / 1e6, median(system_ns[forked]) / 1e6
     per_fault = (a_sys - n_sys) * 1e3 / (a_faults - n_faults) if a_faults > n_faults else 0.0
-    return (f"processing, where the async window's time goes (medians): {async_ms:.0f} ms "
-            f"against {none_ms:.0f} ms with no checkpoint; this process took {a_faults:,.0f} "
-            f"page faults and {a_sys:.0f} ms of system time in it, against {n_faults:,.0f} and "
-            f"{n_sys:.0f} ms: after the fork each page the processing thread writes to (CPython "
-            f"writes the reference count of every object it reads: the entry, its key, the "
-            f"old value) is copied on its first write, {per_fault:.1f} us a fault here; the "
-            f"fork itself is in the window too")
+    keys = ("keys drawn with Zipf-like weights, 1/rank" if variant
+            else "keys drawn uniformly")
+    return (f"processing, where the async window's time goes ({keys}; medians): "
+            f"{async_ms:.0f} ms against {none_ms:.0f} ms with no checkpoint, "
+            f"{median(rates[forked]) / median(rates[none]):.2f}; this process took "
+            f"{a_faults:,.0f} page faults and {a_sys:.0f} ms of system time in it, against "
+            f"{n_faults:,.0f} and {n_sys:.0f} ms: after the fork each page the processing "
+            f"thread writes to (CPython writes the reference count of every object it reads: "
+            f"the entry, its key, the old value) is copied on its first write, "
+            f"{per_fault:.1f} us a fault here; the fork itself is in the window too")
 
 
 # -- 3. longest stall between two records -------------------------------------------------------
@@ -699,8 +715,11 @@ def bench_checkpoint(cfg: Config) -> Section:
     progress(f"checkpoint: filling a backend with {sizes.keys:,} keys")
     fill(backend, state, keys)
     records = [(k, rng.getrandbits(62)) for k in rng.choices(keys, k=sizes.window_records)]
+    ranks = list(itertools.accumulate(1 / rank for rank in range(1, len(keys) + 1)))
+    skewed = [(k, rng.getrandbits(62))
+              for k in rng.choices(keys, cum_weights=ranks, k=sizes.window_records)]
     with tempfile.TemporaryDirectory(prefix="statectl-bench-") as directory, frozen_heap():
-        bench = Bench(sizes, backend, state, records, Path(directory))
+        bench = Bench(sizes, backend, state, records, Path(directory), skewed=skewed)
         kept = bench_write(bench, section)
         bench_processing(bench, section)
         bench_stall(bench, section)
