@@ -148,7 +148,7 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         self._snapshots: weakref.WeakValueDictionary[int, CopyOnWriteStateMapSnapshot[K, N, S]]
         self._snapshots = weakref.WeakValueDictionary()
         self._versions_lock = threading.Lock()
-        _LIVE_MAPS.add(self)  # a forked child gives it a new version lock
+        _LIVE_MAPS.add(self)  # a forked child renews its version lock if it is held
         self._last_namespace: Any = None
         self._mod_count = 0
         self._threshold = -1
@@ -623,7 +623,7 @@ _LIVE_MAPS: weakref.WeakSet[CopyOnWriteStateMap[Any, Any, Any]] = weakref.WeakSe
 
 
 def _new_version_locks_in_child() -> None:
-    """After a fork, in the child: a new version lock for every map.
+    """After a fork, in the child: a new version lock for every map whose lock is held.
 
     Another thread of the parent may hold a map's lock at the instant of the fork: the
     waiting thread of an earlier asynchronous checkpoint releases its map snapshots while the
@@ -635,7 +635,8 @@ def _new_version_locks_in_child() -> None:
     are all in it. The forking thread itself never holds a version lock across a fork.
     """
     for state_map in list(_LIVE_MAPS):
-        state_map._versions_lock = threading.Lock()
+        if state_map._versions_lock.locked():  # by a thread the child does not have
+            state_map._versions_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
