@@ -618,7 +618,7 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             hash_of=self._entry_hash)
 
 
-#: Every map of this process, so that a forked child can give each a new version lock.
+#: Every map of this process, so that a forked child can renew the version locks held.
 _LIVE_MAPS: weakref.WeakSet[CopyOnWriteStateMap[Any, Any, Any]] = weakref.WeakSet()
 
 
