@@ -58,6 +58,15 @@ def stored(backend: HeapKeyedStateBackend[str]) -> dict[str, dict[Any, Any]]:
             for d in backend.descriptors}
 
 
+def restored_state(location: Path) -> dict[str, dict[Any, Any]]:
+    """What a checkpoint written from :func:`make_backend`'s states restores."""
+    restored: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
+    restored.get_value_state(value_state("count", "int64"))
+    restored.get_list_state(list_state("items", "int64"))
+    open_checkpoint(str(location)).restore_keyed("op", restored)
+    return stored(restored)
+
+
 def pinned_versions(backend: HeapKeyedStateBackend[str]) -> set[int]:
     return {v for d in backend.descriptors
             for _, m in backend.table(d.name).items_by_key_group()
@@ -94,11 +103,7 @@ def test_processing_continues_and_the_checkpoint_holds_the_trigger_point(
         rounds += 1
     metadata = pending.result(timeout=60)
     assert metadata.checkpoint_id == 1
-    restored: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
-    restored.get_value_state(value_state("count", "int64"))
-    restored.get_list_state(list_state("items", "int64"))
-    open_checkpoint(str(tmp_path / "chk-1")).restore_keyed("op", restored)
-    assert stored(restored) == expected
+    assert restored_state(tmp_path / "chk-1") == expected
     assert stored(backend) != expected  # the owner really kept writing
     assert pinned_versions(backend) == set()
 
@@ -366,9 +371,5 @@ def test_a_map_lock_held_by_another_thread_at_the_fork_does_not_stop_the_writer(
         holder.join()
     metadata = pending.result(timeout=60)
     assert metadata.checkpoint_id == 1
-    restored: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
-    restored.get_value_state(value_state("count", "int64"))
-    restored.get_list_state(list_state("items", "int64"))
-    open_checkpoint(str(tmp_path / "chk-1")).restore_keyed("op", restored)
-    assert stored(restored) == stored(backend)
+    assert restored_state(tmp_path / "chk-1") == stored(backend)
     assert pinned_versions(backend) == set()
