@@ -148,7 +148,7 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
         self._snapshots: weakref.WeakValueDictionary[int, CopyOnWriteStateMapSnapshot[K, N, S]]
         self._snapshots = weakref.WeakValueDictionary()
         self._versions_lock = threading.Lock()
-        _LIVE_MAPS.add(self)  # a forked child renews its version lock if it is held
+        _LIVE_MAPS.add(self)  # a forked child renews its version lock
         self._last_namespace: Any = None
         self._mod_count = 0
         self._threshold = -1
@@ -618,25 +618,32 @@ class CopyOnWriteStateMap(StateMap[K, N, S], Generic[K, N, S]):
             hash_of=self._entry_hash)
 
 
-#: Every map of this process, so that a forked child can renew the version locks held.
+#: Every map of this process, so that a forked child can renew their version locks.
 _LIVE_MAPS: weakref.WeakSet[CopyOnWriteStateMap[Any, Any, Any]] = weakref.WeakSet()
 
 
 def _new_version_locks_in_child() -> None:
-    """After a fork, in the child: a new version lock for every map whose lock is held.
+    """After a fork, in the child: a new version lock for every live map.
 
     Another thread of the parent may hold a map's lock at the instant of the fork: the
     waiting thread of an earlier asynchronous checkpoint releases its map snapshots while the
     owner thread goes on, and forks for the next checkpoint. The child has no such thread and
     would wait for ever on the locked copy it inherited the first time it releases a snapshot
-    of that map, as a process writer does after each key group it writes. What the lock
-    guards is at worst one release behind in the child (a version still counted as required,
-    which only makes the child copy before writing to that map); the child's own snapshots
-    are all in it. The forking thread itself never holds a version lock across a fork.
+    of that map, as a process writer does after each key group it writes.
+
+    Every map's lock is renewed, not only those that say they are held: a thread that was
+    waiting for the lock takes it the moment it is released but marks it held
+    (``locked()``) only once it has the GIL again, and the forking thread may release the
+    lock and fork in between (it takes every map's lock for its snapshot). The child then
+    inherits a lock that is taken and says it is not.
+
+    What the lock guards is at worst one release behind in the child (a version still counted
+    as required, which only makes the child copy before writing to that map); the child's own
+    snapshots are all in it. The forking thread itself never holds a version lock across a
+    fork. Cost: about 0.1 µs a map in the child (0.2 ms for 2,000 maps), nothing in the parent.
     """
     for state_map in list(_LIVE_MAPS):
-        if state_map._versions_lock.locked():  # by a thread the child does not have
-            state_map._versions_lock = threading.Lock()
+        state_map._versions_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

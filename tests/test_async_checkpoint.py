@@ -373,3 +373,38 @@ def test_a_map_lock_held_by_another_thread_at_the_fork_does_not_stop_the_writer(
     assert metadata.checkpoint_id == 1
     assert restored_state(tmp_path / "chk-1") == stored(backend)
     assert pinned_versions(backend) == set()
+
+
+def test_a_thread_waiting_for_a_map_lock_at_the_fork_does_not_leave_it_taken_in_the_child(
+        ) -> None:
+    """Regression: the same hang, when the other thread was *waiting* for the lock.
+
+    A thread blocked on a held ``threading.Lock`` takes it as soon as it is released, but
+    marks it as locked only once it has the GIL again. A fork in between (the thread that
+    released it goes on holding the GIL) gives the child a lock that is taken and says it is
+    not (``locked()`` is False): renewing only the locks that said so left this one taken.
+    """
+    backend = make_backend()
+    backend.snapshot()
+    maps = [m for d in backend.descriptors for _, m in backend.table(d.name).items_by_key_group()]
+    lock = maps[0]._versions_lock
+    lock.acquire()
+    waiter = threading.Thread(target=lambda: (lock.acquire(), lock.release()), daemon=True)
+    waiter.start()
+    time.sleep(0.2)  # the waiter blocks in the lock's semaphore, without the GIL
+    lock.release()
+    deadline = time.monotonic() + 5
+    while lock.acquire(blocking=False) and time.monotonic() < deadline:
+        lock.release()  # not taken by the waiter yet (this thread keeps the GIL meanwhile)
+    pid = os.fork()  # at once: the waiter took the semaphore and waits for the GIL
+    if pid == 0:
+        signal.alarm(10)  # a child that blocks dies of SIGALRM
+        try:
+            versions = maps[0].snapshot_versions  # takes the version lock
+            os._exit(0 if versions else 2)
+        finally:
+            os._exit(3)
+    waiter.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), f"the child blocked (signal {os.WTERMSIG(status)})"
+    assert os.WEXITSTATUS(status) == 0

@@ -213,9 +213,9 @@ class PendingCheckpoint:
                 # Python 3.12+ warns about forking a multi-threaded process: the child only
                 # runs the writer (pyarrow resets its thread pools in a forked child) and never
                 # returns from _child. The one lock it takes that another thread of the parent
-                # may hold at this instant is a map's version lock (an earlier checkpoint's
-                # waiting thread releasing its snapshots): the maps renew theirs in a forked
-                # child (statecore.copy_on_write_state_map)
+                # may hold (or be taking) at this instant is a map's version lock (an earlier
+                # checkpoint's waiting thread releasing its snapshots): every map renews its
+                # own in a forked child (statecore.copy_on_write_state_map)
                 warnings.filterwarnings("ignore", category=DeprecationWarning,
                                         message=".*fork.*")
                 try:
