@@ -1,4 +1,4 @@
-"""The encoders of Flink's serializers (``formats.flink.encoders``) against their decoders.
+"""The encoders of Flink's serializers (``formats.flink.types.encoders``) against their decoders.
 
 Four kinds of check, for every serializer statectl decodes beyond the basic ones (POJOs, enums,
 ``java.time``, ``java.sql``, ``java.util.Date``, big numbers, arrays, tuples, rows, windows, TTL,
@@ -27,14 +27,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats.flink.encoders import encoder_for
 from formats.flink.javaio import DataReader
-from formats.flink.serializers import (
-    RowWithKind,
-    SerializerSnapshot,
-    codec_for,
-    read_versioned_snapshot,
-)
+from formats.flink.types.codecs import RowWithKind, codec_for
+from formats.flink.types.encoders import encoder_for
+from formats.flink.types.snapshots import SerializerSnapshot, read_versioned_snapshot
 from statecore.errors import InvalidArgumentError
 from statecore.serializers import GLOBAL_WINDOW, decimal_parts
 from statecore.ttl import TtlValue
@@ -163,7 +159,7 @@ def test_flinks_own_serializers_bytes_decode_and_encode_back(
         flink_vectors: list[tuple[str, bytes, bytes]]) -> None:
     """Every value Flink serialized decodes and encodes back to Flink's bytes; ``BigInteger``
     values whose form depends on object identity are written in the short form (see
-    :mod:`formats.flink.encoders`)."""
+    :mod:`formats.flink.types.encoders`)."""
     assert len(flink_vectors) > 50
     wrong = []
     for name, snapshot_bytes, data in flink_vectors:

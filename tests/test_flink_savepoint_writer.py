@@ -24,11 +24,11 @@ import formats.flink.savepoint_writer as savepoint_writer
 from formats.convert import convert_checkpoint
 from formats.diff import diff_checkpoints
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.encoders import encoder_for
 from formats.flink.javaio import DataReader
 from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.flink.metadata_out import savepoint_properties
 from formats.flink.snapshot_out import serializer_for_spec, state_meta_info
+from formats.flink.types.encoders import encoder_for
 from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint, rescale_checkpoint
 from formats.verify import verify_checkpoint

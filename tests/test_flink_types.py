@@ -36,13 +36,9 @@ from formats.flink.checkpoint import FlinkCheckpoint
 from formats.flink.javaio import DataReader
 from formats.flink.keyed import StateInfo, read_keyed_header
 from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle, parse_metadata
-from formats.flink.serializers import (
-    OPTIONAL_MAP_MAGIC,
-    SerializerSnapshot,
-    codec_for,
-    read_snapshot,
-)
 from formats.flink.sources import decode_enumerator, decode_reader_split, source_progress
+from formats.flink.types.codecs import codec_for
+from formats.flink.types.snapshots import OPTIONAL_MAP_MAGIC, SerializerSnapshot, read_snapshot
 from formats.open import open_checkpoint
 from statecore.errors import StatectlError, UnsupportedFormatError
 from statecore.serializers import parse_type
@@ -352,7 +348,7 @@ def test_nesting_is_bounded() -> None:
 
 
 def test_an_undecodable_field_is_named() -> None:
-    from formats.flink.serializers import opaque_spec, why_undecodable
+    from formats.flink.types.codecs import opaque_spec, why_undecodable
     unknown = _versioned("com.example.MySerializer$Snapshot", 1, b"\x00\x01")
     snapshot = _read(_pojo("Foo", [("ok", LONG), ("odd", unknown)]))
     assert codec_for(snapshot) is None

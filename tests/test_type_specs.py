@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 from formats.arrow_types import arrow_type, from_arrow, pylist, to_arrow, value_from_text
 from formats.diff import diff_checkpoints
 from formats.export import export_checkpoint, jsonable
-from formats.flink.serializers import SerializerSnapshot, codec_for
+from formats.flink.types.codecs import codec_for
+from formats.flink.types.snapshots import SerializerSnapshot
 from formats.open import open_checkpoint
 from formats.rescale import plan_checkpoint
 from formats.statectl.writer import write_checkpoint

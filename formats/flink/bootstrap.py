@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from formats.flink.encoders import Encoder, encoder_for
 from formats.flink.savepoint_writer import (
     Entry,
     KeyedStateOut,
@@ -35,6 +34,7 @@ from formats.flink.snapshot_out import (
     state_meta_info,
     ttl_serializer,
 )
+from formats.flink.types.encoders import Encoder, encoder_for
 from formats.model import Checkpoint, WrittenSnapshot
 from statecore.checkpoint import OperatorMetadata, StateMetadata
 from statecore.errors import UnsupportedFormatError

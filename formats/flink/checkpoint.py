@@ -18,7 +18,7 @@ Mapping decisions (DESIGN "Real Flink checkpoints and savepoints"):
   (key, namespace), sorted.
 - Values of serializers statectl cannot decode are raw ``bytes`` where Flink delimits them (the
   canonical format and operator state); the heap format cannot be read past them. Kryo values
-  are ``kryo<class>`` bytes (:mod:`formats.flink.typecodecs`).
+  are ``kryo<class>`` bytes (:mod:`formats.flink.types.temporal`).
 - A TTL state (``TtlSerializer`` values) is the model's TTL state: its values in ``value``, their
   last-access timestamps in ``ttl_timestamp``, ``ttl`` :data:`~statecore.checkpoint.TTL_UNKNOWN`
   (the TTL itself is in the job's ``StateTtlConfig``, not in the snapshot).
@@ -65,10 +65,10 @@ from formats.flink.pieces import (
     state_rows,
 )
 from formats.flink.rewrite import rewrite_flink_savepoint
-from formats.flink.serializers import Codec, opaque_spec
 from formats.flink.sources import READER_STATE, source_progress
 from formats.flink.streams import SnapshotStreams, read_snapshot_file
 from formats.flink.tables import DecodedTable, rehash_rows
+from formats.flink.types.codecs import Codec, opaque_spec
 from formats.model import (
     Checkpoint,
     DownloadUnit,

@@ -29,19 +29,10 @@ import pyarrow as pa
 
 from formats.flink.javaio import DataReader
 from formats.flink.metadata import FlinkKeyedHandle
-from formats.flink.serializers import (
-    STRING_READ as _STRING_READ,
-)
-from formats.flink.serializers import (
-    VOID_READ as _VOID_READ,
-)
-from formats.flink.serializers import (
-    Codec,
-    SerializerSnapshot,
-    codec_for,
-    read_snapshot,
-    why_undecodable,
-)
+from formats.flink.types.codecs import STRING_READ as _STRING_READ
+from formats.flink.types.codecs import VOID_READ as _VOID_READ
+from formats.flink.types.codecs import Codec, codec_for, why_undecodable
+from formats.flink.types.snapshots import SerializerSnapshot, read_snapshot
 from statecore.errors import CheckpointError, CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import VOID_NAMESPACE
 

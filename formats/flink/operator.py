@@ -16,7 +16,7 @@ from typing import Any
 from formats.flink.javaio import DataReader
 from formats.flink.keyed import StateInfo, read_state_info
 from formats.flink.metadata import FlinkOperatorHandle
-from formats.flink.serializers import Codec, codec_for
+from formats.flink.types.codecs import Codec, codec_for
 from statecore.errors import UnsupportedFormatError
 
 __all__ = ["DecodedOperatorState", "decode_operator_stream"]

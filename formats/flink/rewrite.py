@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from formats.flink.encoders import Encoder, encoder_for
 from formats.flink.keyed import KeyedHeader, StateInfo
 from formats.flink.metadata import FlinkOperator
 from formats.flink.operator import DecodedOperatorState
@@ -38,7 +37,8 @@ from formats.flink.savepoint_writer import (
     SavepointOperator,
     write_savepoint,
 )
-from formats.flink.serializers import SerializerSnapshot
+from formats.flink.types.encoders import Encoder, encoder_for
+from formats.flink.types.snapshots import SerializerSnapshot
 from formats.model import WrittenSnapshot
 from statecore.checkpoint import CheckpointMetadata, OperatorMetadata
 from statecore.errors import CheckpointError, UnsupportedFormatError

@@ -37,7 +37,6 @@ import pyarrow.fs as pafs
 
 from formats.commit import commit, staged
 from formats.filesystems import fsync, resolve_filesystem
-from formats.flink.encoders import Encoder, raw_encoder
 from formats.flink.metadata_out import (
     KeyedHandleOut,
     OperatorHandleOut,
@@ -46,6 +45,7 @@ from formats.flink.metadata_out import (
     savepoint_metadata,
 )
 from formats.flink.rocksdb.checksums import crc32c_mask
+from formats.flink.types.encoders import Encoder, raw_encoder
 from formats.model import WrittenSnapshot
 from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError
 from statecore.key_groups import KeyGroupRange

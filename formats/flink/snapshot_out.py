@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from formats.arrow_types import split_spec
 from formats.flink.javaio import DataReader
 from formats.flink.javaout import DataWriter, utf_bytes
-from formats.flink.serializers import SerializerSnapshot, read_versioned_snapshot
+from formats.flink.types.snapshots import SerializerSnapshot, read_versioned_snapshot
 from statecore.errors import UnsupportedFormatError
 from statecore.hashing import java_string_hash
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from formats.arrow_types import storage_converter
 from formats.columns import split_ttl, ttl_spec, value_spec
-from formats.flink.serializers import Codec
+from formats.flink.types.codecs import Codec
 from statecore.checkpoint import StateMetadata
 from statecore.errors import CorruptCheckpointError, InvalidArgumentError, StatectlError
 from statecore.key_groups import compute_key_group_for_key_hash

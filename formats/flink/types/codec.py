@@ -1,6 +1,6 @@
 """A :class:`Codec`: how statectl reads the values of one Flink serializer.
 
-Built from a serializer snapshot by :func:`formats.flink.serializers.codec_for`; the decoders of
+Built from a serializer snapshot by :func:`formats.flink.types.codecs.codec_for`; the decoders of
 the keyed and operator streams (:mod:`formats.flink.keyed`, :mod:`formats.flink.operator`) call
 its readers once per value, so a codec's readers are plain closures prepared once per state.
 """

@@ -2,7 +2,7 @@
 
 :func:`encoder_for` builds, for a serializer snapshot, an :data:`Encoder` that appends one value
 in the bytes the serializer writes -- for every serializer whose values
-:func:`formats.flink.serializers.codec_for` decodes, so a decoded value encodes back to the
+:func:`formats.flink.types.codecs.codec_for` decodes, so a decoded value encodes back to the
 bytes Flink wrote (tests check every fixture pair, and Flink restores what statectl writes).
 Each encoder names the Flink class whose ``serialize`` it ports (Flink 2.3; ``flink-core``'s
 ``api.common.typeutils.base`` and ``api.java.typeutils.runtime`` unless said otherwise).
@@ -36,15 +36,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from formats.flink.javaout import string_value_bytes
-from formats.flink.row_data import RowDataTuple
-from formats.flink.serializers import (
-    PRIMITIVE_ARRAYS,
-    ROW_KINDS,
-    SerializerSnapshot,
-    codec_for,
-    row_legacy_mode,
-)
-from formats.flink.typecodecs import POJO_IS_NULL, POJO_NO_SUBCLASS
+from formats.flink.types.codecs import PRIMITIVE_ARRAYS, ROW_KINDS, codec_for, row_legacy_mode
+from formats.flink.types.pojo import POJO_IS_NULL, POJO_NO_SUBCLASS
+from formats.flink.types.row_data import RowDataTuple
+from formats.flink.types.snapshots import SerializerSnapshot
 from statecore.errors import InvalidArgumentError
 from statecore.serializers import GLOBAL_WINDOW, decimal_parts
 from statecore.ttl import TtlValue
@@ -283,7 +278,7 @@ _BASIC: dict[str, Encoder] = {
     "VoidNamespaceSerializer": _void,
     "TimeWindow": _time_window,
     "StringDataSerializer": _string_data,
-    # the mirror of formats.flink.typecodecs.TEMPORAL
+    # the mirror of formats.flink.types.temporal.TEMPORAL
     "InstantSerializer": _instant,
     "LocalDateSerializer": _local_date,
     "LocalTimeSerializer": _local_time,
@@ -301,7 +296,7 @@ _BASIC: dict[str, Encoder] = {
 def encoder_for(snapshot: SerializerSnapshot) -> Encoder | None:
     """The encoder of a serializer snapshot, or ``None`` when statectl cannot write its values.
 
-    Mirrors :func:`formats.flink.serializers.codec_for` case by case: a snapshot has an encoder
+    Mirrors :func:`formats.flink.types.codecs.codec_for` case by case: a snapshot has an encoder
     exactly when it has a codec (a Kryo snapshot's encoder writes the kept bytes).
     """
     if codec_for(snapshot) is None:

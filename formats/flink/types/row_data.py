@@ -4,7 +4,7 @@
 8-byte aligned header with the ``RowKind`` byte and a null bit per field, one 8-byte
 little-endian slot per field, variable-length data after the slots (reference §6.4). The field
 types come from the serializer snapshot's Java-serialized ``LogicalType`` objects
-(:mod:`formats.flink.serializers` reads them); a row with a type not listed in
+(:mod:`formats.flink.types.codecs` reads them); a row with a type not listed in
 ``_ROW_DATA_FIELDS`` gets no codec. A decoded row keeps its bytes: Flink's key-group hash of a
 ``RowData`` key is ``BinaryRowData.hashCode`` over them.
 """
@@ -15,9 +15,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from formats.flink.codec import Codec
 from formats.flink.javaio import DataReader
 from formats.flink.javaser import JavaEnum, JavaObject
+from formats.flink.types.codec import Codec
 from statecore.errors import UnsupportedFormatError
 from statecore.hashing import to_int32
 

@@ -1,4 +1,4 @@
-"""Codecs of the types real Flink jobs keep in state, beyond numbers and strings.
+"""Codecs of ``java.time``, ``java.sql``, ``java.util.Date`` and Flink's big-number serializers.
 
 Each reads one value in the layout of Flink's serializer (Flink 2.3, ``flink-core``'s
 ``org.apache.flink.api.common.typeutils.base`` and ``api.java.typeutils.runtime``) and returns the
@@ -7,10 +7,6 @@ Python value of its statectl type (:mod:`statecore.serializers`):
 ================================  ==================  =========================================
 Flink serializer                  statectl spec       bytes
 ================================  ==================  =========================================
-``PojoSerializer``                ``struct<...>``     flags byte (``1`` null, ``2`` this class,
-                                                      ``4``/``8`` a subclass), then per field a
-                                                      null byte and the field's bytes
-``EnumSerializer``                ``enum<...>``       int32 index into the snapshot's constants
 ``InstantSerializer``             ``timestamp[ns]``   int64 epoch seconds, int32 nanos
 ``LocalDateSerializer``           ``date32``          int32 year, int8 month, int8 day
 ``LocalTimeSerializer``           ``local_time``      int8 hour, minute, second, int32 nanos
@@ -20,22 +16,11 @@ Flink serializer                  statectl spec       bytes
 ``BigIntSerializer``              ``bigint``          int32 length + 4 (0 null, 1..3: 0, 1, 10),
                                                       then two's-complement big-endian bytes
 ``BigDecSerializer``              ``decimal``         the unscaled ``BigInteger``, int32 scale
-``GenericArraySerializer``        ``list<T>``         int32 length, per element a non-null byte
-                                                      and the element
-``KryoSerializer``                ``kryo<class>``     Kryo's bytes (no length: see below)
-``GlobalWindow.Serializer``       ``global_window``   one 0 byte
 ================================  ==================  =========================================
 
 Null markers are Flink's: ``Long.MIN_VALUE`` seconds with ``Integer.MIN_VALUE`` nanos (Instant),
 ``Integer.MIN_VALUE`` year (LocalDate), ``Byte.MIN_VALUE`` hour (LocalTime), ``Long.MIN_VALUE``
 milliseconds (the ``java.util.Date`` family).
-
-Kryo writes no length. Where Flink delimits a value (a canonical savepoint's or RocksDB's value,
-an operator state element) its bytes are kept whole (:attr:`Codec.read_all`). Elsewhere (the
-heap format) the value's end is known only from the Kryo serializer's own layout: statectl knows
-it for the classes in :data:`KRYO_PAYLOAD` -- Kryo's class id (a varint), the reference marker
-(a varint, 1 for a new object; Flink's ``KryoSerializer`` tracks references) and the payload of
-Kryo 5's default serializer -- and refuses the others with a message naming the class.
 """
 
 from __future__ import annotations
@@ -43,11 +28,9 @@ from __future__ import annotations
 import datetime
 import decimal
 import struct
-from collections.abc import Sequence
-from typing import Any
 
-from formats.flink.codec import Codec
 from formats.flink.javaio import DataReader
+from formats.flink.types.codec import Codec
 from statecore.errors import UnsupportedFormatError
 from statecore.hashing import (
     java_big_decimal_hash,
@@ -58,7 +41,7 @@ from statecore.hashing import (
     java_local_time_hash,
     java_long_hash,
 )
-from statecore.serializers import GLOBAL_WINDOW, decimal_parts
+from statecore.serializers import decimal_parts
 from statecore.values import (
     NANOS_PER_DAY,
     NANOS_PER_SECOND,
@@ -69,110 +52,18 @@ from statecore.values import (
     days_from_civil,
 )
 
-__all__ = ["KRYO_PAYLOAD", "MAX_BIG_INTEGER_BYTES", "POJO_IS_NULL", "POJO_NO_SUBCLASS",
-           "TEMPORAL", "enum_codec", "generic_array_codec", "kryo_codec", "pojo_codec"]
+__all__ = ["MAX_BIG_INTEGER_BYTES", "TEMPORAL"]
 
 LONG_MIN = -(1 << 63)
 INT_MIN = -(1 << 31)
 #: Nanoseconds an Arrow ``timestamp[ns]`` holds (int64: 1677-09-21 to 2262-04-11).
 _NS_LOW, _NS_HIGH = -(1 << 63), (1 << 63) - 1
 
-#: ``PojoSerializer``'s flags (``IS_NULL``, ``NO_SUBCLASS``, ``IS_SUBCLASS``,
-#: ``IS_TAGGED_SUBCLASS``).
-POJO_IS_NULL, POJO_NO_SUBCLASS, POJO_IS_SUBCLASS, POJO_IS_TAGGED_SUBCLASS = 1, 2, 4, 8
-
 _QI = struct.Struct(">qi")
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _DATE = struct.Struct(">ibb")
 _TIME = struct.Struct(">bbbi")
-
-
-# -- POJOs and enums ----------------------------------------------------------------------
-
-
-def pojo_codec(class_name: str, fields: Sequence[tuple[str, Codec]],
-               subclasses: Sequence[str] = ()) -> Codec:
-    """``PojoSerializer`` of ``class_name``: a dict of its fields, in the snapshot's order.
-
-    Values of exactly the POJO class are decoded; a value of a subclass (flags ``4``: its class
-    name follows; ``8``: the tag of a registered subclass, ``subclasses`` in tag order) is
-    refused with its class named -- its fields are not the POJO's.
-    """
-    # per field: its name, its reader, and for a fixed-size primitive its struct (read in place)
-    layout = [(name, codec.read,
-               struct.Struct(">" + codec.struct_code) if codec.struct_code else None)
-              for name, codec in fields]
-
-    def read(r: DataReader) -> dict[str, Any] | None:
-        data, pos, end = r.data, r.pos, r.end
-        if pos >= end:
-            raise r.fail(f"truncated: a {class_name} POJO expected")
-        flags = data[pos]
-        r.pos = pos = pos + 1
-        if flags & POJO_IS_NULL:
-            return None
-        if flags & (POJO_IS_SUBCLASS | POJO_IS_TAGGED_SUBCLASS) or not flags & POJO_NO_SUBCLASS:
-            raise _subclass(r, flags, class_name, subclasses)
-        out: dict[str, Any] = {}
-        for name, read_field, fixed in layout:
-            if pos >= end:
-                raise r.fail(f"truncated: field {name!r} of a {class_name} POJO expected")
-            if data[pos]:  # the field's null flag
-                out[name] = None
-                r.pos = pos = pos + 1
-            elif fixed is not None:
-                after = pos + 1 + fixed.size
-                if after > end:
-                    r.pos = pos + 1
-                    raise r.fail(f"truncated: {fixed.size} more bytes expected, "
-                                 f"{end - pos - 1} left")
-                out[name] = fixed.unpack_from(data, pos + 1)[0]
-                r.pos = pos = after
-            else:
-                r.pos = pos + 1
-                out[name] = read_field(r)
-                pos = r.pos
-        return out
-
-    spec = "struct<" + ",".join(f"{name}:{codec.spec}" for name, codec in fields) + ">"
-    return Codec(read, spec, -1, f"POJO {class_name}")
-
-
-def _subclass(r: DataReader, flags: int, class_name: str, subclasses: Sequence[str]
-              ) -> Exception:
-    if flags & POJO_IS_SUBCLASS:
-        what = f"class {r.utf()}"
-    elif flags & POJO_IS_TAGGED_SUBCLASS:
-        tag = r.u8()
-        what = (f"registered subclass {subclasses[tag]}" if tag < len(subclasses)
-                else f"registered subclass #{tag}")
-    else:
-        return r.fail(f"POJO flags {flags:#x} name no class")
-    return UnsupportedFormatError(
-        f"{r.where}: a value of {what}, a subclass of POJO {class_name}: statectl decodes "
-        f"values of the POJO class itself (their fields are the snapshot's)")
-
-
-def enum_codec(class_name: str, constants: Sequence[str]) -> Codec:
-    """``EnumSerializer``: the constant whose index the int32 is, in the snapshot's order."""
-    values = tuple(constants)
-    n = len(values)
-
-    def read(r: DataReader) -> str:
-        pos = r.pos
-        if pos + 4 > r.end:
-            raise r.fail(f"truncated: 4 more bytes expected, {r.end - pos} left")
-        index: int = _I.unpack_from(r.data, pos)[0]
-        if not 0 <= index < n:
-            raise r.fail(f"enum ordinal {index} is none of the {n} constants of {class_name}")
-        r.pos = pos + 4
-        return values[index]
-
-    return Codec(read, "enum<" + ",".join(values) + ">", 4, f"enum {class_name}")
-
-
-# -- java.time, java.sql, java.util.Date --------------------------------------------------
 
 
 def _instant_ns(r: DataReader, nanos: int, what: str) -> Instant:
@@ -356,82 +247,3 @@ TEMPORAL: dict[str, Codec] = {
     "BigDecSerializer": Codec(_big_decimal, "decimal", -1, "BigDecimal",
                               lambda v: java_big_decimal_hash(*decimal_parts(v))),
 }
-
-
-def _global_window(r: DataReader) -> str:
-    if r.u8():
-        raise r.fail("bad GlobalWindow byte")
-    return GLOBAL_WINDOW
-
-
-# GlobalWindow.hashCode() is 0; its Serializer's getLength() is 0 though it writes a byte
-TEMPORAL["GlobalWindow"] = Codec(_global_window, "global_window", 0, "GlobalWindow",
-                                 lambda _v: 0)
-
-
-# -- arrays ----------------------------------------------------------------------------------
-
-
-def generic_array_codec(component_class: str, element: Codec) -> Codec:
-    """``GenericArraySerializer``: an int32 length, per element a non-null byte then it.
-
-    A Java array's ``hashCode`` is its identity: no key hash.
-    """
-    read_element = element.read
-
-    def read(r: DataReader) -> list[Any]:
-        n = r.count("array elements")
-        out: list[Any] = []
-        data = r.data
-        for _ in range(n):
-            pos = r.pos
-            if pos >= r.end:
-                raise r.fail("truncated: an array element expected")
-            r.pos = pos + 1
-            out.append(read_element(r) if data[pos] else None)
-        return out
-
-    return Codec(read, f"list<{element.spec}>", -1, f"{component_class}[]")
-
-
-# -- Kryo ------------------------------------------------------------------------------------
-
-
-#: Classes whose Kryo bytes statectl can delimit: payload bytes of Kryo 5's default serializer
-#: after the class id and reference marker (``DefaultSerializers.UUIDSerializer``: two longs).
-KRYO_PAYLOAD: dict[str, int] = {"java.util.UUID": 16}
-
-
-def kryo_codec(class_name: str) -> Codec:
-    """``KryoSerializer`` of ``class_name`` (the snapshot's type class): Kryo's bytes, whole.
-
-    Never decoded further: the class ids in them depend on the job's Kryo registrations.
-    """
-    payload = KRYO_PAYLOAD.get(class_name)
-
-    def read_all(r: DataReader) -> bytes:
-        return r.raw(r.remaining)
-
-    def read(r: DataReader) -> bytes:
-        if payload is None:
-            raise UnsupportedFormatError(
-                f"{r.where}: a Kryo-serialized {class_name}: Kryo writes no length and statectl "
-                f"does not know the layout of Kryo's serializer for {class_name}, so it cannot "
-                f"find the value's end here (canonical savepoints and RocksDB delimit it: its "
-                f"bytes are kept there)")
-        start = r.pos
-        tag = r.varint()  # Kryo class id + 2; 0 is null, 1 a class written by its name
-        if tag == 0:
-            return r.data[start:r.pos]
-        if tag == 1:
-            raise UnsupportedFormatError(f"{r.where}: a Kryo value of a class written by name "
-                                         f"where a {class_name} is declared")
-        marker = r.varint()
-        if marker != 1:
-            raise r.fail(f"Kryo reference marker {marker} where a new {class_name} (1) "
-                         f"is expected")
-        r.need(payload)
-        return r.data[start:r.pos]
-
-    return Codec(read, f"kryo<{class_name}>", -1, f"Kryo {class_name}", read_all=read_all)
-

@@ -1,0 +1,21 @@
+"""Flink's types: serializer snapshots, the codecs that read values, the encoders that write them.
+
+A newcomer finds a type by file name; the reader of a type and its writer are mirrors:
+
+=======================  =================================================================
+module                   what
+=======================  =================================================================
+``snapshots.py``         serializer snapshots as a state's header stores them (class, version,
+                         nested snapshots, a POJO's fields, an enum's constants, Kryo's
+                         registrations)
+``codec.py``             :class:`Codec`: a reader of one value, its statectl spec, Flink's length
+``codecs.py``            snapshot -> codec (:func:`codec_for`): numbers, strings, windows, lists,
+                         maps, tuples, rows, TTL, timers; what stays undecodable and why
+``pojo.py``              ``PojoSerializer`` and ``EnumSerializer``
+``temporal.py``          ``java.time``, ``java.sql``, ``Date``, ``BigInteger``, ``BigDecimal``
+``arrays.py``            ``GenericArraySerializer`` (``T[]``)
+``kryo.py``              values Flink hands to Kryo (generic types)
+``row_data.py``          Flink SQL's ``BinaryRowData``
+``encoders.py``          the mirror of the codecs: values back to Flink's bytes
+=======================  =================================================================
+"""
