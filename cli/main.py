@@ -16,9 +16,9 @@ import click
 
 from cli.commands import COMMANDS
 from cli.output import JsonOutput, Output, TextOutput
-from cli.params import ALLOW_PICKLE
+from cli.params import ALLOW_PICKLE, PARTIAL, undecodable_report
 from formats.filesystems import explain
-from statecore.errors import StatectlError
+from statecore.errors import CorruptCheckpointError, StatectlError
 
 __all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
 
@@ -36,7 +36,13 @@ class StatectlGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            try:
+                result = super().invoke(ctx)
+            except click.exceptions.Exit:
+                _report_undecodable(ctx)  # findings (exit 1): reported too, damage wins
+                raise
+            _report_undecodable(ctx)
+            return result
         except (StatectlError, OSError) as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exception(exc, file=sys.stderr)
@@ -58,10 +64,14 @@ class StatectlGroup(click.Group):
                    "(Types.PICKLED_BYTE_ARRAY) in Flink snapshots and show each as its "
                    "repr(). Unpickling runs code the snapshot carries: only for snapshots "
                    "you trust. Without it they are bytes.")
+@click.option("--partial", is_flag=True,
+              help="Accept partial results from a damaged snapshot: what is intact is shown "
+                   "and the exit code is 0 (without it: 3). Values statectl has no decoder "
+                   "for never change the exit code; both are reported on stderr.")
 @click.version_option(package_name="statectl", prog_name="statectl")
 @click.pass_context
 def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool,
-             allow_pickle: bool) -> None:
+             allow_pickle: bool, partial: bool) -> None:
     """See the state of stream processors, built on Flink's heap state backend.
 
     Exit codes: 0 ok, 1 findings (verify problems, diff differences), 2 usage error,
@@ -70,6 +80,22 @@ def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool,
     output: Output = JsonOutput() if output_format == "json" else TextOutput(quiet=quiet)
     ctx.obj = output
     ctx.meta[ALLOW_PICKLE] = allow_pickle
+    ctx.meta[PARTIAL] = partial
+
+
+def _report_undecodable(ctx: click.Context) -> None:
+    """One line on stderr for what the command's checkpoints could not decode.
+
+    Damaged parts (not a missing decoder) end the command with exit code 3 unless
+    ``--partial``; unsupported serializers leave the exit code as it is.
+    """
+    report = undecodable_report(ctx.meta)
+    if report is None:
+        return
+    line, damage = report
+    click.echo(f"statectl: {line}", err=True)
+    if damage:
+        raise CorruptCheckpointError(damage)
 
 
 for _command in COMMANDS:

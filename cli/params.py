@@ -10,7 +10,9 @@ from typing import Any, TypeVar
 import click
 
 from formats.engines import ENGINES
+from formats.model import Checkpoint
 from formats.open import pinned
+from statecore.undecodable import summarize_parts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -108,3 +110,50 @@ ALLOW_PICKLE = "statectl.allow_pickle"
 def allow_pickle() -> bool:
     """Whether the user passed the global ``--allow-pickle`` (unsafe: it runs snapshot code)."""
     return bool(click.get_current_context().meta.get(ALLOW_PICKLE, False))
+
+
+#: ``ctx.meta`` keys of the global ``--partial`` flag and of the checkpoints a command read.
+PARTIAL = "statectl.partial"
+OPENED = "statectl.opened"
+
+_C = TypeVar("_C", bound=Checkpoint)
+
+
+def reading(checkpoint: _C) -> _C:
+    """``checkpoint``, opened by a reading command (returned as it is).
+
+    What it could not decode is reported when the command ends (:func:`undecodable_report`).
+    """
+    click.get_current_context().meta.setdefault(OPENED, []).append(checkpoint)
+    return checkpoint
+
+
+def undecodable_report(meta: dict[str, Any]) -> tuple[str, str] | None:
+    """What the checkpoints a command read could not decode: ``(line, damage)``.
+
+    ``line`` says per state how many values were not decoded and why (one line, for stderr);
+    ``damage`` is the error message when any part is damaged and ``--partial`` was not given
+    (exit code 3), else empty. ``None`` when everything was decoded.
+    """
+    parts = [part for checkpoint in meta.get(OPENED, ())
+             for part in checkpoint.undecodable_parts()]
+    if not parts:
+        return None
+    shown = []
+    for operator, state, damaged, values, key_groups, cls, reason in summarize_parts(parts):
+        count = "values" if values < 0 else f"{values:,} value{'s' if values != 1 else ''}"
+        groups = f" in {key_groups} key group{'s' if key_groups != 1 else ''}" if (
+            key_groups) else ""
+        why = reason if damaged or cls.rsplit(".", 1)[-1] in reason else f"{cls}: {reason}"
+        shown.append(f"{operator}/{state}: {count}{groups} ({why})")
+    damaged_parts = [p for p in parts if p.damaged]
+    kind = "damaged" if damaged_parts else "not decodable by statectl"
+    line = (f"not decoded ({kind}): " + "; ".join(shown[:5])
+            + (f"; and {len(shown) - 5} more states" if len(shown) > 5 else "")
+            + " -- `statectl verify` lists every part")
+    damage = ""
+    if damaged_parts and not meta.get(PARTIAL):
+        damage = (f"{len(damaged_parts)} damaged part{'s' if len(damaged_parts) != 1 else ''} "
+                  f"of the snapshot could not be read (shown above: everything intact); "
+                  f"--partial accepts partial results")
+    return line, damage

@@ -11,9 +11,10 @@ from typing import Any
 from formats.export import jsonable
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
+from statecore.undecodable import Undecodable
 from statecore.values import Instant, LocalDateTime, LocalTime
 
-__all__ = ["format_size", "format_value", "to_json_value"]
+__all__ = ["format_size", "format_value", "to_json_value", "undecodable_text"]
 
 _PLAIN_WORD = re.compile(r"[^\s\"'\[\]{}#,:@()]+")
 
@@ -25,6 +26,8 @@ def format_value(value: Any) -> str:
     """
     if value is VOID_NAMESPACE:
         return "VOID"
+    if type(value) is Undecodable:
+        return undecodable_text(value)
     if isinstance(value, str) and _PLAIN_WORD.fullmatch(value):
         try:
             json.loads(value)
@@ -45,7 +48,17 @@ def _readable(value: Any) -> Any:
         return str(value)
     if isinstance(value, datetime.date):
         return value.isoformat()
+    if type(value) is Undecodable:
+        return undecodable_text(value)
     raise TypeError(type(value).__name__)
+
+
+def undecodable_text(marker: Undecodable) -> str:
+    """A short marker for a value statectl could not decode: its class, size and reason."""
+    size = "" if marker.data is None else f", {len(marker.data)} bytes"
+    reason = marker.reason if len(marker.reason) <= 120 else marker.reason[:117] + "..."
+    what = "damaged" if marker.damaged else "undecodable"
+    return f"<{what} {marker.class_name.rsplit('.', 1)[-1]}{size}: {reason}>"
 
 
 def to_json_value(value: Any) -> Any:

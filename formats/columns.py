@@ -13,6 +13,7 @@ version, state and kind. Types are the type specs of :mod:`statecore.serializers
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -21,13 +22,19 @@ from formats.arrow_types import arrow_type
 from statecore.checkpoint import StateMetadata
 from statecore.errors import CorruptCheckpointError
 from statecore.ttl import TtlValue
+from statecore.undecodable import Undecodable
 
 __all__ = [
+    "UNDECODABLE_COLUMN",
+    "UNDECODABLE_FIELD",
+    "UNDECODABLE_TYPE",
     "join_ttl",
     "keyed_schema",
     "operator_schema",
     "split_ttl",
     "ttl_spec",
+    "undecodable_column",
+    "undecodable_of",
     "value_columns",
     "value_spec",
 ]
@@ -112,3 +119,31 @@ def operator_schema(state: StateMetadata) -> pa.Schema:
 def schema_metadata(state: StateMetadata) -> dict[str, str]:
     return {"statectl.format_version": "1", "statectl.state": state.name,
             "statectl.kind": state.kind}
+
+
+#: The column of values a reader could not decode (:mod:`statecore.undecodable`), after the
+#: declared ones where a table has such values: why a struct and not a bytes column alone --
+#: a reader sees the class and the reason with the bytes, and the typed ``value`` column (null
+#: in those rows) keeps its type for Spark, DuckDB and pandas (docs/flink-types.md).
+UNDECODABLE_COLUMN = "value_undecodable"
+UNDECODABLE_TYPE = pa.struct([("class", pa.string()), ("serializer", pa.string()),
+                              ("reason", pa.string()), ("bytes", pa.binary()),
+                              ("damaged", pa.bool_())])
+UNDECODABLE_FIELD = pa.field(UNDECODABLE_COLUMN, UNDECODABLE_TYPE)
+
+
+def undecodable_column(markers: Sequence[Undecodable | None]) -> pa.Array:
+    """``value_undecodable`` of rows: a marker's fields, null where the value was decoded."""
+    return pa.array([None if m is None else {"class": m.class_name, "serializer": m.serializer,
+                                             "reason": m.reason, "bytes": m.data,
+                                             "damaged": m.damaged}
+                     for m in markers], UNDECODABLE_TYPE)
+
+
+def undecodable_of(row: Mapping[str, Any]) -> Undecodable | None:
+    """The marker of a row (from ``to_pylist``) whose value could not be decoded, if any."""
+    found = row.get(UNDECODABLE_COLUMN)
+    if found is None:
+        return None
+    return Undecodable(found["class"], found["serializer"], found["reason"], found["bytes"],
+                       bool(found["damaged"]))

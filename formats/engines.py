@@ -45,14 +45,15 @@ class Engine:
     name = "local"
 
     def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
-                        max_parallelism: int | None = None) -> Checkpoint:
+                        max_parallelism: int | None = None, partial: bool = False
+                        ) -> Checkpoint:
         """The checkpoint at ``location``, opened for this engine's commands.
 
         ``count``: the command needs entries per key group (``inspect``, plans; ``export``
         does not); ``max_parallelism``: a rescale to it will count the keys' key groups there.
         Locally: :func:`formats.open.open_checkpoint` (which decodes a Flink snapshot here).
         """
-        return open_checkpoint(location, allow_pickle=allow_pickle)
+        return open_checkpoint(location, allow_pickle=allow_pickle, partial=partial)
 
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint this engine cannot read (every one is fine locally)."""
@@ -101,12 +102,14 @@ class SparkEngine(Engine):
         return self._session
 
     def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
-                        max_parallelism: int | None = None) -> Checkpoint:
+                        max_parallelism: int | None = None, partial: bool = False
+                        ) -> Checkpoint:
         """A Flink snapshot without decoding its keyed state here; others as locally.
 
         Spark tasks count a Flink snapshot's entries when ``count`` (:mod:`formats.spark.flink`).
         """
-        checkpoint = open_checkpoint(location, allow_pickle=allow_pickle, decode=False)
+        checkpoint = open_checkpoint(location, allow_pickle=allow_pickle, decode=False,
+                                     partial=partial)
         from formats.spark.flink import is_flink_snapshot, open_flink_on_spark
         if not is_flink_snapshot(checkpoint):
             return checkpoint

@@ -54,7 +54,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from formats.arrow_types import arrow_type, from_arrow, pyrows
-from formats.columns import operator_schema, ttl_spec, value_spec
+from formats.columns import (
+    UNDECODABLE_COLUMN,
+    UNDECODABLE_FIELD,
+    operator_schema,
+    ttl_spec,
+    undecodable_of,
+    value_spec,
+)
 from formats.commit import commit, staged
 from formats.filesystems import resolve_filesystem, storage_errors
 from formats.model import Checkpoint
@@ -66,10 +73,12 @@ from statecore.checkpoint import (
     operator_state_segments,
 )
 from statecore.errors import CheckpointError, InvalidArgumentError
+from statecore.undecodable import Undecodable
 from statecore.values import Instant, LocalDateTime, LocalTime
 
 __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWriter",
            "StatesWriter", "export_checkpoint", "in_microseconds", "jsonable", "temporal_json",
+           "undecodable_json",
            "whole_microseconds", "write_state_locally"]
 
 #: Output formats and their file extensions.
@@ -105,7 +114,8 @@ class ExportResult:
         return sum(t.rows for t in self.tables)
 
 
-def _schema(op: OperatorMetadata, state: StateMetadata) -> pa.Schema:
+def _schema(op: OperatorMetadata, state: StateMetadata, undecodable: bool = False
+            ) -> pa.Schema:
     if state.scope == "keyed":
         assert op.key_type is not None
         key_spec: str | None = op.key_type
@@ -117,7 +127,8 @@ def _schema(op: OperatorMetadata, state: StateMetadata) -> pa.Schema:
     return pa.schema([("operator", pa.string()), ("state", pa.string()),
                       ("subtask", pa.int32()), ("key_group", pa.int32()),
                       _typed_field("key", key_spec), _typed_field("namespace", namespace),
-                      _typed_field("value", value_type), _typed_field("ttl_timestamp", ttl)])
+                      _typed_field("value", value_type), _typed_field("ttl_timestamp", ttl),
+                      *([UNDECODABLE_FIELD] if undecodable else [])])
 
 
 def _typed_field(name: str, spec: str | None) -> pa.Field:
@@ -176,6 +187,8 @@ def jsonable(value: Any, *, strict: bool = True) -> Any:
     pandas read back as floats (what export's JSON Lines and CSV use, so a float column keeps
     one type).
     """
+    if type(value) is Undecodable:
+        return undecodable_json(value)
     if isinstance(value, float) and not math.isfinite(value):
         if not strict:
             return value
@@ -190,6 +203,13 @@ def jsonable(value: Any, *, strict: bool = True) -> Any:
         return [{"key": jsonable(k, strict=strict), "value": jsonable(v, strict=strict)}
                 for k, v in value.items()]
     return temporal_json(value)
+
+
+def undecodable_json(marker: Undecodable) -> dict[str, Any]:
+    """A value statectl could not decode, as JSON shows it (docs/flink-types.md)."""
+    return {"undecodable": True, "class": marker.class_name, "serializer": marker.serializer,
+            "reason": marker.reason, "damaged": marker.damaged,
+            "bytes": None if marker.data is None else base64.b64encode(marker.data).decode()}
 
 
 def temporal_json(value: Any) -> Any:
@@ -230,9 +250,14 @@ class _Writer:
     def _plain(self, table: pa.Table) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = pyrows(table)
         for row in rows:
+            marker = undecodable_of(row)
             for name, decode in self.decoders.items():
                 if row.get(name) is not None:
                     row[name] = jsonable(decode(row[name]), strict=False)
+            if UNDECODABLE_COLUMN in row:  # JSON and CSV: the value is the marker's object
+                del row[UNDECODABLE_COLUMN]
+                if marker is not None:
+                    row["value"] = undecodable_json(marker)
         return rows
 
     def write(self, table: pa.Table) -> None:
@@ -303,10 +328,12 @@ class StateExport:
     path: str  # relative to the export directory
     pieces: tuple[tuple[int, Callable[[], pa.Table]], ...]  # (subtask, read)
     microseconds: bool = False
+    #: some values could not be decoded: a ``value_undecodable`` column follows ``value``
+    undecodable: bool = False
 
     @property
     def schema(self) -> pa.Schema:
-        schema = _schema(self.op, self.state)
+        schema = _schema(self.op, self.state, self.undecodable)
         return in_microseconds(schema) if self.microseconds else schema
 
     def write(self, path: str, pieces: Sequence[tuple[int, Callable[[], pa.Table]]],
@@ -414,6 +441,8 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
             for op in checkpoint.metadata.operators for state in op.states
             if states is None or state.name in states]
     total, done = sum(len(pieces) for _, _, pieces in work), 0
+    # states with values kept as undecodable markers (decoded at open: known already)
+    undecodable = {(p.operator, p.state) for p in checkpoint.undecodable_parts() if p.kept}
 
     def step() -> None:
         nonlocal done
@@ -430,7 +459,8 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
             micro = (not batch and fmt == "parquet"
                      and _microseconds_suffice(_schema(op, state), pieces))
-            tasks.append(StateExport(op, state, fmt, fs, staging, name, pieces, micro))
+            tasks.append(StateExport(op, state, fmt, fs, staging, name, pieces, micro,
+                                     (op.uid, state.name) in undecodable))
         written = (write.write_states(tasks, step) if isinstance(write, StatesWriter)
                    else [write(task, step) for task in tasks])
         exported = [ExportedTable(task.op.identity, task.state.name, task.state.scope,

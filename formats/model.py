@@ -56,6 +56,7 @@ from statecore.operator_backend import (
 )
 from statecore.rescale_plan import RescalePlan
 from statecore.serializers import VOID_NAMESPACE, parse_type
+from statecore.undecodable import UndecodablePart
 
 __all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "WrittenSnapshot", "rehash_refused",
            "state_of"]
@@ -236,6 +237,13 @@ class Checkpoint(ABC):
             if op.uid == uid or op.operator_id == uid:
                 return op
         raise CheckpointError(f"no operator with uid {uid!r} in this checkpoint")
+
+    def undecodable_parts(self) -> list[UndecodablePart]:
+        """What could not be decoded (:mod:`statecore.undecodable`).
+
+        None in statectl's format, whose values are typed columns.
+        """
+        return []
 
     def keyed_table(self, uid: str, handle: KeyedStateHandle,
                     columns: Sequence[str] | None = None) -> pa.Table:

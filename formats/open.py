@@ -28,7 +28,7 @@ _IN_STATE_DIRECTORY = re.compile(r"(?:chk|savepoint)-(\d{7,})")
 
 def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
                     strict: bool = True, allow_pickle: bool = False,
-                    decode: bool = True) -> Checkpoint:
+                    decode: bool = True, partial: bool = False) -> Checkpoint:
     """Open and validate a checkpoint or savepoint, statectl's or Flink's (detected here).
 
     ``location`` is the directory, or its metadata file, as a local path or a URI pyarrow
@@ -37,22 +37,26 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
     shows a Flink snapshot's PyFlink-pickled values unpickled (unsafe: it runs code the
     snapshot carries); statectl's own format never holds pickles. ``decode=False`` opens a
     Flink snapshot without decoding its keyed state (for the Spark engine: see
-    :func:`formats.flink.checkpoint.open_flink_checkpoint`).
+    :func:`formats.flink.checkpoint.open_flink_checkpoint`). ``partial=True`` opens a Flink
+    snapshot whose bytes are damaged in places: what could be read, with the damaged parts in
+    ``undecodable_parts()`` (without it: a :class:`~statecore.errors.CorruptCheckpointError`
+    naming them). Values statectl has no decoder for never stop the opening (they are listed
+    there too, as unsupported).
     """
     fs, root = resolve_filesystem(location, filesystem)
     root = root.rstrip("/") or root
     with storage_errors("reading", location):
-        return _open(fs, root, location, strict, allow_pickle, decode)
+        return _open(fs, root, location, strict, allow_pickle, decode, partial)
 
 
 def _open(fs: pafs.FileSystem, root: str, location: str, strict: bool,
-          allow_pickle: bool, decode: bool) -> Checkpoint:
+          allow_pickle: bool, decode: bool, partial: bool) -> Checkpoint:
     for name in (METADATA_FILE, FLINK_METADATA_FILE):  # the metadata file itself: its directory
         if root.endswith("/" + name):
             root = root.rsplit("/", 1)[0]
     if not _exists(fs, f"{root}/{METADATA_FILE}") and is_flink_checkpoint(fs, root):
         return open_flink_checkpoint(fs, root, location, strict=strict,
-                                     allow_pickle=allow_pickle, decode=decode)
+                                     allow_pickle=allow_pickle, decode=decode, partial=partial)
     return open_statectl_checkpoint(fs, root, location)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from formats.arrow_types import from_arrow, pyrows, value_from_text
-from formats.columns import keyed_schema, operator_schema, ttl_spec, value_spec
+from formats.columns import keyed_schema, operator_schema, ttl_spec, undecodable_of, value_spec
 from formats.model import Checkpoint
 from formats.rescale import drop_expired_rows
 from formats.row_sizes import row_sizes
@@ -146,7 +146,8 @@ def _entries(op: OperatorMetadata, state: StateMetadata, subtask: int, table: pa
         out.append(Entry(
             subtask, row.get("key_group"), read_key(row.get("key")),
             VOID_NAMESPACE if read_ns is None else read_ns(row["namespace"]),
-            read_value(row["value"]), None if read_ttl is None else read_ttl(row["ttl_timestamp"]),
+            undecodable_of(row) or read_value(row["value"]),
+            None if read_ttl is None else read_ttl(row["ttl_timestamp"]),
             int(size)))
     return out
 

@@ -61,6 +61,7 @@ from statecore.errors import (
     UnsafePathError,
     UnsupportedFormatError,
 )
+from statecore.undecodable import summarize_parts
 
 __all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "Problem", "VerifyReport", "verify_checkpoint"]
 
@@ -69,7 +70,7 @@ PROBLEM_KINDS = ("metadata", "unsafe-path", "missing-file", "size", "checksum", 
                  "duplicate-key")
 
 #: Kinds of warnings (see the module doc): they do not make a checkpoint unclean.
-WARNING_KINDS = ("key-hash-unknown", "broadcast-copies")
+WARNING_KINDS = ("key-hash-unknown", "broadcast-copies", "undecodable")
 
 #: At most this many problems of one kind are listed (all are counted).
 MAX_LISTED = 100
@@ -126,7 +127,8 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
     """
     report = VerifyReport(location)
     try:
-        checkpoint = open_checkpoint(location, strict=False, allow_pickle=allow_pickle)
+        checkpoint = open_checkpoint(location, strict=False, allow_pickle=allow_pickle,
+                                     partial=True)
     except (CorruptCheckpointError, UnsupportedFormatError, UnsafePathError) as exc:
         report.add("metadata", "_metadata.json", str(exc))
         return report
@@ -139,6 +141,7 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
     bad_files: set[str] = set()
     for kind, where, message in checkpoint.open_problems():
         report.add(kind, where, message)
+    _check_undecodable(checkpoint, report)
     owners = {file: op.identity for op in checkpoint.metadata.operators
               for st in op.subtasks
               for file in [*(h.file for h in st.keyed), *(h.file for h in st.operator)]}
@@ -158,6 +161,27 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
             progress(len(files) + done + 1, len(files) + len(checkpoint.metadata.operators))
     report.current = None
     return report
+
+
+def _check_undecodable(checkpoint: Checkpoint, report: VerifyReport) -> None:
+    """What could not be decoded, with counts: damage is a problem (``unreadable``).
+
+    Values statectl has no decoder for are a warning (``undecodable``: the snapshot is intact).
+    """
+    identities = {op.uid: op.identity for op in checkpoint.metadata.operators}
+    for operator, state, damaged, values, key_groups, cls, reason in summarize_parts(
+            checkpoint.undecodable_parts()):
+        report.current = identities.get(operator)
+        count = "values" if values < 0 else f"{values} value{'s' if values != 1 else ''}"
+        groups = f" in {key_groups} key group{'s' if key_groups != 1 else ''}" if (
+            key_groups) else ""
+        where = f"{operator}/{state}"
+        if damaged:
+            report.add("unreadable", where, f"{count}{groups} could not be read: {reason}")
+        else:
+            report.warn("undecodable", where, f"{count}{groups} of class {cls} not decoded: "
+                                              f"{reason}")
+    report.current = None
 
 
 def _check_file(checkpoint: Checkpoint, relative: str, report: VerifyReport,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import Location, allow_pickle, hold
+from cli.params import Location, allow_pickle, hold, reading
 from formats.convert import FORMATS, convert_checkpoint
 from formats.open import open_checkpoint
 
@@ -33,7 +33,7 @@ def convert_command(output: Output, source: str, to: str, out: str, compress: bo
     them). SOURCE is never modified.
     """
     hold(source)
-    checkpoint = open_checkpoint(source, allow_pickle=allow_pickle())
+    checkpoint = reading(open_checkpoint(source, allow_pickle=allow_pickle(), partial=True))
     with output.progress("converting"):
         result = convert_checkpoint(checkpoint, out, to, compress=compress)
     output.convert(result)

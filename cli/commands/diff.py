@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle, hold
+from cli.params import allow_pickle, hold, reading
 from formats.diff import diff_checkpoints
 from formats.open import open_checkpoint
 
@@ -28,9 +28,9 @@ def diff_command(ctx: click.Context, a: str, b: str, limit: int) -> None:
     """
     output: Output = ctx.obj
     hold(a, b)
-    report = diff_checkpoints(open_checkpoint(a, allow_pickle=allow_pickle()),
-                              open_checkpoint(b, allow_pickle=allow_pickle()), left=a, right=b,
-                              limit=limit)
+    left, right = (reading(open_checkpoint(path, allow_pickle=allow_pickle(), partial=True))
+                   for path in (a, b))
+    report = diff_checkpoints(left, right, left=a, right=b, limit=limit)
     output.diff(report)
     if not report.equal:
         ctx.exit(1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP, allow_pickle, engine_options, hold
+from cli.params import TIMESTAMP, allow_pickle, engine_options, hold, reading
 from formats.engines import open_engine
 from formats.inspect import inspect_checkpoint
 
@@ -64,7 +64,7 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
                                "little or run locally)")
     runner = open_engine(engine, spark_master, spark_conf)
     hold(path)
-    checkpoint = runner.open_checkpoint(path, allow_pickle=allow_pickle())
+    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(), partial=True))
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP, Location, allow_pickle, engine_options, hold
+from cli.params import TIMESTAMP, Location, allow_pickle, engine_options, hold, reading
 from formats.engines import open_engine
 from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
 
@@ -55,8 +55,9 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
         raise click.UsageError("--now only applies with --drop-expired")
     runner = open_engine(engine, spark_master, spark_conf)
     hold(source)
-    checkpoint = runner.open_checkpoint(source, allow_pickle=allow_pickle(),
-                                        max_parallelism=max_parallelism)
+    checkpoint = reading(runner.open_checkpoint(source, allow_pickle=allow_pickle(),
+                                                max_parallelism=max_parallelism,
+                                                partial=plan_only))
     if out is not None and not plan_only:
         check_target(out)
     plan = plan_checkpoint(checkpoint, parallelism, max_parallelism,

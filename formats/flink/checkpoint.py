@@ -45,7 +45,9 @@ from formats.flink.keyed import (
     DecodedKeyed,
     HeaderCache,
     KeyedHeader,
+    Losses,
     StateInfo,
+    reason_of,
 )
 from formats.flink.metadata import (
     FlinkIncrementalHandle,
@@ -99,6 +101,7 @@ from statecore.key_groups import (
 from statecore.operator_backend import OperatorStateMode
 from statecore.rescale_plan import RescalePlan
 from statecore.serializers import parse_type
+from statecore.undecodable import UndecodablePart
 
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
@@ -157,6 +160,8 @@ class FlinkCheckpoint(Checkpoint):
         #: values were unpickled for display (``allow_pickle``): never write them back
         self.unpickled = unpickled
         self.problems = problems
+        #: what could not be decoded, as far as read (decoding on demand adds to it)
+        self.undecodable: list[UndecodablePart] = []
         self.key_codecs = key_codecs
         self._sources: tuple[SourceProgress, ...] | None = None
         #: whether keyed state was decoded at open (else: ``decode=False``, see
@@ -184,7 +189,10 @@ class FlinkCheckpoint(Checkpoint):
     def rows_table(self, relative: str, schema: pa.Schema, first: int, count: int,
                    columns: Sequence[str] | None = None) -> pa.Table:
         table = self._path_table(relative).table
-        if not table.schema.remove_metadata().equals(schema.remove_metadata()):
+        # a value_undecodable column may follow the declared ones (formats.flink.tables)
+        declared = (table if table.num_columns == len(schema.names)
+                    else table.select(table.column_names[:len(schema.names)]))
+        if not declared.schema.remove_metadata().equals(schema.remove_metadata()):
             raise CorruptCheckpointError(f"{relative}: columns {table.schema} differ from the "
                                          f"declared {schema}")
         if first < 0 or count < 0 or first + count > table.num_rows:
@@ -258,7 +266,21 @@ class FlinkCheckpoint(Checkpoint):
     def write_rescaled(self, plan: RescalePlan, location: str, *,
                        checkpoint_id: int | None = None, compress: bool = False
                        ) -> WrittenSnapshot:
-        """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.rewrite`)."""
+        """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.rewrite`).
+
+        Refused when values could not be read at all (a heap checkpoint's block past an
+        undecodable value): the savepoint would lose them. Values kept as undecodable markers
+        are written back as their bytes.
+        """
+        lost = [p for p in self.undecodable if not p.kept]
+        if lost:
+            first = lost[0]
+            raise UnsupportedFormatError(
+                f"cannot write a savepoint of this snapshot: state {first.state!r} of operator "
+                f"{first.operator} has values statectl could not read ({first.reason}), which "
+                f"the savepoint would lose ({len(lost)} such part{'s' if len(lost) > 1 else ''}; "
+                f"a canonical savepoint of the job, which delimits every value, can be "
+                f"rewritten)")
         write = self.rewriter or rewrite_flink_savepoint
         return write(self, plan, location, checkpoint_id=checkpoint_id, compress=compress)
 
@@ -277,6 +299,10 @@ class FlinkCheckpoint(Checkpoint):
 
     def open_problems(self) -> list[tuple[str, str, str]]:
         return [(p.kind, p.where, p.detail) for p in self.problems]
+
+    def undecodable_parts(self) -> list[UndecodablePart]:
+        """What could not be decoded so far (decoding on demand adds to it)."""
+        return list(self.undecodable)
 
     def expected_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
                             table: pa.Table) -> np.ndarray | None:
@@ -365,8 +391,16 @@ def open_flink_checkpoint(
     fs: pafs.FileSystem, root: str, location: str, *, strict: bool = True,
     allow_pickle: bool = False, decode: bool = True,
     counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None,
+    partial: bool = False,
 ) -> FlinkCheckpoint:
     """Open the Flink snapshot in directory ``root``.
+
+    Nothing that cannot be decoded stops the reading of the rest (docs/flink-types.md,
+    "Never all-or-nothing"): values, key groups, states and streams statectl could not decode
+    are listed in :attr:`FlinkCheckpoint.undecodable` (:mod:`statecore.undecodable`).
+    Where that is damage (bytes that do not parse, not a missing decoder) the opening raises
+    a :class:`CorruptCheckpointError` naming it unless ``partial`` (and so does reading rows
+    decoded on demand later).
 
     ``strict=False`` collects problems (for ``verify``) where a state cannot be decoded,
     instead of raising the first. ``allow_pickle=True`` unpickles PyFlink's pickled values
@@ -392,7 +426,7 @@ def open_flink_checkpoint(
         created = int(fs.get_file_info(path).mtime_ns or 0) // 1_000_000
     except (OSError, TypeError):
         created = 0
-    builder = _Builder(fs, root, strict, allow_pickle, decode, counts)
+    builder = _Builder(fs, root, strict, allow_pickle, decode, counts, partial)
     operators = tuple(builder.operator(i, op, flink.operators) for i, op in
                       enumerate(flink.operators))
     kind = (CheckpointKind.SAVEPOINT if flink.is_savepoint
@@ -406,11 +440,26 @@ def open_flink_checkpoint(
                                  builder.downloads, builder.keyed_headers,
                                  builder.operator_files, allow_pickle)
     checkpoint.keyed_decoded = decode
+    checkpoint.undecodable = builder.undecodable  # decoding on demand adds to the same list
     checkpoint.keyed_sources = tuple(builder.sources)
     checkpoint.file_sources = builder.file_sources
     checkpoint.counted = decode or counts is not None
     checkpoint.counts = counts
+    if not partial:
+        refuse_damage(builder.undecodable)
     return checkpoint
+
+
+def refuse_damage(parts: Sequence[UndecodablePart]) -> None:
+    """Raise a :class:`CorruptCheckpointError` naming the damaged parts, if any."""
+    damaged = [p for p in parts if p.damaged]
+    if not damaged:
+        return
+    first = damaged[0]
+    where = f"operator {first.operator}, state {first.state!r}, subtask {first.subtask}" + (
+        f", key group {first.key_group}" if first.key_group is not None else "")
+    more = f" (and {len(damaged) - 1} more damaged parts)" if len(damaged) > 1 else ""
+    raise CorruptCheckpointError(f"{where}: {first.reason}{more}")
 
 
 class _Builder:
@@ -418,9 +467,10 @@ class _Builder:
 
     def __init__(self, fs: pafs.FileSystem, root: str, strict: bool,
                  allow_pickle: bool = False, decode: bool = True,
-                 counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None
-                 ) -> None:
+                 counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None,
+                 partial: bool = False) -> None:
         self.fs, self.root, self.strict, self.allow_pickle = fs, root, strict, allow_pickle
+        self.partial = partial
         self.decode, self.counts = decode, counts
         self.streams = SnapshotStreams(fs, root)
         #: the keyed handles as pieces of them are decoded (``decode=False``), and the handle
@@ -441,6 +491,21 @@ class _Builder:
         #: decoded operator state behind each virtual file
         self.keyed_headers: dict[str, KeyedHeader] = {}
         self.operator_files: dict[str, DecodedOperatorState] = {}  # virtual file -> state
+        #: what could not be decoded (values kept as markers, or left out), as decoded
+        self.undecodable: list[UndecodablePart] = []
+
+    def lost(self, uid: str, subtask: int, losses: Losses, on_demand: bool = False) -> None:
+        """A decoder's losses as the snapshot's :class:`UndecodablePart` list.
+
+        ``on_demand``: rows decoded after the opening, whose damage raises unless ``partial``.
+        """
+        start = len(self.undecodable)
+        self.undecodable.extend(
+            UndecodablePart(uid, state, subtask, key_group, values, cls, ser, reason, damaged,
+                            kept)
+            for state, key_group, values, cls, ser, reason, damaged, kept in losses.parts())
+        if on_demand and not self.partial:
+            refuse_damage(self.undecodable[start:])
 
     # -- streams --------------------------------------------------------------------------
 
@@ -462,6 +527,7 @@ class _Builder:
             return self.keyed_layout(handle, where, max_parallelism, uid, ident)
         header, decoded, info = decode_keyed_handle(self.streams, handle, where,
                                                     max_parallelism, self.headers)
+        self.lost(uid, ident[1], decoded.losses)
         rows = {s.name: state_rows(s, decoded) for s in header.states}
         if info is not None:
             self.downloads.setdefault(uid, []).append(DownloadUnit(
@@ -487,7 +553,8 @@ class _Builder:
         self.sources.append(KeyedSource(*ident, handle, max_parallelism, where,
                                         0 if isinstance(handle, FlinkIncrementalHandle)
                                         else header.size))
-        loader = _HandleLoader(self.streams, handle, where, max_parallelism)
+        loader = _HandleLoader(self.streams, handle, where, max_parallelism,
+                               lambda losses: self.lost(uid, ident[1], losses, True))
         rows = {s.name: PendingRows(loader, s, counts[s.name].rows if s.name in counts else {},
                                     ident) for s in header.states}
         sizes = {s.name: counts[s.name].bytes if s.name in counts else {}
@@ -508,10 +575,17 @@ class _Builder:
         """How a plan names a stream: ``inline`` (in ``_metadata``), else its file."""
         return self.streams.stored_as(stream)
 
-    def fail(self, exc: StatectlError, where: str) -> None:
-        if self.strict:
-            raise exc
-        self.problems.append(Problem("flink", where, str(exc)))
+    def fail(self, exc: StatectlError, where: str, uid: str = "", subtask: int = -1,
+             what: str = "") -> None:
+        """A part of the snapshot that could not be read: never the end of reading.
+
+        It is counted as an :class:`UndecodablePart` (``what``: the state, or what of the
+        operator), which ``verify`` lists (a damage as a problem, an unsupported serializer as
+        a warning), and reading goes on.
+        """
+        self.undecodable.append(UndecodablePart(
+            uid, what or "(state)", subtask, None, -1, "(unread)", "", reason_of(exc, where),
+            not isinstance(exc, UnsupportedFormatError), False))
 
     # -- operators ------------------------------------------------------------------------
 
@@ -533,7 +607,7 @@ class _Builder:
                     header, rows_of, sizes, stored = self.keyed_stream(
                         handle, hw, op.max_parallelism, uid, (index, st.index, position))
                 except StatectlError as exc:
-                    self.fail(exc, hw)
+                    self.fail(exc, hw, uid, st.index, "(keyed state)")
                     continue
                 assert header.key is not None
                 described = [(state_declaration(info), rows_of[info.name])
@@ -545,7 +619,7 @@ class _Builder:
                         raise CorruptCheckpointError(f"{hw}: keys of type {header.key.spec}, "
                                                      f"another subtask's are {key_type}")
                 except StatectlError as exc:
-                    self.fail(exc, hw)
+                    self.fail(exc, hw, uid, st.index, "(keyed state)")
                     continue
                 key_type = header.key.spec
                 self.key_codecs[uid] = header.key
@@ -571,14 +645,14 @@ class _Builder:
                     data, name = self.stream_bytes(op_handle.stream)
                     decoded_states = decode_operator_stream(data, op_handle, f"{hw}: {name}")
                 except StatectlError as exc:
-                    self.fail(exc, hw)
+                    self.fail(exc, hw, uid, st.index, "(operator state)")
                     continue
                 declared = [self.operator_state(ds) for ds in decoded_states]
                 try:  # every subtask declares its operator states alike
                     for meta in declared:
                         _same_declaration(states.get(meta.name), meta, hw)
                 except StatectlError as exc:
-                    self.fail(exc, hw)
+                    self.fail(exc, hw, uid, st.index, "(operator state)")
                     continue
                 for meta in declared:
                     states.setdefault(meta.name, meta)
@@ -728,15 +802,18 @@ class _HandleLoader:
 
     def __init__(self, streams: SnapshotStreams,
                  handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
-                 max_parallelism: int) -> None:
+                 max_parallelism: int, lost: Callable[[Losses], None] | None = None) -> None:
         self.streams, self.handle, self.where = streams, handle, where
         self.max_parallelism = max_parallelism
+        self.lost = lost
         self._decoded: DecodedKeyed | None = None
 
     def decoded(self) -> DecodedKeyed:
         if self._decoded is None:
             _, self._decoded, _ = decode_keyed_handle(self.streams, self.handle, self.where,
                                                       self.max_parallelism)
+            if self.lost is not None:
+                self.lost(self._decoded.losses)
         return self._decoded
 
 

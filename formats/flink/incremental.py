@@ -35,17 +35,20 @@ from formats.flink.keyed import (
     DecodedKeyed,
     HeaderCache,
     KeyedHeader,
+    Losses,
     PairDecoder,
     cached_header,
+    described,
     in_state,
     pair_decoder,
+    reason_of,
     undecodable_key,
 )
 from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle
 from formats.flink.rocksdb import SstFile, open_sst
 from formats.flink.rocksdb.manifest import read_manifest
 from formats.flink.rocksdb.merge import live_batches
-from statecore.errors import CheckpointError, CorruptCheckpointError
+from statecore.errors import CheckpointError, CorruptCheckpointError, UnsupportedFormatError
 
 __all__ = ["DecodedIncremental", "RocksDBFile", "decode_incremental", "key_group_prefix",
            "scale_to_disk"]
@@ -96,7 +99,7 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
     with ``disk_bytes``, gives what decoding the whole handle does.
     """
     meta, _ = read(handle.meta, "meta data")
-    header = cached_header(meta, f"{where}: meta data", headers)
+    header = cached_header(meta, f"{where}: meta data", headers, len(meta))
     if header.key is None:
         raise undecodable_key(where, header)
     info = DecodedIncremental()
@@ -141,12 +144,15 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
             continue
         out = decoded.entries[state.name]
         sizes = decoded.state_key_group_bytes[state.name]
-        decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out)
+        decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out,
+                                   decoded.losses)
+        lose = _pair_loser(decoded.losses, state.name, header,
+                           f"{where}: state {state.name!r}")
         # only the handle's key groups: a key outside them is ignored, as Flink's restore does
         batches = live_batches(tables, start,
                                end if end is not None else b"\xff" * (prefix + 1))
         try:
-            _decode_batches(batches, prefix, decode_pair, sizes, where, state.name)
+            _decode_batches(batches, prefix, decode_pair, sizes, where, state.name, lose)
         except CheckpointError as exc:
             raise in_state(exc, state) from exc
         info.disk_bytes[state.name] = sum(len(table.data) for table in tables)
@@ -158,9 +164,24 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
     return header, decoded, info
 
 
+def _pair_loser(losses: Losses, state: str, header: KeyedHeader, where: str
+                ) -> Callable[[CheckpointError, int], None]:
+    """Counts a pair whose key could not be decoded: it is left out.
+
+    (Values that cannot be decoded are kept as markers by the pair decoder itself.)
+    """
+    key_class, key_serializer = described(header.key_snapshot)
+
+    def lose(exc: CheckpointError, key_group: int) -> None:
+        losses.add(state, key_group, 1, key_class, key_serializer,
+                   "its key: " + reason_of(exc, where),
+                   not isinstance(exc, UnsupportedFormatError), False)
+    return lose
+
+
 def _decode_batches(batches: Iterable[tuple[list[bytes], list[bytes]]], prefix: int,
                     decode_pair: PairDecoder, sizes: dict[int, int], where: str,
-                    state_name: str) -> None:
+                    state_name: str, lose: Callable[[CheckpointError, int], None]) -> None:
     """Decode a state's live pairs, batch by batch; sum their bytes per key group in ``sizes``.
 
     Keys are sorted, so a batch's keys of one key group are adjacent: the key group is found
@@ -193,7 +214,10 @@ def _decode_batches(batches: Iterable[tuple[list[bytes], list[bytes]]], prefix: 
                 v.data = value
                 v.pos = 0
                 v.end = len(value)
-                decode_pair(k, v, key_group)
+                try:
+                    decode_pair(k, v, key_group)
+                except CheckpointError as exc:
+                    lose(exc, key_group)
             sizes[key_group] = (sizes.get(key_group, 0) + sum(map(len, run_keys))
                                 + sum(map(len, run_values)))
 

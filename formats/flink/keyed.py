@@ -20,6 +20,7 @@ corrupt chunk fails to inflate or decodes to inconsistent data, which is reporte
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,8 +36,10 @@ from formats.flink.types.codecs import Codec, codec_for, why_undecodable
 from formats.flink.types.snapshots import SerializerSnapshot, read_snapshot
 from statecore.errors import CheckpointError, CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import VOID_NAMESPACE
+from statecore.undecodable import Undecodable
 
-__all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "StateInfo", "cached_header",
+__all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "Losses", "StateInfo", "cached_header",
+           "described", "header_end", "reason_of",
            "decode_keyed_stream", "group_ends", "in_state", "pair_decoder", "read_keyed_header",
            "read_state_info", "undecodable_key", "unframe_snappy"]
 
@@ -92,9 +95,81 @@ class DecodedKeyed:
     #: encoded bytes per state and key group (decompressed bytes when compressed)
     state_key_group_bytes: dict[str, dict[int, int]] = field(default_factory=dict)
     key_group_bytes: dict[int, int] = field(default_factory=dict)
+    #: what could not be decoded (:class:`Losses`)
+    losses: Losses = field(default_factory=lambda: Losses())
 
 
-def read_keyed_header(r: DataReader) -> KeyedHeader:
+class Losses:
+    """What a decoder could not decode, counted per state, key group, class and reason.
+
+    :meth:`parts` lists them as ``(state, key_group, values, class, serializer, reason,
+    damaged, kept)``, which :class:`statecore.undecodable.UndecodablePart` completes with the
+    operator and subtask. ``kept``: the values are in the rows as
+    :class:`~statecore.undecodable.Undecodable` markers; else they are missing from them.
+    """
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, int | None, str, str, str, bool, bool], int] = {}
+
+    def add(self, state: str, key_group: int | None, values: int, class_name: str,
+            serializer: str, reason: str, damaged: bool, kept: bool) -> None:
+        key = (state, key_group, class_name, serializer, reason, damaged, kept)
+        known = self._counts.get(key, 0)
+        self._counts[key] = -1 if values < 0 or known < 0 else known + values
+
+    def extend(self, other: Losses) -> None:
+        for (state, kg, cls, ser, reason, damaged, kept), n in other._counts.items():
+            self.add(state, kg, n, cls, ser, reason, damaged, kept)
+
+    def parts(self) -> list[tuple[str, int | None, int, str, str, str, bool, bool]]:
+        return [(state, kg, n, cls, ser, reason, damaged, kept)
+                for (state, kg, cls, ser, reason, damaged, kept), n in self._counts.items()]
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+
+def described(snapshot: SerializerSnapshot | None) -> tuple[str, str]:
+    """``(class, serializer)`` of the values of a serializer snapshot, for markers.
+
+    The class the snapshot names (a POJO's, an enum's, Kryo's type class), else the
+    serializer's own name: the snapshot says no more of the values' class.
+    """
+    if snapshot is None:
+        return "(unknown)", "(no serializer)"
+    named = snapshot.outer.get("class")
+    if isinstance(named, str):
+        return named, snapshot.short_name
+    return snapshot.short_name.split("$")[0], snapshot.short_name
+
+
+#: Java package prefixes, left out of messages (``org.apache.flink...base.LongSerializer``).
+_PACKAGE = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+(?=[A-Z])")
+
+
+def short_names(text: str) -> str:
+    """``text`` with Java class names without their packages."""
+    return _PACKAGE.sub("", text)
+
+
+def reason_of(exc: BaseException, where: str) -> str:
+    """An error's message without the location every message of one stream starts with."""
+    text = str(exc)
+    return text[len(where) + 2:] if where and text.startswith(where + ": ") else text
+
+
+def read_keyed_header(r: DataReader, end: int | None = None) -> KeyedHeader:
+    """``KeyedBackendSerializationProxy.read``: the key serializer, then every state's meta info.
+
+    ``end``: where the header ends when the caller knows it (the first key group's offset, a
+    RocksDB meta-data stream's length). Then a serializer snapshot statectl cannot parse (its
+    layout is the serializer's own, and nothing frames it) does not stop the header: its
+    state keeps the snapshot as unparsed (no codec: its values are reported undecodable) and
+    reading goes on where the rest of the header parses exactly up to ``end``
+    (:func:`_resync_header`).
+    """
     start = r.pos
     version = r.i32()
     if version != KEYED_PROXY_VERSION:
@@ -105,13 +180,27 @@ def read_keyed_header(r: DataReader) -> KeyedHeader:
     at = r.pos
     key_snapshot = read_snapshot(r)
     key_raw = r.data[at:r.pos]
-    states = [read_state_info(r) for _ in range(r.count("states", 10, r.i16()))]
+    n = r.count("states", 10, r.i16())
+    states = read_state_infos(r, n, end)
     return KeyedHeader(compressed, key_snapshot, codec_for(key_snapshot), states, r.pos - start,
                        key_raw)
 
 
-def read_state_info(r: DataReader) -> StateInfo:
-    """One ``StateMetaInfoSnapshot`` (reference §6.1); its bytes are kept in ``raw``."""
+def read_state_infos(r: DataReader, n: int, end: int | None = None) -> list[StateInfo]:
+    """``n`` meta infos; with ``end`` known, an unparsable serializer snapshot is stepped over."""
+    states: list[StateInfo] = []
+    while len(states) < n:
+        states.append(read_state_info(r, n - len(states) - 1, end))
+    return states
+
+
+def read_state_info(r: DataReader, states_after: int = 0, end: int | None = None
+                    ) -> StateInfo:
+    """One ``StateMetaInfoSnapshot`` (reference §6.1); its bytes are kept in ``raw``.
+
+    ``states_after`` and ``end``: how many meta infos follow and where they end, which lets a
+    serializer snapshot statectl cannot parse be stepped over (:func:`_resync_header`).
+    """
     start = r.pos
     name = r.utf()
     ordinal = r.i32()
@@ -122,12 +211,76 @@ def read_state_info(r: DataReader) -> StateInfo:
         key = r.utf()
         options[key] = r.utf()
     serializers = {}
-    for _ in range(r.count("state serializers", 4)):
+    n = r.count("state serializers", 4)
+    for i in range(n):
         key = r.utf()
-        serializers[key] = read_snapshot(r)
+        at = r.pos
+        try:
+            serializers[key] = read_snapshot(r)
+        except UnsupportedFormatError as exc:
+            if end is None:
+                raise
+            r.pos = at
+            serializers[key] = _unparsed(r, exc)
+            r.pos = _resync_header(r, at, n - i - 1, states_after, end, exc)
     info = StateInfo(name, STATE_TYPES[ordinal], options, serializers, raw=r.data[start:r.pos])
     _assign_codecs(info)
     return info
+
+
+#: Most candidate positions :func:`_resync_header` tries before it gives up.
+MAX_RESYNC_TRIES = 4096
+
+
+def _unparsed(r: DataReader, exc: UnsupportedFormatError) -> SerializerSnapshot:
+    """The class and version of a snapshot statectl could not parse, and why (no codec)."""
+    start = r.pos
+    try:
+        r.i32()  # the proxy version
+        name, version = r.utf(), r.i32()
+    except CheckpointError:
+        name, version = "(unknown serializer)", 0
+    r.pos = start
+    return SerializerSnapshot(name, version, outer={"unparsed": True, "reason": str(exc)})
+
+
+def _resync_header(r: DataReader, at: int, serializers_after: int, states_after: int, end: int,
+                   exc: UnsupportedFormatError) -> int:
+    """Where the header goes on after a serializer snapshot at ``at`` statectl cannot parse.
+
+    Nothing frames a snapshot, so its end is found from what must follow: ``serializers_after``
+    more ``(name, snapshot)`` entries of this state, then ``states_after`` meta infos, ending
+    exactly at ``end``. The first position after ``at`` from which all of that parses is taken
+    (a snapshot's bytes are its serializer's own: they rarely look like that, and at worst the
+    serializer entries taken are statectl's to decode, checked as everything else).
+    """
+    data = r.data
+    if end > r.end or end < at:
+        raise exc
+    if not serializers_after and not states_after:
+        return end  # the last snapshot of the header: it ends where the header does
+    tries = 0
+    for candidate in range(at + 4, end):
+        # a serializer entry starts with its name (writeUTF: a 2-byte length), a meta info too
+        length = int.from_bytes(data[candidate:candidate + 2], "big")
+        if not 0 < length <= 1024 or candidate + 2 + length > end:
+            continue
+        tries += 1
+        if tries > MAX_RESYNC_TRIES:
+            break
+        probe = DataReader(data, r.where, candidate, end)
+        try:
+            for _ in range(serializers_after):
+                probe.utf()
+                read_snapshot(probe)
+            for _ in range(states_after):
+                read_state_info(probe)
+        except CheckpointError:
+            continue
+        if probe.pos == end:
+            return candidate
+    raise UnsupportedFormatError(f"{exc} (and the rest of the header could not be found past "
+                                 f"it)") from exc
 
 
 def _assign_codecs(info: StateInfo) -> None:
@@ -224,17 +377,30 @@ def in_state(exc: CheckpointError, state: StateInfo) -> CheckpointError:
 HeaderCache = dict[int, dict[bytes, KeyedHeader]]
 
 
-def cached_header(data: bytes, where: str, headers: HeaderCache | None) -> KeyedHeader:
-    """The header ``data`` starts with, parsed once per snapshot (see ``decode_keyed_stream``)."""
+def cached_header(data: bytes, where: str, headers: HeaderCache | None,
+                  end: int | None = None) -> KeyedHeader:
+    """The header ``data`` starts with, parsed once per snapshot (see ``decode_keyed_stream``).
+
+    ``end``: where the header ends, when known (:func:`header_end`).
+    """
     if headers:
         for size, known in headers.items():
             header = known.get(data[:size])
             if header is not None:
                 return header
-    header = read_keyed_header(DataReader(data, where))
+    header = read_keyed_header(DataReader(data, where), end)
     if headers is not None:
         headers.setdefault(header.size, {})[data[:header.size]] = header
     return header
+
+
+def header_end(handle: FlinkKeyedHandle, size: int) -> int:
+    """Where a keyed stream's header ends: its first key group's offset.
+
+    The stream's size when no key group has data (a canonical savepoint of empty state).
+    """
+    starts = [o for o in handle.offsets if o > 0]
+    return min(starts) if starts else size
 
 
 def undecodable_key(where: str, header: KeyedHeader) -> Exception:
@@ -251,7 +417,7 @@ def decode_keyed_stream(data: bytes, handle: FlinkKeyedHandle, where: str,
     subtask of an operator writes the same one) again: a header is reused only for a stream
     that starts with exactly its bytes. Headers are never changed after parsing.
     """
-    header = cached_header(data, where, headers)
+    header = cached_header(data, where, headers, header_end(handle, len(data)))
     if header.key is None:
         raise _undecodable(where, "the key", header.key_snapshot)
     decoded = DecodedKeyed({s.name: [] for s in header.states},
@@ -279,21 +445,23 @@ def group_ends(offsets: Sequence[int], size: int) -> list[int]:
 
 def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, where: str,
                  decoded: DecodedKeyed) -> None:
+    """The heap format's key groups (module doc), each read on its own.
+
+    The format delimits neither values nor state blocks: a block statectl cannot read to its
+    end (a state without a codec, a value that does not decode) is counted in
+    ``decoded.losses`` and the next block is found again (:func:`_resync_block`); a key group
+    that cannot be read at all is counted whole, and the next starts at its recorded offset.
+    """
     states = header.states
-    for state in states:
-        if state.value is None:
-            what = f"state {state.name!r}"
-            raise _undecodable(where, what, state.serializers.get("VALUE_SERIALIZER"))
-        if state.kind != "timers" and state.namespace is None:
-            raise _undecodable(where, f"the namespace of state {state.name!r}",
-                               state.serializers.get("NAMESPACE_SERIALIZER"))
+    losses = decoded.losses
     read_key = header.key.read  # type: ignore[union-attr]
     offsets = list(handle.offsets)
     ends = group_ends(offsets, len(data))
     whole = DataReader(data, where)
     n_states = len(states)
-    # per state id: how its entries are read (decided once, not per block)
-    plans = [_heap_plan(s, read_key, decoded) for s in states]
+    # per state id: how its entries are read (decided once, not per block); None: no codec
+    plans = [_heap_plan(s, read_key, decoded) if _heap_readable(s) else None for s in states]
+    names = [_heap_described(s) for s in states]
     group_bytes = decoded.key_group_bytes
     size = len(data)
     # a key group without entries: a block header (state id, count 0) per state
@@ -302,59 +470,167 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
     empty_pattern = [b"-"]  # the block headers of an empty key group, once seen
     for i, offset in enumerate(offsets):
         key_group = handle.first_key_group + i
-        if offset < header.size or offset + 4 > size:
-            raise CorruptCheckpointError(f"{where}: key group {key_group} starts at byte "
-                                         f"{offset}, outside the state data")
         end = ends[i]
-        r = whole
-        stored = _I32.unpack_from(data, offset)[0]
-        r.pos = offset + 4
-        if stored != key_group:
-            r.pos = offset
-            raise r.fail(f"key group {stored} found where the offsets say {key_group}")
-        if header.compressed:
-            r = DataReader(unframe_snappy(data[r.pos:end], where), f"{where} (key group "
-                                                                    f"{key_group})")
-        elif end - r.pos == empty_size:  # only the states' block headers: all empty?
-            # every key group lists the states in one order: once checked, compare bytes
-            headers = data[r.pos:end]
-            if headers == empty_pattern[0]:
-                group_bytes[key_group] = end - offset
-                continue
-            blocks = empty_blocks.unpack_from(headers)
-            if not any(blocks[1::2]) and sorted(blocks[0::2]) == state_ids:
-                empty_pattern[0] = headers
-                group_bytes[key_group] = end - offset
-                continue  # else the block-by-block reading below says what is wrong
-        data_k, limit = r.data, r.end
-        seen = 0
-        pos = r.pos
-        for _ in range(n_states):
-            block_start = pos
-            if pos + 6 > limit:
-                raise r.fail("truncated state block header")
-            state_id, n = _BLOCK_HEAD.unpack_from(data_k, pos)
-            pos += 6
-            if not 0 <= state_id < n_states or seen >> state_id & 1:
-                raise r.fail(f"state id {state_id} unknown or repeated in key group "
-                             f"{key_group}")
-            seen |= 1 << state_id
-            if not n:
-                continue
-            if n < 0 or n > limit - pos:
-                r.pos = pos
-                raise r.fail(f"impossible entry count {n}")
-            plan, read_value, read_ns, out, sizes = plans[state_id]
-            append = out.append
+        try:
+            if offset < header.size or offset + 4 > size:
+                raise CorruptCheckpointError(f"{where}: key group {key_group} starts at byte "
+                                             f"{offset}, outside the state data")
+            r = whole
+            stored = _I32.unpack_from(data, offset)[0]
+            r.pos = offset + 4
+            if stored != key_group:
+                r.pos = offset
+                raise r.fail(f"key group {stored} found where the offsets say {key_group}")
+            if header.compressed:
+                r = DataReader(unframe_snappy(data[r.pos:end], where), f"{where} (key group "
+                                                                        f"{key_group})")
+            elif end - r.pos == empty_size:  # only the states' block headers: all empty?
+                # every key group lists the states in one order: once checked, compare bytes
+                headers = data[r.pos:end]
+                if headers == empty_pattern[0]:
+                    group_bytes[key_group] = end - offset
+                    continue
+                blocks = empty_blocks.unpack_from(headers)
+                if not any(blocks[1::2]) and sorted(blocks[0::2]) == state_ids:
+                    empty_pattern[0] = headers
+                    group_bytes[key_group] = end - offset
+                    continue  # else the block-by-block reading below says what is wrong
+            _heap_key_group(r, r.end if header.compressed else end, key_group, states, plans,
+                            names, read_key, losses, where)
+        except CheckpointError as exc:
+            losses.add("(key group)", key_group, -1, "(the whole key group)", "",
+                       reason_of(exc, where), True, False)
+            continue
+        group_bytes[key_group] = end - offset
+
+
+def _heap_readable(state: StateInfo) -> bool:
+    return state.value is not None and (state.kind == "timers" or state.namespace is not None)
+
+
+def _heap_described(state: StateInfo) -> tuple[str, str, str]:
+    """``(class, serializer, reason)`` of what makes a state's block unreadable without a codec."""
+    if state.kind != "timers" and state.namespace is None and state.value is not None:
+        snapshot = state.serializers.get("NAMESPACE_SERIALIZER")
+        what = "its namespace"
+    else:
+        snapshot = state.serializers.get("VALUE_SERIALIZER")
+        what = "its values"
+    cls, ser = described(snapshot)
+    why = why_undecodable(snapshot) if snapshot is not None else "no serializer"
+    return cls, ser, short_names(f"no decoder for {what}: {why}")
+
+
+def _heap_key_group(r: DataReader, limit: int, key_group: int, states: list[StateInfo],
+                    plans: list[tuple[int, Reader, Reader | None, list[Any], dict[int, int]]
+                                | None],
+                    names: list[tuple[str, str, str]], read_key: Reader, losses: Losses,
+                    where: str) -> None:
+    """The state blocks of one key group, from ``r.pos`` to ``limit``."""
+    data_k = r.data
+    n_states = len(states)
+    seen = 0
+    pos = r.pos
+    lost_damaged: bool | None = None  # set once a block could not be read to its end
+    for _ in range(n_states):
+        if pos >= limit and lost_damaged is not None:
+            break
+        block_start = pos
+        if pos + 6 > limit:
+            raise r.fail("truncated state block header")
+        state_id, n = _BLOCK_HEAD.unpack_from(data_k, pos)
+        pos += 6
+        if not 0 <= state_id < n_states or seen >> state_id & 1:
+            raise r.fail(f"state id {state_id} unknown or repeated in key group "
+                         f"{key_group}")
+        seen |= 1 << state_id
+        if not n:
+            continue
+        if n < 0 or n > limit - pos:
+            r.pos = pos
+            raise r.fail(f"impossible entry count {n}")
+        plan = plans[state_id]
+        cls, ser, reason = names[state_id]
+        if plan is None:
+            losses.add(states[state_id].name, key_group, n, cls, ser, reason, False, False)
+            damaged = False
+        else:
+            kind, read_value, read_ns, out, sizes = plan
+            before = len(out)
             r.pos = pos
             try:
-                _read_block(plan, n, r, data_k, limit, key_group, read_key, read_value,
-                            read_ns, append)
+                _read_block(kind, n, r, data_k, limit, key_group, read_key, read_value,
+                            read_ns, out.append)
+                pos = r.pos
+                sizes[key_group] = pos - block_start
+                continue
             except CheckpointError as exc:
-                raise in_state(exc, states[state_id]) from exc
-            pos = r.pos
-            sizes[key_group] = pos - block_start
-        group_bytes[key_group] = end - offset
+                damaged = not isinstance(exc, UnsupportedFormatError)
+                losses.add(states[state_id].name, key_group, n - (len(out) - before), cls, ser,
+                           reason_of(exc, where), damaged, False)
+        lost_damaged = bool(lost_damaged) or damaged
+        found = _resync_block(data_k, pos, limit, key_group, seen, plans, read_key, where)
+        if found is None:
+            break
+        pos = found
+    if lost_damaged is None:
+        return
+    for state_id in range(n_states):  # blocks passed over while finding the next one
+        if not seen >> state_id & 1:
+            cls, ser, _reason = names[state_id]
+            losses.add(states[state_id].name, key_group, -1, cls, ser,
+                       "its block follows one statectl could not read to its end, and was "
+                       "not found", lost_damaged, False)
+
+
+#: Most candidate positions :func:`_resync_block` tries in one key group.
+MAX_BLOCK_TRIES = 256
+
+
+def _resync_block(data: bytes, start: int, limit: int, key_group: int, seen: int,
+                  plans: list[tuple[int, Reader, Reader | None, list[Any], dict[int, int]]
+                              | None],
+                  read_key: Reader, where: str) -> int | None:
+    """Where the next state block starts after one that could not be read to its end.
+
+    The heap format writes a block's entry count, not its length. The next block is a state
+    id not seen yet in this key group and a count; a candidate position is taken when that
+    block decodes completely and is followed by the key group's end or by another such block
+    header. ``limit`` when every state was seen (the block was the last); ``None`` when no
+    candidate holds (the rest of the key group is counted lost).
+    """
+    n_states = len(plans)
+    unseen = [i for i in range(n_states) if not seen >> i & 1]
+    if not unseen:
+        return limit
+    wanted = {i for i in unseen if plans[i] is not None}
+    tries = 0
+    scratch: list[Any] = []
+    for candidate in range(start, limit - 5):
+        state_id, n = _BLOCK_HEAD.unpack_from(data, candidate)
+        if state_id not in wanted or n < 0 or n > limit - candidate - 6:
+            continue
+        tries += 1
+        if tries > MAX_BLOCK_TRIES:
+            return None
+        plan = plans[state_id]
+        assert plan is not None
+        kind, read_value, read_ns, _out, _sizes = plan
+        probe = DataReader(data, where, candidate + 6, limit)
+        scratch.clear()
+        try:
+            _read_block(kind, n, probe, data, limit, key_group, read_key, read_value, read_ns,
+                        scratch.append)
+        except CheckpointError:
+            continue
+        after = probe.pos
+        if after == limit:
+            return candidate
+        if after + 6 <= limit:
+            next_id, next_n = _BLOCK_HEAD.unpack_from(data, after)
+            if next_id in unseen and next_id != state_id and 0 <= next_n <= limit - after - 6:
+                return candidate
+    return None
 
 
 def _read_block(plan: int, n: int, r: DataReader, data_k: bytes, limit: int, key_group: int,
@@ -431,7 +707,10 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
     assert key_codec is not None
     prefix = 1 if max_parallelism <= 128 else 2
     n_states = len(states)
-    pair_decoders = [pair_decoder(s, key_codec, where, decoded.entries[s.name]) for s in states]
+    losses = decoded.losses
+    pair_decoders = [pair_decoder(s, key_codec, where, decoded.entries[s.name], losses)
+                     for s in states]
+    key_class, key_serializer = described(header.key_snapshot)
     state_sizes = [decoded.state_key_group_bytes[s.name] for s in states]
     offsets = list(handle.offsets)
     ends = group_ends(offsets, len(data))
@@ -443,71 +722,83 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
         if offset == 0:
             continue
         key_group = handle.first_key_group + i
-        if offset < header.size or offset >= len(data):
-            raise CorruptCheckpointError(f"{where}: key group {key_group} starts at byte "
-                                         f"{offset}, outside the state data")
-        end = ends[i]
-        if header.compressed:
-            r = DataReader(unframe_snappy(data[offset:end], where), f"{where} (key group "
-                                                                     f"{key_group})")
-        else:
-            r = whole
-            r.pos = offset
-        buf, limit = r.data, r.end
-        pos = r.pos
-        if pos + 2 > limit:
-            raise r.fail("truncated state id")
-        state_id = _I16.unpack_from(buf, pos)[0]
-        pos += 2
-        k.data = v.data = buf
-        while True:  # one run of pairs of one state
-            if not 0 <= state_id < n_states:
-                r.pos = pos
-                raise r.fail(f"unknown state id {state_id}")
-            decode_pair = pair_decoders[state_id]
-            run_start = pos
-            more = 0
-            try:
-                while not more:
-                    if pos + 4 > limit:
-                        r.pos = pos
-                        raise r.fail("truncated key length")
-                    key_length = _I32.unpack_from(buf, pos)[0]
-                    key_start = pos + 4
-                    value_at = key_start + key_length
-                    if key_length < prefix or value_at + 4 > limit:
-                        r.pos = pos
-                        raise r.fail(f"impossible key length {key_length}")
-                    value_length = _I32.unpack_from(buf, value_at)[0]
-                    value_start = value_at + 4
-                    pos = value_start + value_length
-                    if value_length < 0 or pos > limit:
-                        r.pos = value_at
-                        raise r.fail(f"impossible value length {value_length}")
-                    first = buf[key_start]
-                    more = first & FIRST_BIT
-                    stored = first & 0x7F
-                    if prefix == 2:
-                        stored = stored << 8 | buf[key_start + 1]
-                    if stored != key_group:
-                        r.pos = key_start
-                        raise r.fail(f"an entry of key group {stored} inside key group "
-                                     f"{key_group}")
-                    k.pos, k.end = key_start + prefix, value_at
-                    v.pos, v.end = value_start, pos
-                    decode_pair(k, v, key_group)
-            except CheckpointError as exc:
-                raise in_state(exc, states[state_id]) from exc
-            sizes = state_sizes[state_id]
-            sizes[key_group] = sizes.get(key_group, 0) + pos - run_start
+        state_id = -1
+        try:
+            if offset < header.size or offset >= len(data):
+                raise CorruptCheckpointError(f"{where}: key group {key_group} starts at byte "
+                                             f"{offset}, outside the state data")
+            end = ends[i]
+            if header.compressed:
+                r = DataReader(unframe_snappy(data[offset:end], where), f"{where} (key group "
+                                                                         f"{key_group})")
+            else:
+                r = whole
+                r.pos = offset
+            buf, limit = r.data, r.end
+            pos = r.pos
             if pos + 2 > limit:
-                r.pos = pos
                 raise r.fail("truncated state id")
-            next_id = _I16.unpack_from(buf, pos)[0]
+            state_id = _I16.unpack_from(buf, pos)[0]
             pos += 2
-            if next_id == END_OF_KEY_GROUP:
-                break
-            state_id = next_id
+            k.data = v.data = buf
+            while True:  # one run of pairs of one state
+                if not 0 <= state_id < n_states:
+                    r.pos = pos
+                    raise r.fail(f"unknown state id {state_id}")
+                decode_pair = pair_decoders[state_id]
+                run_start = pos
+                more = 0
+                try:
+                    while not more:
+                        if pos + 4 > limit:
+                            r.pos = pos
+                            raise r.fail("truncated key length")
+                        key_length = _I32.unpack_from(buf, pos)[0]
+                        key_start = pos + 4
+                        value_at = key_start + key_length
+                        if key_length < prefix or value_at + 4 > limit:
+                            r.pos = pos
+                            raise r.fail(f"impossible key length {key_length}")
+                        value_length = _I32.unpack_from(buf, value_at)[0]
+                        value_start = value_at + 4
+                        pos = value_start + value_length
+                        if value_length < 0 or pos > limit:
+                            r.pos = value_at
+                            raise r.fail(f"impossible value length {value_length}")
+                        first = buf[key_start]
+                        more = first & FIRST_BIT
+                        stored = first & 0x7F
+                        if prefix == 2:
+                            stored = stored << 8 | buf[key_start + 1]
+                        if stored != key_group:
+                            r.pos = key_start
+                            raise r.fail(f"an entry of key group {stored} inside key group "
+                                         f"{key_group}")
+                        k.pos, k.end = key_start + prefix, value_at
+                        v.pos, v.end = value_start, pos
+                        try:
+                            decode_pair(k, v, key_group)
+                        except CheckpointError as exc:  # its key: the pair is left out
+                            losses.add(states[state_id].name, key_group, 1, key_class,
+                                       key_serializer, "its key: " + reason_of(exc, where),
+                                       not isinstance(exc, UnsupportedFormatError), False)
+                except CheckpointError as exc:
+                    raise in_state(exc, states[state_id]) from exc
+                sizes = state_sizes[state_id]
+                sizes[key_group] = sizes.get(key_group, 0) + pos - run_start
+                if pos + 2 > limit:
+                    r.pos = pos
+                    raise r.fail("truncated state id")
+                next_id = _I16.unpack_from(buf, pos)[0]
+                pos += 2
+                if next_id == END_OF_KEY_GROUP:
+                    break
+                state_id = next_id
+        except CheckpointError as exc:  # the rest of the key group: the next has its offset
+            lost = states[state_id].name if 0 <= state_id < n_states else "(key group)"
+            losses.add(lost, key_group, -1, "(the rest of the key group)", "",
+                       reason_of(exc, where), True, False)
+            continue
         decoded.key_group_bytes[key_group] = end - offset
 
 
@@ -515,30 +806,63 @@ PairDecoder = Callable[[DataReader, DataReader, int], None]
 
 
 def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
-                  out: list[tuple[int, Any, Any, Any]]) -> PairDecoder:
+                 out: list[tuple[int, Any, Any, Any]], losses: Losses | None = None
+                 ) -> PairDecoder:
     """The decoder of one state's canonical pairs, specialised once per stream.
 
     It is called with ``k`` holding the key after its key-group prefix and ``v`` the value,
-    and appends ``(key_group, key, namespace, value)`` to ``out``.
+    and appends ``(key_group, key, namespace, value)`` to ``out``. A value that cannot be
+    decoded -- no codec, or its bytes do not parse -- is appended as an
+    :class:`~statecore.undecodable.Undecodable` with its bytes (a pair delimits its value) and
+    counted in ``losses``; a pair whose key, namespace or map key cannot be decoded is counted
+    there and left out (the decoder raises only without ``losses``).
     """
     append = out.append
+    value_snapshot = state.serializers.get("VALUE_SERIALIZER")
+    if state.kind == "list" and value_snapshot is not None and value_snapshot.nested:
+        value_snapshot = value_snapshot.nested[0]
+    elif state.kind == "map" and value_snapshot is not None and len(value_snapshot.nested) == 2:
+        value_snapshot = value_snapshot.nested[1]
+    value_class, value_serializer = described(value_snapshot)
+    name = state.name
+
+    def lost(what: str, snapshot: SerializerSnapshot | None) -> PairDecoder:
+        """Every pair is left out: ``what`` has no codec."""
+        if losses is None:
+            return _undecodable_pair(where, what, snapshot)
+        cls, ser = described(snapshot)
+        reason = short_names(f"no decoder for {what}: "
+                             f"{why_undecodable(snapshot) if snapshot else 'no serializer'}")
+
+        def skip(k: DataReader, v: DataReader, key_group: int) -> None:
+            losses.add(name, key_group, 1, cls, ser, reason, False, False)
+        return skip
+
+    def marker(exc: CheckpointError, raw: bytes, key_group: int) -> Undecodable:
+        if losses is None:
+            raise in_state(exc, state) from exc
+        damaged = not isinstance(exc, UnsupportedFormatError)
+        reason = reason_of(exc, where)
+        losses.add(name, key_group, 1, value_class, value_serializer, reason, damaged, True)
+        return Undecodable(value_class, value_serializer, reason, raw, damaged)
+
     if state.kind == "timers":
         if state.value is None:
-            return _undecodable_pair(where, f"timers {state.name!r}",
-                                     state.serializers.get("VALUE_SERIALIZER"))
+            return lost(f"timers {state.name!r}", state.serializers.get("VALUE_SERIALIZER"))
         read_timer = state.value.read
 
         def timer(k: DataReader, v: DataReader, key_group: int) -> None:
             timestamp, key, namespace = read_timer(k)
-            append((key_group, key, namespace, timestamp))
             _at_end(k, "timer")
+            append((key_group, key, namespace, timestamp))
         return timer
     if state.namespace is None:
-        return _undecodable_pair(where, f"the namespace of state {state.name!r}",
-                                 state.serializers.get("NAMESPACE_SERIALIZER"))
+        return lost(f"the namespace of state {state.name!r}",
+                    state.serializers.get("NAMESPACE_SERIALIZER"))
     if state.kind == "map" and state.user_key is None:
-        return _undecodable_pair(where, f"the map keys of state {state.name!r}",
-                                 state.serializers.get("VALUE_SERIALIZER"))
+        snapshot = state.serializers.get("VALUE_SERIALIZER")
+        return lost(f"the map keys of state {state.name!r}",
+                    snapshot.nested[0] if snapshot is not None and snapshot.nested else None)
     read_key, read_ns = key_codec.read, state.namespace.read
     void = read_ns is _VOID_READ
     ambiguous = key_codec.length < 0 and state.namespace.length < 0
@@ -576,9 +900,15 @@ def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
             return generic_key_and_namespace(k)
 
     element = state.element
-    read_element = element.read if element is not None else _rest
+    why = why_undecodable(value_snapshot) if value_snapshot else "no serializer"
+    unsupported = UnsupportedFormatError(short_names(f"no decoder for {why}"))
+
+    def no_codec(r: DataReader) -> Any:
+        raise unsupported
+
+    read_element = element.read if element is not None else no_codec
     # a value state's value and a map value fill the rest of a pair's value: delimited
-    read_whole = element.read_delimited if element is not None else _rest
+    read_whole = element.read_delimited if element is not None else no_codec
     if state.kind == "map":
         assert state.user_key is not None
         read_user_key = state.user_key.read
@@ -605,7 +935,13 @@ def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
             if at >= v.end:
                 raise v.fail("truncated: 1 more bytes expected, 0 left")
             v.pos = at + 1
-            value = None if v.data[at] else read_whole(v)
+            if v.data[at]:
+                value = None
+            else:
+                try:
+                    value = read_whole(v)
+                except CheckpointError as exc:
+                    value = marker(exc, bytes(v.data[at + 1:v.end]), key_group)
             if out:  # a key's user keys come one pair each, adjacent: extend its map
                 last = out[-1]
                 if last[0] == key_group and last[1] == key and last[2] == namespace:
@@ -617,18 +953,24 @@ def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
         def list_pair(k: DataReader, v: DataReader, key_group: int) -> None:
             key, namespace = key_and_namespace(k)
             _at_end(k, "key")
-            fast = _fixed_list(element, v)
-            if fast is not None:
-                append((key_group, key, namespace, fast))
+            start = v.pos
+            try:
+                fast = _fixed_list(element, v)
+                if fast is not None:
+                    append((key_group, key, namespace, fast))
+                    return
+                if read_element is DataReader.sized_bytes:
+                    append((key_group, key, namespace, v.byte_arrays(separator=0x2C)))
+                    return
+                elements = []
+                while v.pos < v.end:
+                    elements.append(read_element(v))
+                    if v.pos < v.end and v.u8() != 0x2C:
+                        raise v.fail("list elements not separated by ','")
+            except CheckpointError as exc:  # the list whole: its elements have no lengths
+                append((key_group, key, namespace,
+                        marker(exc, bytes(v.data[start:v.end]), key_group)))
                 return
-            if read_element is DataReader.sized_bytes:
-                append((key_group, key, namespace, v.byte_arrays(separator=0x2C)))
-                return
-            elements = []
-            while v.pos < v.end:
-                elements.append(read_element(v))
-                if v.pos < v.end and v.u8() != 0x2C:
-                    raise v.fail("list elements not separated by ','")
             append((key_group, key, namespace, elements))
         return list_pair
 
@@ -636,15 +978,15 @@ def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
         key, namespace = key_and_namespace(k)
         if k.pos < k.end:
             _at_end(k, "key")
-        append((key_group, key, namespace, read_whole(v)))
-        if v.pos < v.end:
-            _at_end(v, "value")
+        start = v.pos
+        try:
+            value = read_whole(v)
+            if v.pos < v.end:
+                _at_end(v, "value")
+        except CheckpointError as exc:
+            value = marker(exc, bytes(v.data[start:v.end]), key_group)
+        append((key_group, key, namespace, value))
     return value_pair
-
-
-def _rest(r: DataReader) -> bytes:
-    """An unknown serializer's value: its bytes (canonical values are delimited)."""
-    return r.raw(r.remaining)
 
 
 def _undecodable_pair(where: str, what: str, snapshot: SerializerSnapshot | None

@@ -37,6 +37,7 @@ from formats.flink.keyed import (
     cached_header,
     decode_keyed_stream,
     group_ends,
+    header_end,
     iter_timers,
     undecodable_key,
 )
@@ -181,19 +182,21 @@ def read_header(streams: SnapshotStreams, handle: FlinkKeyedHandle | FlinkIncrem
     """
     if isinstance(handle, FlinkIncrementalHandle):
         meta, _ = streams.read(handle.meta)
-        header = cached_header(meta, f"{where}: meta data", headers)
+        header = cached_header(meta, f"{where}: meta data", headers, len(meta))
     else:
         stream = handle.stream
         shown = f"{where}: {streams.name(stream)}"
         if stream.kind in ("inline", "empty"):
-            header = cached_header(streams.read(stream)[0], shown, headers)
+            data = streams.read(stream)[0]
+            header = cached_header(data, shown, headers, header_end(handle, len(data)))
         else:
             streams.check(stream)
             probe = HEADER_PROBE
             while True:  # most headers are a few kB: read more only when one is longer
                 data = streams.read_range(stream, 0, min(probe, stream.size))
                 try:
-                    header = cached_header(data, shown, headers)
+                    header = cached_header(data, shown, headers,
+                                           header_end(handle, stream.size))
                     break
                 except CheckpointError:
                     if len(data) >= stream.size:

@@ -16,11 +16,19 @@ import numpy as np
 import pyarrow as pa
 
 from formats.arrow_types import storage_converter
-from formats.columns import split_ttl, ttl_spec, value_spec
+from formats.columns import (
+    UNDECODABLE_FIELD,
+    split_ttl,
+    ttl_spec,
+    undecodable_column,
+    value_spec,
+)
 from formats.flink.types.codecs import Codec
 from statecore.checkpoint import StateMetadata
 from statecore.errors import CorruptCheckpointError, InvalidArgumentError, StatectlError
 from statecore.key_groups import compute_key_group_for_key_hash
+from statecore.ttl import TtlValue
+from statecore.undecodable import Undecodable
 
 __all__ = ["DecodedTable", "arrow_table", "converter", "keyed_table", "rehash_rows"]
 
@@ -62,22 +70,47 @@ class DecodedTable:
 
     @property
     def table(self) -> pa.Table:
+        """The rows in the declared columns, converted when first asked for.
+
+        Values that could not be decoded are null there, with a ``value_undecodable`` column
+        after the declared ones (:data:`formats.columns.UNDECODABLE_TYPE`).
+        """
         if self._table is None:
+            markers = self.markers()
             try:
-                columns = self._columns()
+                columns = self._columns(markers)
             except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
                 raise CorruptCheckpointError(f"{self.where}: decoded values do not fit their "
                                              f"declared types: {exc}") from exc
             try:
-                self._table = arrow_table(columns, self.schema)
+                table = arrow_table(columns, self.schema)
             except (CorruptCheckpointError, InvalidArgumentError) as exc:
                 raise CorruptCheckpointError(f"{self.where}: {exc}") from exc
+            if markers:
+                table = table.append_column(UNDECODABLE_FIELD, undecodable_column(
+                    [markers.get(i) for i in range(table.num_rows)]))
+            self._table = table
         return self._table
 
-    def _columns(self) -> dict[str, list[Any]]:
-        """The rows in the model's columns, as ``pa.array`` takes them."""
+    def markers(self) -> dict[int, Undecodable]:
+        """Row index -> the value that could not be decoded (kept as a marker), if any."""
+        rows = self.rows
+        if self.keyed:
+            return {i: r[3] for i, r in enumerate(rows) if type(r[3]) is Undecodable}
+        if "key" in self.schema.names:
+            return {i: r[1] for i, r in enumerate(rows) if type(r[1]) is Undecodable}
+        return {i: v for i, v in enumerate(rows) if type(v) is Undecodable}
+
+    def _columns(self, markers: dict[int, Undecodable]) -> dict[str, list[Any]]:
+        """The rows in the model's columns, as ``pa.array`` takes them.
+
+        ``markers``' rows hold no value (null; a binary column: the marker's bytes), and a
+        map value that could not be decoded is null in its map.
+        """
         rows = self.rows
         state = self.state
+        if markers or (state is not None and state.kind == "map"):
+            rows = _without_markers(rows, markers, self.keyed, state)
         if self.keyed:
             assert state is not None and self.key_type is not None
             key = converter(self.key_type)
@@ -114,6 +147,35 @@ class DecodedTable:
             return None
 
 
+def _without_markers(rows: list[Any], markers: dict[int, Undecodable], keyed: bool,
+                     state: StateMetadata | None) -> list[Any]:
+    """``rows`` with the markers out of the typed columns.
+
+    A marker becomes null, or its bytes in a binary (``kryo``/``opaque``) column; map values
+    that could not be decoded are null in their maps (their marker is counted, not kept).
+    """
+    spec = "" if state is None else (value_spec(state) if keyed else state.value_type)
+    binary = spec.startswith(("kryo<", "opaque<", "bytes"))
+    ttl = state is not None and state.ttl is not None
+
+    def plain(value: Any) -> Any:
+        if type(value) is Undecodable:
+            if ttl:
+                # no last access known: a null ttl_timestamp
+                return TtlValue(value.data if binary else None, None)  # type: ignore[arg-type]
+            return value.data if binary else None
+        if type(value) is dict and any(type(v) is Undecodable for v in value.values()):
+            return {k: (None if type(v) is Undecodable else v) for k, v in value.items()}
+        return value
+
+    if keyed:
+        return [(r[0], r[1], r[2], plain(r[3])) if i in markers or type(r[3]) is dict else r
+                for i, r in enumerate(rows)]
+    if state is not None and state.kind == "broadcast":
+        return [(r[0], plain(r[1])) for r in rows]
+    return [plain(v) for v in rows]
+
+
 def rehash_rows(java_hash: Callable[[Any], int], rows: Sequence[tuple[int, Any, Any, Any]],
                 max_parallelism: int) -> np.ndarray[Any, Any]:
     """The key group each row's key gets at ``max_parallelism`` from its Java hash.
@@ -137,7 +199,7 @@ def rehash_rows(java_hash: Callable[[Any], int], rows: Sequence[tuple[int, Any, 
 _PLAIN = (int, str, bytes, float, bool, type(None))
 #: words only the specs of the types real jobs keep contain (struct, enum, java.time...)
 _TYPED_WORDS = ("struct<", "enum<", "timestamp[", "date32", "local_", "bigint", "decimal",
-                "kryo<", "opaque<", "global_window")
+                "kryo<", "opaque<", "global_window", "json")
 
 
 @functools.lru_cache(maxsize=1024)

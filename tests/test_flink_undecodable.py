@@ -1,0 +1,193 @@
+"""Never all-or-nothing: what cannot be decoded is reported, and everything else is read.
+
+Real snapshots of ``flink-fixtures-types`` (heap checkpoint, canonical savepoint, RocksDB
+incremental checkpoint and native savepoint), copied and changed in one place:
+
+* **unsupported**: one state's serializer snapshot renamed to a class statectl does not know
+  (the same number of bytes, so the snapshot stays intact): that state's values are
+  undecodable -- markers with their bytes where the format delimits values, counted as left out
+  in the heap format -- and every other state and operator is exactly as in the untouched
+  snapshot; every command exits 0 with one line on stderr; ``verify`` warns;
+* **damaged**: one POJO value's flags byte set to a value no ``PojoSerializer`` writes: the
+  damage is exactly that value (canonical savepoint) or that state's block in one key group
+  (heap checkpoint: the next block is found again); everything else is as untouched; reading
+  commands exit 3 (0 with ``--partial``), ``verify`` 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_support import run
+from flink_fixtures import expected, require_fixtures
+
+from formats.open import open_checkpoint
+from formats.verify import verify_checkpoint
+from statecore.errors import CorruptCheckpointError
+from statecore.undecodable import Undecodable
+
+#: The serializer snapshot class of the ``day`` state (LocalDate), and the same number of bytes
+#: naming a class statectl does not know.
+DAY_SNAPSHOT = b"LocalDateSerializer$LocalDateSerializerSnapshot"
+UNKNOWN_SNAPSHOT = b"LocalDatXSerializer$LocalDateSerializerSnapshot"
+#: A ``TypesJob$Event`` POJO's nested address ``Address{city="Krakow"}``: its flags byte (2: this
+#: class), the city's null flag, the city as a StringValue. Flags 0x10 name no class.
+ADDRESS = b"\x02\x00\x07Krak\xf3\x01w"
+BAD_FLAGS = 0x10
+
+
+def _snapshots() -> list[tuple[str, Path]]:
+    """``(id, snapshot dir)`` of the p2 snapshots of every types fixture set."""
+    out = []
+    for fixture_set in require_fixtures("types"):
+        for snap in expected(fixture_set)["snapshots"]:
+            if snap["parallelism"] == 2:
+                out.append((f"{fixture_set.name}:{snap['format']}-{snap['kind']}",
+                            fixture_set / snap["path"]))
+    return out
+
+
+SNAPSHOTS = _snapshots()
+
+
+def _copy(snapshot: Path, tmp_path: Path) -> Path:
+    """The snapshot copied with its job folder (a checkpoint's shared/ files)."""
+    base = snapshot.parent if snapshot.name.startswith("chk-") else snapshot
+    target = tmp_path / base.name
+    shutil.copytree(base, target)
+    return target / snapshot.name if base != snapshot else target
+
+
+def _patch(root: Path, change: Callable[[bytes], bytes | None]) -> int:
+    """Apply ``change`` to every file under ``root``; how many files changed."""
+    changed = 0
+    for path in sorted(root.parent.rglob("*") if root.name.startswith("chk-")
+                       else root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            new = change(data)
+            if new is not None and new != data:
+                path.write_bytes(new)
+                changed += 1
+    return changed
+
+
+def _states(location: Path, partial: bool = False
+            ) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+    """Every keyed state's entries and every operator state's elements, by (uid, state)."""
+    checkpoint = open_checkpoint(str(location), partial=partial)
+    out: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    for op in checkpoint.metadata.operators:
+        for state in op.states:
+            if state.scope == "keyed":
+                out[(op.uid, state.name)] = [tuple(e) for e in
+                                             checkpoint.keyed_entries(op.uid, state.name)]
+            else:
+                out[(op.uid, state.name)] = [
+                    (st.index, repr(entry)) for st in op.subtasks
+                    for entry in checkpoint.operator_entries(op.uid, st.index)
+                    if entry.name == state.name]
+    return out
+
+
+@pytest.mark.parametrize(("name", "snapshot"), SNAPSHOTS, ids=[s[0] for s in SNAPSHOTS])
+def test_an_unknown_serializer_hides_nothing_else_and_exits_0(name: str, snapshot: Path,
+                                                               tmp_path: Path) -> None:
+    copy = _copy(snapshot, tmp_path)
+    assert _patch(copy, lambda data: data.replace(DAY_SNAPSHOT, UNKNOWN_SNAPSHOT)) > 0
+    before, after = _states(snapshot), _states(copy)
+    assert set(after) == set(before)  # every state of every operator is still there
+    for key, entries in before.items():
+        if key[1] != "day":
+            assert after[key] == entries, key  # and exactly as in the untouched snapshot
+    checkpoint = open_checkpoint(str(copy))
+    parts = [p for p in checkpoint.undecodable_parts() if p.state == "day"]
+    assert parts and not any(p.damaged for p in parts)
+    assert all("LocalDatXSerializer" in p.serializer + p.reason for p in parts)
+    day = after[("pojo-keyed", "day")]
+    if "canonical" in name or "rocksdb" in name:  # delimited values: markers with the bytes
+        assert len(day) == len(before[("pojo-keyed", "day")])
+        assert all(type(e[3]) is Undecodable and e[3].data is not None and not e[3].damaged
+                   for e in day)
+        assert [e[:3] for e in day] == [e[:3] for e in before[("pojo-keyed", "day")]]
+        assert sum(p.values for p in parts) == len(day)
+    else:  # the heap format: the blocks are counted and left out
+        assert day == []
+        assert sum(p.values for p in parts) == len(before[("pojo-keyed", "day")])
+    for command in (["inspect"], ["inspect", "--key", "k1"], ["export", "--format", "jsonl",
+                                                              "--out", str(tmp_path / "x")],
+                    ["rescale", "--plan", "-p", "3"]):
+        code, out, err = run(*command[:1], str(copy), *command[1:])
+        assert code == 0, (command, err)
+        assert "not decoded" in err and "pojo-keyed/day" in err, err
+        assert ("last-event" if command[0] == "inspect" else "pojo-keyed") in out or (
+            command[0] == "export")
+    code, out, err = run("--output", "json", "verify", str(copy))
+    report = json.loads(out)
+    assert code == 0 and report["clean"], err
+    assert any(w["kind"] == "undecodable" and "day" in w["where"] for w in report["warnings"])
+
+
+@pytest.mark.parametrize(("name", "snapshot"),
+                         [s for s in SNAPSHOTS if "rocksdb" not in s[0]
+                          and "native-savepoint" not in s[0]],
+                         ids=[s[0] for s in SNAPSHOTS if "rocksdb" not in s[0]
+                              and "native-savepoint" not in s[0]])
+def test_one_corrupt_value_is_the_only_damage_and_exits_3(name: str, snapshot: Path,
+                                                          tmp_path: Path) -> None:
+    copy = _copy(snapshot, tmp_path)
+
+    def corrupt(data: bytes) -> bytes | None:
+        at = data.find(ADDRESS)
+        if at < 0 or b"_metadata" in data[:0]:
+            return None
+        return data[:at] + bytes([BAD_FLAGS]) + data[at + 1:]
+
+    done = [False]
+
+    def once(data: bytes) -> bytes | None:  # the first file holding an address only
+        if done[0]:
+            return None
+        new = corrupt(data)
+        done[0] = new is not None
+        return new
+
+    assert _patch(copy, once) == 1
+    with pytest.raises(CorruptCheckpointError, match="POJO flags"):
+        open_checkpoint(str(copy))  # a library caller is not handed damaged state silently
+    before, after = _states(snapshot), _states(copy, partial=True)
+    checkpoint = open_checkpoint(str(copy), partial=True)
+    damaged = [p for p in checkpoint.undecodable_parts() if p.damaged]
+    assert len({(p.state, p.subtask, p.key_group) for p in damaged}) == 1, damaged
+    hit = damaged[0]
+    assert hit.key_group is not None and hit.operator == "pojo-keyed"
+    for key, entries in before.items():
+        if key != (hit.operator, hit.state):
+            assert after[key] == entries, key
+    other = [e for e in before[(hit.operator, hit.state)] if e[0] != hit.key_group]
+    assert [e for e in after[(hit.operator, hit.state)] if e[0] != hit.key_group] == other
+    in_group = [e for e in after[(hit.operator, hit.state)] if e[0] == hit.key_group]
+    was = [e for e in before[(hit.operator, hit.state)] if e[0] == hit.key_group]
+    if "canonical" in name:  # exactly one value: a marker with its bytes, the rest decoded
+        assert hit.values == 1 and hit.kept
+        markers = [e for e in in_group if type(e[3]) is Undecodable]
+        assert len(markers) == 1 and markers[0][3].damaged and markers[0][3].data
+        assert [e for e in in_group if type(e[3]) is not Undecodable] == [
+            e for e in was if e[:3] != markers[0][:3]]
+    else:  # the state's block in that key group: what was read before the value is kept
+        assert not hit.kept and hit.values >= 1
+        assert len(in_group) + hit.values == len(was)
+        assert in_group == was[:len(in_group)]
+    code, out, err = run("inspect", str(copy))
+    assert code == 3 and "last-event" in out and "damaged" in err, err
+    code, out, err = run("--partial", "inspect", str(copy))
+    assert code == 0 and "damaged" in err, err
+    report = verify_checkpoint(str(copy))
+    assert not report.clean and report.counts["unreadable"] == 1
+    code, out, err = run("verify", str(copy))
+    assert code == 1
