@@ -68,11 +68,13 @@ def _operator_label(op: OperatorSummary) -> str:
 
 def _spread(op: OperatorSummary) -> str:
     """The subtasks' entries and bytes as ranges, and the skew of bytes (max/mean)."""
-    entries = [st.entries for st in op.subtasks]
+    entries = [st.entries for st in op.subtasks if st.entries is not None]
     sizes = [st.bytes for st in op.subtasks]
     mean = sum(sizes) / len(sizes) if sizes else 0
     low, high = min(entries, default=0), max(entries, default=0)
     counts = f"{low:,}" if low == high else f"{low:,}-{high:,}"
+    if len(entries) < len(op.subtasks):
+        counts = ""  # keyed state not counted (a Flink snapshot's summary)
     small, large = format_size(min(sizes, default=0)), format_size(max(sizes, default=0))
     if small == large:
         size = small
@@ -81,7 +83,7 @@ def _spread(op: OperatorSummary) -> str:
     else:
         size = f"{small}-{large}"
     skew = f", skew {max(sizes) / mean:.2f}" if mean else ""
-    return f"{counts} entries, {size} per subtask{skew}"
+    return f"{counts + ' entries, ' if counts else ''}{size} per subtask{skew}"
 
 
 def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> None:
@@ -102,7 +104,7 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
     for op in summary.operators:
         if not op.states and not everything:
             continue
-        shown = [s for s in op.states if everything or s.entries]
+        shown = [s for s in op.states if everything or s.entries is None or s.entries]
         empty = len(op.states) - len(shown)
         parts = [f"key {op.key_type}"] if op.key_type else []
         if common is None:
@@ -114,8 +116,9 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
             head += f" [dim](+{empty} empty)[/]"
         branch = tree.add(head)
         for state in shown:
-            branch.add(f"{escape(state.name)}  [dim]{state.scope} {state.kind}[/]  "
-                       f"{state.entries:,} entries, {format_size(state.bytes)}")
+            counted = ("" if state.entries is None or state.bytes is None
+                       else f"  {state.entries:,} entries, {format_size(state.bytes)}")
+            branch.add(f"{escape(state.name)}  [dim]{state.scope} {state.kind}[/]{counted}")
     if stateless and not everything:
         names = [op.identity.uid or op.name or op.identity.id for op in stateless]
         listed = names[:1] + [n for i, n in enumerate(names[1:], 1)
@@ -124,6 +127,9 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
         tree.add(f"[dim]{len(names)} operator{'s' if len(names) > 1 else ''} without state: "
                  f"{escape(', '.join(listed))}{more} (--all lists them)[/]")
     console.print(tree, soft_wrap=False)  # a long label wraps instead of being cut
+    if any(s.entries is None for op in summary.operators for s in op.states):
+        console.print("[dim]keyed entries not counted: the summary reads only _metadata and "
+                      "the state headers (--all counts them)[/]")
     if summary.sources:
         _sources(console, summary, everything)
     if not everything:
@@ -136,7 +142,8 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
         for st in op.subtasks:
             groups = "-" if st.key_group_range is None else \
                 f"{st.key_group_range[0]}-{st.key_group_range[1]}"
-            table.add_row(escape(op.identity.label), str(st.index), groups, f"{st.entries:,}",
+            entries = "-" if st.entries is None else f"{st.entries:,}"
+            table.add_row(escape(op.identity.label), str(st.index), groups, entries,
                           format_size(st.bytes))
     console.print(table)
 

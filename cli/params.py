@@ -12,7 +12,7 @@ import click
 from formats.engines import ENGINES
 from formats.model import Checkpoint
 from formats.open import pinned
-from statecore.undecodable import summarize_parts
+from statecore.undecodable import describe_damage, summarize_parts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -153,7 +153,6 @@ def undecodable_report(meta: dict[str, Any]) -> tuple[str, str] | None:
             + " -- `statectl verify` lists every part")
     damage = ""
     if damaged_parts and not meta.get(PARTIAL):
-        damage = (f"{len(damaged_parts)} damaged part{'s' if len(damaged_parts) != 1 else ''} "
-                  f"of the snapshot could not be read (shown above: everything intact); "
+        damage = (f"damaged: {describe_damage(damaged_parts)} -- everything intact was read; "
                   f"--partial accepts partial results")
     return line, damage

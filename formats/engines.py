@@ -45,15 +45,19 @@ class Engine:
     name = "local"
 
     def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
-                        max_parallelism: int | None = None, partial: bool = False
-                        ) -> Checkpoint:
+                        max_parallelism: int | None = None, partial: bool = False,
+                        decode: bool = True) -> Checkpoint:
         """The checkpoint at ``location``, opened for this engine's commands.
 
         ``count``: the command needs entries per key group (``inspect``, plans; ``export``
         does not); ``max_parallelism``: a rescale to it will count the keys' key groups there.
+        ``partial``: accept a damaged Flink snapshot (its damage listed in
+        ``undecodable_parts()``). ``decode=False``: a Flink snapshot's keyed state is not
+        decoded (only ``_metadata`` and the streams' headers are read; an ``inspect`` summary).
         Locally: :func:`formats.open.open_checkpoint` (which decodes a Flink snapshot here).
         """
-        return open_checkpoint(location, allow_pickle=allow_pickle, partial=partial)
+        return open_checkpoint(location, allow_pickle=allow_pickle, partial=partial,
+                               decode=decode or allow_pickle)
 
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint this engine cannot read (every one is fine locally)."""
@@ -102,8 +106,8 @@ class SparkEngine(Engine):
         return self._session
 
     def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
-                        max_parallelism: int | None = None, partial: bool = False
-                        ) -> Checkpoint:
+                        max_parallelism: int | None = None, partial: bool = False,
+                        decode: bool = True) -> Checkpoint:
         """A Flink snapshot without decoding its keyed state here; others as locally.
 
         Spark tasks count a Flink snapshot's entries when ``count`` (:mod:`formats.spark.flink`).

@@ -39,22 +39,30 @@ __all__ = ["CheckpointSummary", "InspectReport", "OperatorSummary", "StateSummar
 
 @dataclass(frozen=True)
 class StateSummary:
-    """One state: entries (keyed: rows; operator: elements) and bytes of its files."""
+    """One state: entries (keyed: rows; operator: elements) and bytes of its files.
+
+    ``None`` where the summary did not count them: a Flink snapshot's keyed state, when only
+    ``_metadata`` and the streams' headers were read (:func:`summarize`).
+    """
 
     name: str
     scope: str
     kind: str
-    entries: int
-    bytes: int
+    entries: int | None
+    bytes: int | None
 
 
 @dataclass(frozen=True)
 class SubtaskSummary:
-    """One subtask: its key-group range (``None`` without keyed state), entries, bytes."""
+    """One subtask: its key-group range (``None`` without keyed state), entries, bytes.
+
+    ``entries`` is ``None`` where keyed state was not counted; ``bytes`` are then its keyed
+    streams' (as stored) and its operator state's.
+    """
 
     index: int
     key_group_range: tuple[int, int] | None
-    entries: int
+    entries: int | None
     bytes: int
 
 
@@ -87,8 +95,11 @@ class CheckpointSummary:
     sources: tuple[SourceProgress, ...] | None = None
 
 
-def _operator(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int]
-              ) -> OperatorSummary:
+def _operator(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int],
+              streams: dict[tuple[str, int], int] | None = None) -> OperatorSummary:
+    """An operator's summary; ``streams``: keyed state not counted, its streams' bytes."""
+    if streams is not None:
+        return _uncounted(op, sizes, extent, streams)
     entries: dict[str, int] = {s.name: 0 for s in op.states}
     size: dict[str, int] = {s.name: 0 for s in op.states}
     subtasks = []
@@ -117,6 +128,31 @@ def _operator(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int
         tuple(sorted(subtasks, key=lambda s: s.index)), op.identity)
 
 
+def _uncounted(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int],
+               streams: dict[tuple[str, int], int]) -> OperatorSummary:
+    """:func:`_operator` where keyed state was not decoded: no entries, the streams' bytes."""
+    entries: dict[str, int | None] = {s.name: None if s.scope == "keyed" else 0
+                                      for s in op.states}
+    size: dict[str, int | None] = dict(entries)
+    subtasks = []
+    for subtask in op.subtasks:
+        sub_bytes = streams.get((op.uid, subtask.index), 0)
+        for op_handle in subtask.operator:
+            part = _bytes(sizes, extent, op_handle.file, op_handle.element_count)
+            entries[op_handle.state] = (entries[op_handle.state] or 0) + op_handle.element_count
+            size[op_handle.state] = (size[op_handle.state] or 0) + part
+            sub_bytes += part
+        kg = subtask.key_group_range
+        subtasks.append(SubtaskSummary(subtask.index, None if kg is None else (kg.start, kg.end),
+                                       None if subtask.keyed or kg is not None else 0,
+                                       sub_bytes))
+    return OperatorSummary(
+        op.uid, op.name, op.parallelism, op.max_parallelism, op.key_type,
+        tuple(StateSummary(s.name, s.scope, s.kind, entries[s.name], size[s.name])
+              for s in op.states),
+        tuple(sorted(subtasks, key=lambda s: s.index)), op.identity)
+
+
 def _bytes(sizes: dict[str, int], extent: dict[str, int], file: str, rows: int) -> int:
     """A handle's bytes: the whole file when it has no rows to share (an empty file)."""
     whole = extent.get(file, 0)
@@ -124,13 +160,20 @@ def _bytes(sizes: dict[str, int], extent: dict[str, int], file: str, rows: int) 
 
 
 def summarize(checkpoint: Checkpoint, location: str) -> CheckpointSummary:
-    """The summary of an opened checkpoint (a Flink snapshot's with its sources' progress)."""
+    """The summary of an opened checkpoint (a Flink snapshot's with its sources' progress).
+
+    A Flink snapshot opened without decoding its keyed state (``inspect`` without views reads
+    only ``_metadata`` and the keyed streams' headers) has no entry counts for keyed state:
+    they are ``None``, and a subtask's bytes are its keyed streams' as stored.
+    """
     metadata = checkpoint.metadata
     sizes = {f.path: f.size for f in metadata.files}
+    streams = checkpoint.uncounted_keyed_bytes()
     return CheckpointSummary(
         checkpoint.format_name, location, metadata.checkpoint_id, metadata.kind.value,
         metadata.created_ms,
-        tuple(_operator(op, sizes, file_extents(metadata)) for op in metadata.operators),
+        tuple(_operator(op, sizes, file_extents(metadata), streams)
+              for op in metadata.operators),
         None if checkpoint.format_name == "statectl" else checkpoint.sources())
 
 

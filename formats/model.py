@@ -238,6 +238,13 @@ class Checkpoint(ABC):
                 return op
         raise CheckpointError(f"no operator with uid {uid!r} in this checkpoint")
 
+    def uncounted_keyed_bytes(self) -> dict[tuple[str, int], int] | None:
+        """Keyed state not counted (read without decoding): bytes per ``(uid, subtask)``.
+
+        ``None`` when the rows per key group are known (always, in statectl's format).
+        """
+        return None
+
     def undecodable_parts(self) -> list[UndecodablePart]:
         """What could not be decoded (:mod:`statecore.undecodable`).
 

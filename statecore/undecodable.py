@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Undecodable", "UndecodablePart", "summarize_parts"]
+__all__ = ["Undecodable", "UndecodablePart", "describe_damage", "summarize_parts"]
 
 #: Most bytes of one undecodable value kept in memory (longer values keep their first bytes
 #: and say so): a corrupt length must not make statectl hold a huge copy.
@@ -97,3 +97,19 @@ def summarize_parts(parts: Iterable[UndecodablePart]
         out.append((operator, state, damaged, values, key_groups, group[0].class_name,
                     group[0].reason))
     return out
+
+
+def describe_damage(parts: Iterable[UndecodablePart]) -> str:
+    """The first damaged part in words (where, which value, why) and how many more.
+
+    ``""`` when no part is damaged.
+    """
+    damaged = [p for p in parts if p.damaged]
+    if not damaged:
+        return ""
+    first = damaged[0]
+    where = f"operator {first.operator}, state {first.state!r}, subtask {first.subtask}" + (
+        f", key group {first.key_group}" if first.key_group is not None else "")
+    what = f" ({first.class_name} of {first.serializer})" if first.serializer else ""
+    more = f" (and {len(damaged) - 1} more damaged parts)" if len(damaged) > 1 else ""
+    return f"{where}{what}: {first.reason}{more}"

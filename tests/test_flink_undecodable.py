@@ -191,3 +191,40 @@ def test_one_corrupt_value_is_the_only_damage_and_exits_3(name: str, snapshot: P
     assert not report.clean and report.counts["unreadable"] == 1
     code, out, err = run("verify", str(copy))
     assert code == 1
+
+
+@pytest.mark.parametrize("max_parallelism", [None, 256])
+@pytest.mark.parametrize(("name", "snapshot"), [s for s in SNAPSHOTS if "canonical" in s[0]],
+                         ids=[s[0] for s in SNAPSHOTS if "canonical" in s[0]])
+def test_rescale_carries_undecodable_values_as_their_bytes(name: str, snapshot: Path,
+                                                           max_parallelism: int | None,
+                                                           tmp_path: Path) -> None:
+    """A rescale never needs to decode a value: undecodable ones keep their bytes exactly,
+    also when the max parallelism changes (only the keys are hashed again)."""
+    copy = _copy(snapshot, tmp_path)
+    _patch(copy, lambda data: data.replace(DAY_SNAPSHOT, UNKNOWN_SNAPSHOT))
+    out = tmp_path / "out"
+    args = ["rescale", str(copy), "-p", "3", "--out", str(out)]
+    if max_parallelism:
+        args += ["--max-parallelism", str(max_parallelism)]
+    code, _, err = run(*args)
+    assert code == 0, err
+    before, after = _states(copy), _states(out)
+    assert set(after) == set(before)
+    for key, entries in before.items():
+        if key[0] == "pojo-keyed":  # keyed: the same entries, in other key groups maybe
+            assert sorted(map(repr, (e[1:] for e in after[key]))) == sorted(
+                map(repr, (e[1:] for e in entries))), key
+    days = {e[1]: e[3] for e in after[("pojo-keyed", "day")]}
+    assert {e[1]: e[3].data for e in before[("pojo-keyed", "day")]} == {
+        k: v.data for k, v in days.items()}
+
+
+def test_a_savepoint_that_would_lose_values_is_refused(tmp_path: Path) -> None:
+    """A heap checkpoint's block that could not be read: writing it would lose values."""
+    heap = [s for s in SNAPSHOTS if "native-checkpoint" in s[0] and "rocksdb" not in s[0]]
+    copy = _copy(heap[0][1], tmp_path)
+    _patch(copy, lambda data: data.replace(DAY_SNAPSHOT, UNKNOWN_SNAPSHOT))
+    code, _, err = run("rescale", str(copy), "-p", "3", "--out", str(tmp_path / "out"))
+    assert code == 3 and "would lose" in err and "'day'" in err, err
+    assert not (tmp_path / "out").exists()

@@ -109,3 +109,67 @@ def test_key_reads_only_its_key_group(checkpoint_dir: str, index: int) -> None:
         assert read[f] <= limit, (f, read[f], limit, sizes(checkpoint_dir)[f])
         if f.endswith(".parquet") and "/0/" in f:  # the blob state: 2 KiB values
             assert read[f] < sizes(checkpoint_dir)[f] / 8  # 1 of 16 key groups, roughly
+
+
+# -- a Flink snapshot's summary: _metadata and the keyed streams' headers only ------------------
+
+
+def _flink_snapshots() -> list[tuple[str, Path]]:
+    from flink_fixtures import expected, fixture_sets
+    out = []
+    for root in ("heap", "rocksdb", "types"):
+        for fixture_set in fixture_sets(root):
+            for snap in expected(fixture_set)["snapshots"]:
+                out.append((f"{fixture_set.name}:{snap['path']}", fixture_set / snap["path"]))
+    return out
+
+
+FLINK_SNAPSHOTS = _flink_snapshots()
+
+
+@pytest.mark.parametrize(("name", "snapshot"), FLINK_SNAPSHOTS,
+                         ids=[s[0] for s in FLINK_SNAPSHOTS])
+def test_a_flink_summary_reads_metadata_and_keyed_headers_only(name: str,
+                                                              snapshot: Path) -> None:
+    """``inspect`` without views opens ``_metadata`` and reads of each keyed state stream in
+    a file exactly its header (up to the first key group's offset); no SST file is read."""
+    from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
+    from formats.inspect import summarize
+
+    assert FLINK_SNAPSHOTS, "no Flink fixtures found (../shared)"
+    handler = CountingHandler()
+    location = str(snapshot)
+    checkpoint = open_checkpoint(location, filesystem=pafs.PyFileSystem(handler), decode=False)
+    summary = summarize(checkpoint, location)
+    read = {os.path.relpath(p, location): n for p, n in handler.counts.items()}
+    metadata = (snapshot / "_metadata").read_bytes()
+    assert read.pop("_metadata") == len(metadata)
+    flink = parse_metadata(metadata, "_metadata")
+    headers: dict[str, int] = {}  # a keyed stream's file -> its header's bytes
+    for op in flink.operators:
+        for st in op.subtasks:
+            for handle in st.managed_keyed:
+                if isinstance(handle, FlinkIncrementalHandle):
+                    if handle.meta.kind not in ("inline", "empty"):  # its header: read whole
+                        headers[os.path.basename(handle.meta.path)] = handle.meta.size
+                    for _, stream in handle.files:  # SST files, MANIFEST, ...: never read
+                        if stream.kind not in ("inline", "empty"):
+                            assert os.path.basename(stream.path) not in {
+                                os.path.basename(p) for p in read}
+                    continue
+                if handle.stream.kind not in ("inline", "empty"):
+                    starts = [o for o in handle.offsets if o > 0]
+                    headers[os.path.basename(handle.stream.path)] = min(
+                        starts, default=handle.stream.size)
+            for op_handle in st.managed_operator:  # operator state: small, decoded whole
+                if op_handle.stream.kind not in ("inline", "empty"):
+                    headers.setdefault(os.path.basename(op_handle.stream.path),
+                                       op_handle.stream.size)
+    for path, n in read.items():
+        name = os.path.basename(path)
+        assert name in headers, f"{path} was read ({n} bytes): no header of a keyed stream"
+        assert n == headers[name], (path, n, headers[name])
+    keyed = [s for op in summary.operators for s in op.states if s.scope == "keyed"]
+    assert keyed and all(s.entries is None for s in keyed)  # not counted: not decoded
+    assert all(st.bytes > 0 for op in summary.operators if op.key_type
+               for st in op.subtasks if st.key_group_range is not None)

@@ -50,9 +50,10 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
     """Show a checkpoint: operators, their states with entries and bytes, and subtasks.
 
     PATH is a checkpoint or savepoint directory (one with _metadata.json, or a Flink snapshot's
-    _metadata), or a URI pyarrow supports. Without options only the metadata is read, and the
-    summary fits a screen (--all lists everything); the options add views. With
-    --engine spark, --key-groups reads the footers in Spark tasks.
+    _metadata), or a URI pyarrow supports. Without options only the metadata is read (of a
+    Flink snapshot: _metadata and the keyed state's headers, so its keyed entries are not
+    counted), and the summary fits a screen; --all lists everything, with every count; the
+    options add views. With --engine spark, --key-groups reads the footers in Spark tasks.
     """
     if namespace is not None and key is None:
         raise click.UsageError("--namespace needs --key")
@@ -64,7 +65,11 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
                                "little or run locally)")
     runner = open_engine(engine, spark_master, spark_conf)
     hold(path)
-    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(), partial=True))
+    # a summary of a Flink snapshot reads _metadata and the keyed streams' headers only
+    summary_only = not (key_groups or top or now is not None or key is not None
+                        or show_entries or everything)
+    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(), partial=True,
+                                                decode=not summary_only))
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,

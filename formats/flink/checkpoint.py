@@ -101,7 +101,7 @@ from statecore.key_groups import (
 from statecore.operator_backend import OperatorStateMode
 from statecore.rescale_plan import RescalePlan
 from statecore.serializers import parse_type
-from statecore.undecodable import UndecodablePart
+from statecore.undecodable import UndecodablePart, describe_damage
 
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
@@ -300,6 +300,17 @@ class FlinkCheckpoint(Checkpoint):
     def open_problems(self) -> list[tuple[str, str, str]]:
         return [(p.kind, p.where, p.detail) for p in self.problems]
 
+    def uncounted_keyed_bytes(self) -> dict[tuple[str, int], int] | None:
+        """The keyed streams' bytes per ``(uid, subtask)`` when keyed state was not counted."""
+        if self.counted:
+            return None
+        uids = [op.uid for op in self.metadata.operators]
+        out: dict[tuple[str, int], int] = {}
+        for source in self.keyed_sources:
+            key = (uids[source.operator], source.subtask)
+            out[key] = out.get(key, 0) + source.size
+        return out
+
     def undecodable_parts(self) -> list[UndecodablePart]:
         """What could not be decoded so far (decoding on demand adds to it)."""
         return list(self.undecodable)
@@ -452,14 +463,9 @@ def open_flink_checkpoint(
 
 def refuse_damage(parts: Sequence[UndecodablePart]) -> None:
     """Raise a :class:`CorruptCheckpointError` naming the damaged parts, if any."""
-    damaged = [p for p in parts if p.damaged]
-    if not damaged:
-        return
-    first = damaged[0]
-    where = f"operator {first.operator}, state {first.state!r}, subtask {first.subtask}" + (
-        f", key group {first.key_group}" if first.key_group is not None else "")
-    more = f" (and {len(damaged) - 1} more damaged parts)" if len(damaged) > 1 else ""
-    raise CorruptCheckpointError(f"{where}: {first.reason}{more}")
+    damage = describe_damage(parts)
+    if damage:
+        raise CorruptCheckpointError(damage)
 
 
 class _Builder:

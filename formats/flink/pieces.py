@@ -44,7 +44,7 @@ from formats.flink.keyed import (
 from formats.flink.metadata import FlinkIncrementalHandle, FlinkKeyedHandle
 from formats.flink.streams import SnapshotStreams
 from formats.flink.tables import rehash_rows
-from statecore.errors import CheckpointError, CorruptCheckpointError
+from statecore.errors import CorruptCheckpointError
 
 __all__ = ["Entries", "KeyedPiece", "KeyedSource", "StateCounts", "count_piece", "counts_from_json",
            "counts_to_json", "decode_keyed_handle", "decode_piece", "merge_counts",
@@ -52,9 +52,6 @@ __all__ = ["Entries", "KeyedPiece", "KeyedSource", "StateCounts", "count_piece",
 
 #: ``(key_group, key, namespace, value)`` rows of one state, as the model holds them.
 Entries = list[tuple[int, Any, Any, Any]]
-#: The first bytes of a stream read for its header; doubled until the header fits.
-HEADER_PROBE = 64 << 10
-
 
 @dataclass(frozen=True)
 class KeyedSource:
@@ -191,17 +188,9 @@ def read_header(streams: SnapshotStreams, handle: FlinkKeyedHandle | FlinkIncrem
             header = cached_header(data, shown, headers, header_end(handle, len(data)))
         else:
             streams.check(stream)
-            probe = HEADER_PROBE
-            while True:  # most headers are a few kB: read more only when one is longer
-                data = streams.read_range(stream, 0, min(probe, stream.size))
-                try:
-                    header = cached_header(data, shown, headers,
-                                           header_end(handle, stream.size))
-                    break
-                except CheckpointError:
-                    if len(data) >= stream.size:
-                        raise
-                    probe *= 4
+            # the header ends where the first key group starts: exactly its bytes are read
+            end = min(header_end(handle, stream.size), stream.size)
+            header = cached_header(streams.read_range(stream, 0, end), shown, headers, end)
     if header.key is None:
         raise undecodable_key(where if isinstance(handle, FlinkIncrementalHandle)
                               else f"{where}: {streams.name(handle.stream)}", header)

@@ -47,8 +47,14 @@ from formats.flink.metadata_out import (
 from formats.flink.rocksdb.checksums import crc32c_mask
 from formats.flink.types.encoders import Encoder, raw_encoder
 from formats.model import WrittenSnapshot
-from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError
+from statecore.errors import (
+    CheckpointError,
+    InvalidArgumentError,
+    StatectlError,
+    UnsupportedFormatError,
+)
 from statecore.key_groups import KeyGroupRange
+from statecore.undecodable import Undecodable
 
 __all__ = ["KeyedFiles", "KeyedStateOut", "OperatorStateOut", "RowsWriter", "SavepointOperator",
            "frame_snappy", "key_group_blocks", "keyed_header", "keyed_stream",
@@ -236,6 +242,25 @@ def key_group_blocks(out: bytearray, key_groups: KeyGroupRange,
     return offsets, written
 
 
+def kept_bytes(encode: Encoder) -> Encoder:
+    """``encode``, writing a value statectl could not decode back as the bytes it was read as.
+
+    Such a value (:class:`~statecore.undecodable.Undecodable`) was delimited by Flink (a
+    canonical savepoint's or RocksDB's pair, an operator state element): its bytes are the
+    value whole, as the serializer wrote it. Without bytes (none is kept where the format did
+    not delimit it) it cannot be written.
+    """
+    def write(out: bytearray, value: Any) -> None:
+        if type(value) is Undecodable:
+            if value.data is None:
+                raise UnsupportedFormatError(f"a {value.class_name} value statectl could not "
+                                             f"decode has no bytes to write ({value.reason})")
+            out += value.data
+            return
+        encode(out, value)
+    return write
+
+
 def pair_writer(op: SavepointOperator, state: KeyedStateOut) -> Any:
     """Appends a state's pairs of one key group; returns where the last pair's key starts.
 
@@ -244,7 +269,7 @@ def pair_writer(op: SavepointOperator, state: KeyedStateOut) -> Any:
     for a row without pairs: an empty list or map).
     """
     composite = _composite_key_writer(op, state)
-    value = state.value or raw_encoder
+    value = kept_bytes(state.value or raw_encoder)
     layout = state.layout
 
     def pair(block: bytearray, key: bytes | bytearray, val: bytes | bytearray) -> int:
@@ -279,7 +304,11 @@ def pair_writer(op: SavepointOperator, state: KeyedStateOut) -> Any:
                             value(val, item)
                         here = pair(block, key_bytes, val)
                 elif layout == "list":
-                    if v:
+                    if type(v) is Undecodable:  # the list whole, as it was delimited
+                        val = bytearray()
+                        value(val, v)
+                        here = pair(block, head, val)
+                    elif v:
                         val = bytearray()
                         for i, element in enumerate(v):
                             if i:
@@ -338,7 +367,7 @@ def operator_stream(states: Sequence[OperatorStateOut]
             out += s.meta
     offsets: dict[str, tuple[str, tuple[int, ...]]] = {}
     for s in lists:
-        encode = s.value or raw_encoder
+        encode = kept_bytes(s.value or raw_encoder)
         at = []
         for element in s.elements:
             at.append(len(out))
