@@ -22,6 +22,7 @@ decimal             string (``BigDecimal`` text)    decimal.Decimal
 kryo<class>         binary                          bytes (Flink's Kryo bytes)
 opaque<class>       binary                          bytes (an undecoded serializer's)
 global_window       string (``GlobalWindow``)       str
+json                string (the JSON text)          None/bool/int/float/str/list/dict
 ==================  ==============================  ======================================
 
 Enums are Arrow strings, not dictionaries: Parquet dictionary-encodes a string column on disk
@@ -67,6 +68,7 @@ _TYPED: dict[str, pa.DataType] = {
     **{f"timestamp[{unit}]": pa.timestamp(unit, tz="UTC") for unit in TIMESTAMP_UNITS},
     "date32": pa.date32(), "local_time": pa.time64("ns"), "local_datetime": pa.timestamp("ns"),
     "bigint": pa.string(), "decimal": pa.string(), "global_window": pa.string(),
+    "json": pa.string(),
 }
 
 
@@ -215,6 +217,7 @@ _TO_TYPED: dict[str, Callable[[Any], Any]] = {
     "bigint": str,
     "decimal": str,
     "global_window": lambda value: value,
+    "json": lambda value: json.dumps(value, ensure_ascii=False),
 }
 
 
@@ -347,7 +350,15 @@ _FROM_TYPED: dict[str, Callable[[Any], Any]] = {
     "bigint": _bigint,
     "decimal": _decimal,
     "global_window": lambda value: value,
+    "json": lambda text: _json_text(text),
 }
+
+
+def _json_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidArgumentError(f"{text[:40]!r} is not JSON text") from exc
 
 
 @functools.lru_cache(maxsize=4096)
@@ -436,6 +447,8 @@ def _typed_from_text(text: str, head: str) -> Any:
         return int(text)
     if head == "decimal":
         return _decimal(text)
+    if head == "json":
+        return json.loads(text)
     return text
 
 
@@ -450,6 +463,8 @@ def _float32(value: float) -> float:
 
 def _from_json(value: Any, spec: str) -> Any:
     head, args = _parts(spec)
+    if head == "json":
+        return value
     if head == "list" and isinstance(value, list):
         return [_from_json(v, args[0]) for v in value]
     if head == "tuple" and isinstance(value, list) and len(value) == len(args):

@@ -23,6 +23,9 @@ Types are named by specs (the Python value of each in brackets):
   class the serializer snapshot registered; never decoded further; ``opaque<class name>``
   [bytes]: the bytes of a value whose Flink serializer (its snapshot class named) statectl
   does not decode;
+- ``json`` [``None``, bool, int, float, str, lists and dicts with string keys of them]: a value
+  whose shape is known only when it is read (a Kryo collection, map, enum, ``ZonedDateTime``,
+  a declared ``Object``...); no Java hash (its class, not statectl, decides it);
 - ``global_window`` [the string ``"GlobalWindow"``]: the namespace of ``GlobalWindows``;
 - ``void`` (the void namespace) and ``any`` (an arbitrary Python value, deep-copied; in memory
   only: checkpoints need a declared type).
@@ -249,6 +252,23 @@ def _is_bigint(value: Any) -> bool:
             and value.bit_length() <= MAX_DIGITS * 3)  # 3 bits per digit at least
 
 
+#: Deepest nesting of a ``json`` value statectl checks (a deeper one is refused).
+MAX_JSON_DEPTH = 128
+
+
+def _is_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON-compatible: str-keyed dicts, lists, str, numbers, bool, None."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if depth >= MAX_JSON_DEPTH:
+        return False
+    if isinstance(value, list):
+        return all(_is_json(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v, depth + 1) for k, v in value.items())
+    return False
+
+
 _SCALARS: dict[str, TypeSerializer[Any]] = {
     "int8": TypeSerializer("int8", java_int_hash, check=_int_check(8)),
     "int16": TypeSerializer("int16", java_int_hash, check=_int_check(16)),
@@ -278,6 +298,9 @@ _SCALARS: dict[str, TypeSerializer[Any]] = {
     "global_window": TypeSerializer("global_window", lambda _v: 0,
                                     check=lambda v: v == GLOBAL_WINDOW),
 }
+_SCALARS["json"] = TypeSerializer(
+    "json", None, copy.deepcopy, check=_is_json,
+    unhashable="a json value's Java class decides its hashCode, which statectl does not know")
 _SCALARS["any"] = TypeSerializer("any", lambda v: _infer(v).java_hash(v), copy.deepcopy)
 
 _ALIASES = {

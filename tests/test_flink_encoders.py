@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import struct
 import subprocess
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from formats.flink.javaio import DataReader
-from formats.flink.types.codecs import RowWithKind, codec_for
+from formats.flink.types.codecs import RowWithKind, codec_for, why_undecodable
 from formats.flink.types.encoders import encoder_for
+from formats.flink.types.flink_version import written_by
 from formats.flink.types.snapshots import SerializerSnapshot, read_versioned_snapshot
-from statecore.errors import InvalidArgumentError
+from statecore.errors import InvalidArgumentError, StatectlError, UnsupportedFormatError
 from statecore.serializers import GLOBAL_WINDOW, decimal_parts
 from statecore.ttl import TtlValue
 from statecore.values import NANOS_PER_DAY, Instant, LocalDateTime, LocalTime
@@ -39,6 +42,7 @@ from statecore.values import NANOS_PER_DAY, Instant, LocalDateTime, LocalTime
 BASE = "org.apache.flink.api.common.typeutils.base."
 RUNTIME = "org.apache.flink.api.java.typeutils.runtime."
 WINDOWS = "org.apache.flink.streaming.api.windowing.windows."
+SCALA = "org.apache.flink.api.scala.typeutils."
 
 
 def simple(name: str, package: str = BASE) -> SerializerSnapshot:
@@ -91,6 +95,36 @@ def row(*fields: SerializerSnapshot, legacy: bool = False) -> SerializerSnapshot
                               outer={"version": 4, "legacy_mode": legacy})
 
 
+def nullable(inner: SerializerSnapshot, padding: int = 0) -> SerializerSnapshot:
+    return SerializerSnapshot(RUNTIME + "NullableSerializer$NullableSerializerSnapshot", 3,
+                              (inner,), outer={"version": 2, "padding": padding})
+
+
+def set_of(element: SerializerSnapshot) -> SerializerSnapshot:
+    return composite(BASE + "SetSerializerSnapshot", element)
+
+
+def either(left: SerializerSnapshot, right: SerializerSnapshot) -> SerializerSnapshot:
+    return composite(RUNTIME + "JavaEitherSerializerSnapshot", left, right)
+
+
+def with_subclasses(base: SerializerSnapshot, registered: list[SerializerSnapshot],
+                    cached: list[SerializerSnapshot]) -> SerializerSnapshot:
+    """A POJO snapshot with subclass snapshots (registered in tag order, cached)."""
+    return SerializerSnapshot(base.class_name, base.version, base.nested, outer={
+        **base.outer, "registered_subclasses": tuple(s.outer["class"] for s in registered),
+        "registered_snapshots": tuple(registered),
+        "subclasses": tuple(s.outer["class"] for s in cached),
+        "subclass_snapshots": tuple(cached)})
+
+
+SHAPES = with_subclasses(
+    pojo("Shape", [("name", STRING)]),
+    [pojo("Circle", [("name", STRING), ("radius", DOUBLE)]),
+     pojo("Label", [("name", STRING), ("radius", STRING)])],  # radius clashes: left out
+    [pojo("Square", [("name", STRING), ("side", INT), ("corner", ADDRESS)])])
+
+
 def array(name: str) -> SerializerSnapshot:
     return simple(name, BASE + "array.")
 
@@ -129,12 +163,27 @@ def flink_vectors() -> list[tuple[str, bytes, bytes]]:
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     vectors = [line.split("\t")[1:] for line in done.stdout.splitlines()
-               if line.startswith("VECTOR\t")]
+               if line.startswith(("VECTOR\t", "LEGACY\t"))]
     return [(name, bytes.fromhex(snapshot), bytes.fromhex(value))
             for name, snapshot, value in vectors]
 
 
-#: What some of Flink's values decode to (the rest: whatever they decode to, encoded back).
+@pytest.fixture(scope="module")
+def flink_1x_vectors() -> list[tuple[str, bytes, bytes]]:
+    """The same cases run on Flink 1.20 (the Kryo 2.24 era): its jars installed on first use
+    (``tests/flink_versions.py``)."""
+    from flink_restore import FlinkUnavailable
+    from flink_versions import serializer_vectors
+
+    try:
+        return serializer_vectors()
+    except FlinkUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+SHAPE = "SerializerVectors$Shape"
+#: What some of Flink's values decode to (the rest: whatever they decode to, encoded back); the
+#: values SerializerVectors.java gives Flink's serializers.
 FLINK_VALUES: dict[str, Any] = {
     "Instant": Instant(-1),
     "LocalTime": LocalTime(NANOS_PER_DAY - 2 * 10**9 + 999_999_999),
@@ -152,29 +201,231 @@ FLINK_VALUES: dict[str, Any] = {
                         "tags": None, "ts": None, "user": "k1"},
     "Map of enum to Long": {"FRIDAY": 3, "MONDAY": None},
     "window timer": (3_599_999, "k1", (0, 3_600_000)),
+    # NullableSerializer: the wrapped serializer's value, None for null
+    "Nullable Long padded": 5,
+    "Nullable Long padded null": None,
+    "Nullable Long": -(1 << 63),
+    "Nullable Long null": None,
+    "Nullable String null": None,
+    "List of Nullable Integer": [1, None, (1 << 31) - 1],
+    # SetSerializer (2.x): a list in Flink's iteration order
+    "Set of String": ["b", None, "a"],
+    "Set empty": [],
+    # types of one value: json (Tuple0 the empty array, NullValue null)
+    "Tuple0": [],
+    "NullValue": None,
+    "Scala Unit": None,
+    "Set of List of Long": [[1, 2], []],
+    "Map of List of Map": {"k": [{1: "v"}, {}]},
+    "List empty": [],
+    # POJO fields of List/Map/Set (2.x: NullableSerializer of List/Map/SetSerializer)
+    "POJO with collections": {"addresses": [{"city": "Oslo", "zip": 150}, None],
+                              "counts": {"a": (1 << 63) - 1, "b": None},
+                              "items": ["x", None, ""], "owner": "o", "tags": [3, None, -1]},
+    "POJO with empty collections": {"addresses": None, "counts": {}, "items": [],
+                                    "owner": "o", "tags": []},
+    "POJO with null collections": {"addresses": None, "counts": None, "items": None,
+                                   "owner": None, "tags": None},
+    # POJO subclasses: @class, then the union of the fields
+    "POJO subclass registered": {"@class": "SerializerVectors$Circle", "name": "c",
+                                 "radius": -0.5, "corner": None, "side": None},
+    "POJO subclass by name": {"@class": "SerializerVectors$Square", "name": "s", "radius": None,
+                              "corner": {"city": "Lima", "zip": None}, "side": -(1 << 31)},
+    "POJO subclass base": {"@class": SHAPE, "name": "plain", "radius": None, "corner": None,
+                           "side": None},
+    "POJO subclass null": None,
+    "Either Left": {"left": "l", "right": None},
+    "Either Right": {"left": None, "right": -1},
+    "Either nested": {"left": None, "right": {"left": "x", "right": None}},
+    "Row named": RowWithKind(["n", None], 2),
+    "Row positional into named": (None, 9),
+    "Row nested": (RowWithKind(["a", 1], 3), None),
+    "Tuple25": tuple(range(-12, 13)),
+    "IntValue": -(1 << 31),
+    "LongValue": (1 << 63) - 1,
+    "ShortValue": -2,
+    "ByteValue": -128,
+    "BooleanValue": True,
+    "CharValue": "\u00e9",
+    "DoubleValue": -1e-300,
+    "FloatValue": 3.5,
+    "StringValue": "Zürich 東京",
+    "StringValue empty": "",
+    "CopyableValue IntValue": 7,
+    "ValueSerializer LongValue": -7,
+    "enum reordered": "SATURDAY",
+    "Long[] extremes": [-(1 << 63), (1 << 63) - 1, 0],
+    "Tuple2 extremes": (-(1 << 63), float("-inf")),
+    # composite snapshots in their legacy form (version 1/2: no magic, no outer version)
+    "List v1": ["a", None],
+    "Map v1": {"k": 1},
+    "Long[] v1": [1, None],
+    "Tuple2 v1": ("k", 2),
+    "Row v1": ("a", None),       # a legacy row has no RowKind
+    "Row v2": (None, 3),
+    "Nullable Long padded v1": None,
+    "Either v1": {"left": None, "right": 4},
+    "EitherSerializerSnapshot v2": {"left": "x", "right": None},
+    # the Scala API (Flink 1.x)
+    "Scala Option Some": "s",
+    "Scala Option None": None,
+    "Scala case class Tuple2": ("a", -3),
+    "Scala case class nested": (("b", 1), None),
+    "Scala Either Left": {"left": "l", "right": None},
+    "Scala Either Right": {"left": None, "right": -(1 << 63)},
+    "Scala List": ["x", None, "y"],
+    "Scala List empty": [],
+    "Scala Map": [("k", 7)],
 }
+#: Cases of one Flink major only: SetSerializer is 2.x's, the old EitherSerializerSnapshot and
+#: the Scala API 1.x's.
+FLINK_2X_ONLY = frozenset({"Set of String", "Set empty", "Set of List of Long"})
+FLINK_1X_ONLY = frozenset({"EitherSerializerSnapshot v2"}) | {
+    name for name in FLINK_VALUES if name.startswith("Scala ")}
+
+#: Cases Flink 1.x gives to Kryo (a POJO's List/Map/Set fields: ``GenericTypeInfo``; Kryo 2.24
+#: writes a UUID unlike Kryo 5), whose bytes statectl may refuse (naming Kryo) where it does not
+#: know Kryo's layout of the class; what it decodes must encode back.
+KRYO_IN_1X = frozenset({"POJO with collections", "POJO with empty collections",
+                        "POJO with null collections", "List of POJOs with collections",
+                        "Kryo UUID"})
+
+
+def _check_vectors(vectors: list[tuple[str, bytes, bytes]], kryo: frozenset[str] = frozenset()
+                   ) -> list[str]:
+    """What goes wrong with Flink's vectors: decode, expected value, encode back, refusals."""
+    wrong = []
+    for name, snapshot_bytes, data in vectors:
+        try:
+            wrong.extend(_check_vector(name, snapshot_bytes, data, name in kryo))
+        except StatectlError as exc:
+            wrong.append(f"{name}: {type(exc).__name__}: {exc}")
+    return wrong
+
+
+def _check_vector(name: str, snapshot_bytes: bytes, data: bytes, kryo: bool) -> list[str]:
+    wrong = []
+    snapshot = read_versioned_snapshot(DataReader(snapshot_bytes, name))
+    if name.startswith("undecodable:"):
+        return _check_refused(name, snapshot, data)
+    codec = codec_for(snapshot)
+    if codec is None:
+        why = why_undecodable(snapshot)
+        return [] if kryo and "Kryo" in why else [f"{name}: no codec: {why}"]
+    reader = DataReader(data, name)
+    try:
+        value = codec.read_delimited(reader)
+    except UnsupportedFormatError as exc:
+        if kryo and "Kryo" in str(exc):
+            return []
+        raise
+    if not reader.at_end():
+        return [f"{name}: decoded {value!r} from {reader.pos} of {len(data)} bytes"]
+    if name in FLINK_VALUES and not _same(value, FLINK_VALUES[name]):
+        wrong.append(f"{name}: decoded {value!r}, expected {FLINK_VALUES[name]!r}")
+    want = data
+    if name.endswith("(long form)"):
+        want = encode(snapshot, value)
+        assert len(want) == len(data) - 1 and decode(snapshot, want) == value
+    encoded = encode(snapshot, value)
+    if encoded != want:
+        wrong.append(f"{name}: statectl wrote {encoded.hex()}, Flink {want.hex()}")
+    return wrong
+
+
+def _check_refused(name: str, snapshot: SerializerSnapshot, data: bytes) -> list[str]:
+    """An ``undecodable:Class ...`` case: no codec (``why_undecodable`` names Class) or its
+    value refused with an UnsupportedFormatError naming Class; never an encoder."""
+    word = name.split(":", 1)[1].split()[0]
+    codec = codec_for(snapshot)
+    if codec is None:
+        why = why_undecodable(snapshot)
+        ok = word in why and encoder_for(snapshot) is None
+        return [] if ok else [f"{name}: why_undecodable says {why!r}"]
+    try:
+        value = codec.read_delimited(DataReader(data, name))
+    except UnsupportedFormatError as exc:
+        return [] if word in str(exc) else [f"{name}: refused as {exc}"]
+    return [f"{name}: decoded {value!r}, should be refused"]
 
 
 def test_flinks_own_serializers_bytes_decode_and_encode_back(
         flink_vectors: list[tuple[str, bytes, bytes]]) -> None:
     """Every value Flink serialized decodes and encodes back to Flink's bytes; ``BigInteger``
     values whose form depends on object identity are written in the short form (see
-    :mod:`formats.flink.types.encoders`)."""
-    assert len(flink_vectors) > 50
+    :mod:`formats.flink.types.encoders`); the values statectl cannot decode are refused with
+    their class named."""
+    assert len(flink_vectors) > 100
+    names = {name for name, _, _ in flink_vectors}
+    assert set(FLINK_VALUES) - names == FLINK_1X_ONLY
+    wrong = _check_vectors(flink_vectors)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_flink_1x_serializers_bytes_decode_and_encode_back(
+        flink_1x_vectors: list[tuple[str, bytes, bytes]]) -> None:
+    """The same on Flink 1.20: its snapshots and values (1.x has no ``SetSerializer``; a POJO's
+    collections are Kryo's there)."""
+    names = {name for name, _, _ in flink_1x_vectors}
+    assert len(flink_1x_vectors) > 100
+    assert set(FLINK_VALUES) - names == FLINK_2X_ONLY
+    with written_by(2):  # Flink 1.x's Kryo (a snapshot's _metadata version says so)
+        wrong = _check_vectors(flink_1x_vectors, KRYO_IN_1X)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_flink_2x_and_1x_write_the_same_snapshots(
+        flink_vectors: list[tuple[str, bytes, bytes]],
+        flink_1x_vectors: list[tuple[str, bytes, bytes]]) -> None:
+    """Flink 1.20 writes every snapshot and value as 2.3 does, but Kryo's and those of POJOs
+    whose fields 1.x gives to Kryo (what statectl reads of 1.x is what it reads of 2.x)."""
+    new = {name: (snapshot, data) for name, snapshot, data in flink_vectors}
+    differ = {name for name, snapshot, data in flink_1x_vectors
+              if name in new and new[name] != (snapshot, data)}
+    assert differ <= KRYO_IN_1X, differ
+
+
+#: Values with unpaired UTF-16 surrogates, which Java strings hold and Arrow's UTF-8 cannot.
+LONE_SURROGATES = frozenset({"char[]", "StringValue long"})
+
+
+def test_every_decoded_flink_value_is_held_by_its_spec(
+        flink_vectors: list[tuple[str, bytes, bytes]]) -> None:
+    """``codec_for``'s spec is one statectl holds: the type spec parses, and every value Flink
+    wrote goes into an Arrow array of the spec's Arrow type and into JSON."""
+    from formats.arrow_types import arrow_type, to_arrow
+    from formats.export import jsonable
+
+    for name, snapshot_bytes, data in flink_vectors:
+        snapshot = read_versioned_snapshot(DataReader(snapshot_bytes, name))
+        codec = codec_for(snapshot)
+        if codec is None or name.startswith("undecodable:") or name in LONE_SURROGATES or \
+                codec.name.startswith("Timer<"):
+            continue  # a timer's spec is its namespace's (the timer is the state's key)
+        value = decode(snapshot, data)
+        if codec.ttl:
+            value = value.user_value
+        converted = None if value is None else to_arrow(codec.spec)(value)  # null: a null
+        array = pa.array([converted], type=arrow_type(codec.spec))
+        assert len(array) == 1, name
+        json.dumps(jsonable(value))
+
+
+def test_truncated_flink_values_are_refused(flink_vectors: list[tuple[str, bytes, bytes]]) -> None:
+    """Every strict prefix of every value Flink wrote is refused with a statectl error."""
     wrong = []
     for name, snapshot_bytes, data in flink_vectors:
         snapshot = read_versioned_snapshot(DataReader(snapshot_bytes, name))
-        value = decode(snapshot, data)
-        if name in FLINK_VALUES and not _same(value, FLINK_VALUES[name]):
-            wrong.append(f"{name}: decoded {value!r}, expected {FLINK_VALUES[name]!r}")
-        want = data
-        if name.endswith("(long form)"):
-            want = encode(snapshot, value)
-            assert len(want) == len(data) - 1 and decode(snapshot, want) == value
-        encoded = encode(snapshot, value)
-        if encoded != want:
-            wrong.append(f"{name}: statectl wrote {encoded.hex()}, Flink {want.hex()}")
-    assert not wrong, "\n".join(wrong)
+        codec = codec_for(snapshot)
+        if codec is None or name.startswith("undecodable:") or "kryo<" in codec.spec:
+            continue
+        for end in range(len(data)):
+            try:
+                value = codec.read(DataReader(data[:end], name))
+            except StatectlError:
+                continue
+            wrong.append(f"{name}: {end} of {len(data)} bytes decoded to {value!r}")
+    assert not wrong, "\n".join(wrong[:20])
 
 
 # -- vectors: Flink's bytes ---------------------------------------------------------------------
@@ -199,7 +450,7 @@ VECTORS: list[tuple[str, SerializerSnapshot, bytes, Any]] = [
      bytes.fromhex("8000018bd0470fff036b310000018bd01021800000018bd0471000"),
      (0x18BD0470FFF, "k1", (0x18BD0102180, 0x18BD0471000))),
     ("Kryo UUID (README)", KRYO_UUID, bytes.fromhex("5401d83e8af07ab137b6da15e9cdcc180c85"),
-     bytes.fromhex("5401d83e8af07ab137b6da15e9cdcc180c85")),
+     "b637b17a-f08a-3ed8-850c-18cccde915da"),
     ("TTL", TTL_LONG, bytes.fromhex("0000019b000000000000000000000002"),
      TtlValue(2, 0x19B00000000)),
     ("Instant", INSTANT, struct.pack(">qi", -1, 999_999_999), Instant(-1)),
@@ -280,9 +531,20 @@ def test_a_snapshot_has_an_encoder_exactly_when_it_has_a_codec() -> None:
     (TUPLE2, ("k1", None)),                           # TupleSerializer: NullFieldException
     (row(STRING, LONG, legacy=True), RowWithKind(["a", 1], 1)),  # no kind bits to hold it
     (simple("SqlDateSerializer"), Instant(1)),        # not whole milliseconds
-    (KRYO_UUID, "b637b17a-f08a-3ed8-850c-18cccde915da"),  # Kryo values are their kept bytes
+    (KRYO_UUID, "b637b17a-f08a"),  # a UUID's canonical text, or kept bytes
     (TTL_LONG, (1, 2)),                               # a TTL value is a TtlValue
     (GLOBAL, (0, 1)),
+    (either(STRING, LONG), {"left": "a", "right": 1}),  # an Either holds one side
+    (either(STRING, LONG), {"left": None, "right": None}),
+    (either(STRING, LONG), ("a", None)),
+    (set_of(STRING), {"a"}),                          # a set is its list of elements
+    (composite(SCALA + "ScalaCaseClassSerializerSnapshot", LONG, **{"class": "scala.Tuple1"}),
+     (None,)),                                        # a Long field holds no null
+    (simple("StringValueSerializer"), None),          # a StringValue is never null
+    (SHAPES, {"@class": "Label", "name": "l", "radius": None, "side": None, "corner": None}),
+    (SHAPES, {"@class": "Triangle", "name": "t", "radius": None, "side": None, "corner": None}),
+    (SHAPES, {"@class": "Shape", "name": "s", "radius": 1.0, "side": None, "corner": None}),
+    (SHAPES, {"name": "s"}),
 ])
 def test_what_the_serializer_cannot_hold_is_refused(snapshot: SerializerSnapshot,
                                                     value: Any) -> None:
@@ -310,7 +572,59 @@ _KIND_ROW = st.builds(lambda fields, kind: RowWithKind(fields, kind) if kind els
                       st.tuples(st.none() | st.text(), st.none() | _I64, st.none() | _INSTANT)
                       .map(list), st.integers(0, 3))
 
+_ADDRESS = st.none() | st.fixed_dictionaries({"city": st.none() | st.text(),
+                                               "zip": st.none() | _I32})
+_SHAPE = st.one_of(
+    st.fixed_dictionaries({"@class": st.just("Shape"), "name": st.none() | st.text(),
+                           "radius": st.none(), "side": st.none(), "corner": st.none()}),
+    st.fixed_dictionaries({"@class": st.just("Circle"), "name": st.none() | st.text(),
+                           "radius": st.none() | st.floats(allow_nan=False), "side": st.none(),
+                           "corner": st.none()}),
+    st.fixed_dictionaries({"@class": st.just("Square"), "name": st.none() | st.text(),
+                           "radius": st.none(), "side": st.none() | _I32,
+                           "corner": _ADDRESS}))
+
 ROUND_TRIPS: list[tuple[str, SerializerSnapshot, st.SearchStrategy[Any]]] = [
+    ("Nullable padded", nullable(LONG, 8), st.none() | _I64),
+    ("Nullable", nullable(STRING), st.none() | st.text()),
+    ("List of Nullable", composite(BASE + "ListSerializerSnapshot", nullable(INT, 4)),
+     st.lists(st.none() | _I32)),
+    ("Set", set_of(nullable(STRING)), st.lists(st.none() | st.text())),
+    ("POJO of collections", pojo("Basket", [
+        ("counts", nullable(composite(BASE + "MapSerializerSnapshot", STRING, LONG))),
+        ("items", nullable(composite(BASE + "ListSerializerSnapshot", STRING))),
+        ("tags", nullable(set_of(INT)))]),
+     st.none() | st.fixed_dictionaries({
+         "counts": st.none() | st.dictionaries(st.text(), st.none() | _I64),
+         "items": st.none() | st.lists(st.none() | st.text()),
+         "tags": st.none() | st.lists(st.none() | _I32)})),
+    ("POJO with subclasses", SHAPES, st.none() | _SHAPE),
+    ("list of POJOs with subclasses", composite(BASE + "ListSerializerSnapshot", SHAPES),
+     st.lists(st.none() | _SHAPE)),
+    ("Either", either(STRING, either(LONG, INT)), st.one_of(
+        st.builds(lambda v: {"left": v, "right": None}, st.text()),
+        st.builds(lambda v: {"left": None, "right": {"left": v, "right": None}}, _I64),
+        st.builds(lambda v: {"left": None, "right": {"left": None, "right": v}}, _I32))),
+    ("Scala Option", composite(SCALA + "ScalaOptionSerializerSnapshot", STRING),
+     st.none() | st.text()),
+    ("Scala case class with an Option", composite(
+        SCALA + "ScalaCaseClassSerializerSnapshot", LONG,
+        composite(SCALA + "ScalaOptionSerializerSnapshot", INT), **{"class": "scala.Tuple2"}),
+     st.tuples(_I64, st.none() | _I32)),
+    ("Scala List", composite(SCALA + "TraversableSerializerSnapshot", STRING, cbf="List"),
+     st.lists(st.none() | st.text())),
+    ("Scala Either", composite(SCALA + "ScalaEitherSerializerSnapshot", STRING, LONG),
+     st.one_of(st.builds(lambda v: {"left": v, "right": None}, st.text()),
+               st.builds(lambda v: {"left": None, "right": v}, _I64))),
+    ("IntValue", simple("IntValueSerializer"), _I32),
+    ("LongValue", simple("LongValueSerializer"), _I64),
+    ("ShortValue", simple("ShortValueSerializer"), st.integers(-(1 << 15), (1 << 15) - 1)),
+    ("ByteValue", simple("ByteValueSerializer"), st.integers(-128, 127)),
+    ("BooleanValue", simple("BooleanValueSerializer"), st.booleans()),
+    ("CharValue", simple("CharValueSerializer"), st.characters(max_codepoint=0xFFFF)),
+    ("FloatValue", simple("FloatValueSerializer"), st.floats(width=32, allow_nan=False)),
+    ("DoubleValue", simple("DoubleValueSerializer"), st.floats(allow_nan=False)),
+    ("StringValue", simple("StringValueSerializer"), st.text()),
     ("pojo", EVENT, st.none() | _EVENT),
     ("list of pojos", composite(BASE + "ListSerializerSnapshot", EVENT), st.lists(_EVENT)),
     ("map of enum to long", composite(BASE + "MapSerializerSnapshot", STATUS, LONG),
@@ -348,7 +662,7 @@ ROUND_TRIPS: list[tuple[str, SerializerSnapshot, st.SearchStrategy[Any]]] = [
      st.tuples(_I64, st.text(), st.tuples(_I64, _I64))),
     ("TimeWindow", TIME_WINDOW, st.tuples(_I64, _I64)),
     ("GlobalWindow", GLOBAL, st.just(GLOBAL_WINDOW)),
-    ("Kryo", KRYO_UUID, st.binary()),
+    ("Kryo", KRYO_UUID, st.uuids().map(str)),
 ]
 
 

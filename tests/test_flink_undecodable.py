@@ -119,9 +119,13 @@ def test_an_unknown_serializer_hides_nothing_else_and_exits_0(name: str, snapsho
     else:  # the heap format: the blocks are counted and left out
         assert day == []
         assert sum(p.values for p in parts) == len(before[("pojo-keyed", "day")])
-    for command in (["inspect"], ["inspect", "--key", "k1"], ["export", "--format", "jsonl",
-                                                              "--out", str(tmp_path / "x")],
-                    ["rescale", "--plan", "-p", "3"]):
+    # a summary reads only _metadata and the headers: it decodes nothing, and says so
+    code, out, err = run("inspect", str(copy))
+    assert code == 0 and "day" in out and "keyed entries not counted" in out, err
+    commands = (["inspect", "--all"], ["inspect", "--key", "k1"],
+                ["export", "--format", "jsonl", "--out", str(tmp_path / "x")],
+                ["rescale", "--plan", "-p", "3"])
+    for command in commands:
         code, out, err = run(*command[:1], str(copy), *command[1:])
         assert code == 0, (command, err)
         assert "not decoded" in err and "pojo-keyed/day" in err, err
@@ -183,9 +187,9 @@ def test_one_corrupt_value_is_the_only_damage_and_exits_3(name: str, snapshot: P
         assert not hit.kept and hit.values >= 1
         assert len(in_group) + hit.values == len(was)
         assert in_group == was[:len(in_group)]
-    code, out, err = run("inspect", str(copy))
+    code, out, err = run("inspect", str(copy), "--all")  # decodes every state
     assert code == 3 and "last-event" in out and "damaged" in err, err
-    code, out, err = run("--partial", "inspect", str(copy))
+    code, out, err = run("--partial", "inspect", str(copy), "--all")
     assert code == 0 and "damaged" in err, err
     report = verify_checkpoint(str(copy))
     assert not report.clean and report.counts["unreadable"] == 1

@@ -338,3 +338,44 @@ def test_export_writes_instants_as_precisely_as_needed(tmp_path: Path, nanos: in
     assert table.schema.field("value").type.field(0).type == pa.timestamp(unit, tz="UTC")
     assert from_arrow("struct<at:timestamp[ns]>")(pylist(table.column("value").cast(
         pa.struct([("at", pa.timestamp("ns", tz="UTC"))])))[0]) == {"at": value}
+
+
+# -- json: values whose shape is known only when read (Kryo collections, maps, enums...) -------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(1 << 70), 1 << 70) | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=3),
+    max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_JSON, max_size=4))
+def test_json_values_round_trip_through_arrow(values: list[Any]) -> None:
+    """A ``json`` column is an Arrow string of the JSON text; lists of them too."""
+    assert arrow_type("json") == pa.string()
+    column = pa.array([to_arrow("json")(v) for v in values], arrow_type("json"))
+    assert [from_arrow("json")(v) for v in pylist(column)] == values
+    nested = pa.array([to_arrow("list<json>")(values)], arrow_type("list<json>"))
+    assert [from_arrow("list<json>")(v) for v in pylist(nested)] == [values]
+
+
+def test_json_spec_checks_values_and_has_no_java_hash() -> None:
+    serializer = parse_type("JSON")
+    assert serializer.spec == "json" and not serializer.hashable
+    serializer.check({"a": [1, 2.5, None, True, "x"]})
+    for bad in ({1: "a"}, [object()], b"bytes", ("tuple",)):
+        with pytest.raises(InvalidArgumentError):
+            serializer.check(bad)
+    with pytest.raises(UnknownKeyHashError):
+        serializer.java_hash({"a": 1})
+    value = {"a": [1]}
+    copied = serializer.copy(value)
+    assert copied == value and copied["a"] is not value["a"]
+    assert value_from_text('{"a": [1, null]}', "json") == {"a": [1, None]}
+    assert value_from_text('[{"enum": "java.time.DayOfWeek", "ordinal": 4}]', "json") == [
+        {"enum": "java.time.DayOfWeek", "ordinal": 4}]
+    with pytest.raises(InvalidArgumentError):
+        value_from_text("{not json", "json")
+    assert jsonable({"k": [1, "x"]}) == {"k": [1, "x"]}

@@ -71,6 +71,7 @@ from formats.flink.sources import READER_STATE, source_progress
 from formats.flink.streams import SnapshotStreams, read_snapshot_file
 from formats.flink.tables import DecodedTable, rehash_rows
 from formats.flink.types.codecs import Codec, opaque_spec
+from formats.flink.types.flink_version import kryo_major_of, written_by
 from formats.model import (
     Checkpoint,
     DownloadUnit,
@@ -282,7 +283,8 @@ class FlinkCheckpoint(Checkpoint):
                 f"a canonical savepoint of the job, which delimits every value, can be "
                 f"rewritten)")
         write = self.rewriter or rewrite_flink_savepoint
-        return write(self, plan, location, checkpoint_id=checkpoint_id, compress=compress)
+        with written_by(kryo_major_of(self.flink.version)):  # Kryo values as they were read
+            return write(self, plan, location, checkpoint_id=checkpoint_id, compress=compress)
 
     def download_units(self, uid: str) -> list[DownloadUnit]:
         """An operator's incremental (RocksDB) handles: each is downloaded whole on restore."""
@@ -437,9 +439,11 @@ def open_flink_checkpoint(
         created = int(fs.get_file_info(path).mtime_ns or 0) // 1_000_000
     except (OSError, TypeError):
         created = 0
-    builder = _Builder(fs, root, strict, allow_pickle, decode, counts, partial)
-    operators = tuple(builder.operator(i, op, flink.operators) for i, op in
-                      enumerate(flink.operators))
+    kryo = kryo_major_of(flink.version)
+    builder = _Builder(fs, root, strict, allow_pickle, decode, counts, partial, kryo)
+    with written_by(kryo):  # the codecs read the Kryo of the Flink that wrote the snapshot
+        operators = tuple(builder.operator(i, op, flink.operators) for i, op in
+                          enumerate(flink.operators))
     kind = (CheckpointKind.SAVEPOINT if flink.is_savepoint
             or (flink.is_savepoint is None and "savepoint" in root.rsplit("/", 1)[-1])
             else CheckpointKind.CHECKPOINT)
@@ -474,9 +478,9 @@ class _Builder:
     def __init__(self, fs: pafs.FileSystem, root: str, strict: bool,
                  allow_pickle: bool = False, decode: bool = True,
                  counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None,
-                 partial: bool = False) -> None:
+                 partial: bool = False, kryo_major: int = 5) -> None:
         self.fs, self.root, self.strict, self.allow_pickle = fs, root, strict, allow_pickle
-        self.partial = partial
+        self.partial, self.kryo_major = partial, kryo_major
         self.decode, self.counts = decode, counts
         self.streams = SnapshotStreams(fs, root)
         #: the keyed handles as pieces of them are decoded (``decode=False``), and the handle
@@ -558,9 +562,10 @@ class _Builder:
         counts = self.counts.get(ident, {}) if self.counts is not None else {}
         self.sources.append(KeyedSource(*ident, handle, max_parallelism, where,
                                         0 if isinstance(handle, FlinkIncrementalHandle)
-                                        else header.size))
+                                        else header.size, self.kryo_major))
         loader = _HandleLoader(self.streams, handle, where, max_parallelism,
-                               lambda losses: self.lost(uid, ident[1], losses, True))
+                               lambda losses: self.lost(uid, ident[1], losses, True),
+                               self.kryo_major)
         rows = {s.name: PendingRows(loader, s, counts[s.name].rows if s.name in counts else {},
                                     ident) for s in header.states}
         sizes = {s.name: counts[s.name].bytes if s.name in counts else {}
@@ -663,6 +668,11 @@ class _Builder:
                 for meta in declared:
                     states.setdefault(meta.name, meta)
                 op_states.setdefault(st.index, []).extend(decoded_states)
+                for ds in decoded_states:
+                    self.undecodable.extend(
+                        UndecodablePart(uid, ds.name, st.index, None, n, cls, ser, why, damaged,
+                                        kept)
+                        for n, cls, ser, why, damaged, kept in ds.undecodable())
                 for ds in decoded_states:
                     self.operator_stored[id(ds)] = (self.stored_as(op_handle.stream),)
         if self.allow_pickle:
@@ -808,16 +818,18 @@ class _HandleLoader:
 
     def __init__(self, streams: SnapshotStreams,
                  handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
-                 max_parallelism: int, lost: Callable[[Losses], None] | None = None) -> None:
+                 max_parallelism: int, lost: Callable[[Losses], None] | None = None,
+                 kryo_major: int = 5) -> None:
         self.streams, self.handle, self.where = streams, handle, where
         self.max_parallelism = max_parallelism
-        self.lost = lost
+        self.lost, self.kryo_major = lost, kryo_major
         self._decoded: DecodedKeyed | None = None
 
     def decoded(self) -> DecodedKeyed:
         if self._decoded is None:
-            _, self._decoded, _ = decode_keyed_handle(self.streams, self.handle, self.where,
-                                                      self.max_parallelism)
+            with written_by(self.kryo_major):
+                _, self._decoded, _ = decode_keyed_handle(self.streams, self.handle,
+                                                          self.where, self.max_parallelism)
             if self.lost is not None:
                 self.lost(self._decoded.losses)
         return self._decoded

@@ -39,7 +39,7 @@ from statecore.serializers import VOID_NAMESPACE
 from statecore.undecodable import Undecodable
 
 __all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "Losses", "StateInfo", "cached_header",
-           "described", "header_end", "reason_of",
+           "described", "header_end", "reason_of", "short_names",
            "decode_keyed_stream", "group_ends", "in_state", "pair_decoder", "read_keyed_header",
            "read_state_info", "undecodable_key", "unframe_snappy"]
 

@@ -10,14 +10,15 @@ raw bytes (from its offset to the next one).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from formats.flink.javaio import DataReader
-from formats.flink.keyed import StateInfo, read_state_info
+from formats.flink.keyed import StateInfo, described, read_state_info, reason_of, short_names
 from formats.flink.metadata import FlinkOperatorHandle
-from formats.flink.types.codecs import Codec, codec_for
-from statecore.errors import UnsupportedFormatError
+from formats.flink.types.codecs import Codec, codec_for, why_undecodable
+from statecore.errors import CheckpointError, UnsupportedFormatError
+from statecore.undecodable import Undecodable
 
 __all__ = ["DecodedOperatorState", "decode_operator_stream"]
 
@@ -33,6 +34,21 @@ class DecodedOperatorState:
     elements: list[Any]  # list states: elements; broadcast: (key, value) pairs
     bytes: int
     info: StateInfo | None
+    #: broadcast entries left out: ``(values, class, serializer, reason, damaged)``
+    lost: list[tuple[int, str, str, str, bool]] = field(default_factory=list)
+
+    def undecodable(self) -> list[tuple[int, str, str, str, bool, bool]]:
+        """What could not be decoded: ``(values, class, serializer, reason, damaged, kept)``.
+
+        The markers in :attr:`elements`, counted per reason, and the broadcast entries lost.
+        """
+        counts: dict[tuple[str, str, str, bool], int] = {}
+        for e in self.elements:
+            if type(e) is Undecodable:
+                k = (e.class_name, e.serializer, e.reason, e.damaged)
+                counts[k] = counts.get(k, 0) + 1
+        return ([(n, *k, True) for k, n in counts.items()]
+                + [(n, cls, ser, why, damaged, False) for n, cls, ser, why, damaged in self.lost])
 
 
 def decode_operator_stream(data: bytes, handle: FlinkOperatorHandle, where: str
@@ -63,28 +79,47 @@ def decode_operator_stream(data: bytes, handle: FlinkOperatorHandle, where: str
         key = None if key_snapshot is None else codec_for(key_snapshot)
         elements: list[Any] = []
         size = 0
+        cls, ser = described(value_snapshot)
+        why = short_names(f"no decoder for "
+                          f"{why_undecodable(value_snapshot) if value_snapshot else 'none'}")
+        lost: list[tuple[int, str, bool]] = []  # (values, reason, damaged) left out
         for offset in offsets:
             if offset < r.pos or offset >= len(data):
                 raise r.fail(f"state {name!r}: element offset {offset} outside the data")
             end = next((o for o in all_offsets if o > offset), len(data))
             e = DataReader(data, where, offset, len(data))
             if mode == "BROADCAST":
+                n = e.count("broadcast entries", 2)
+                if key is None or value is None:
+                    lost.append((n, short_names(
+                        f"no decoder for the broadcast state's serializers "
+                        f"({key_snapshot and key_snapshot.class_name}, "
+                        f"{value_snapshot and value_snapshot.class_name})"), False))
+                    size += end - offset
+                    continue
                 pairs = []
-                for _ in range(e.count("broadcast entries", 2)):
-                    if key is None or value is None:
-                        raise UnsupportedFormatError(
-                            f"{where}: broadcast state {name!r} uses serializers statectl "
-                            f"cannot decode ({key_snapshot and key_snapshot.class_name}, "
-                            f"{value_snapshot and value_snapshot.class_name})")
-                    k = key.read(e)
-                    pairs.append((k, value.read(e)))
+                try:
+                    for _ in range(n):
+                        k = key.read(e)
+                        pairs.append((k, value.read(e)))
+                except CheckpointError as exc:  # nothing delimits the pairs: the rest is lost
+                    lost.append((n - len(pairs), reason_of(exc, where),
+                                 not isinstance(exc, UnsupportedFormatError)))
                 elements.extend(pairs)
                 size += e.pos - offset
-            elif value is None:
-                elements.append(data[offset:end])
+            elif value is None:  # an element is delimited by the next one's offset
+                elements.append(Undecodable(cls, ser, why, data[offset:end]))
                 size += end - offset
             else:
-                elements.append(value.read(e))
-                size += e.pos - offset
-        out.append(DecodedOperatorState(name, mode, value, key, elements, size, info))
+                try:
+                    elements.append(value.read(e))
+                    size += e.pos - offset
+                except CheckpointError as exc:
+                    elements.append(Undecodable(cls, ser, reason_of(exc, where),
+                                                data[offset:end],
+                                                not isinstance(exc, UnsupportedFormatError)))
+                    size += end - offset
+        out.append(DecodedOperatorState(name, mode, value, key, elements, size, info,
+                                        [(n, cls, ser, why_lost, damaged)
+                                         for n, why_lost, damaged in lost]))
     return out

@@ -44,6 +44,7 @@ from formats.flink.keyed import (
 from formats.flink.metadata import FlinkIncrementalHandle, FlinkKeyedHandle
 from formats.flink.streams import SnapshotStreams
 from formats.flink.tables import rehash_rows
+from formats.flink.types.flink_version import written_by
 from statecore.errors import CorruptCheckpointError
 
 __all__ = ["Entries", "KeyedPiece", "KeyedSource", "StateCounts", "count_piece", "counts_from_json",
@@ -70,6 +71,8 @@ class KeyedSource:
     max_parallelism: int
     where: str
     header_size: int = 0
+    #: the Kryo of the Flink that wrote the snapshot (:mod:`formats.flink.types.flink_version`)
+    kryo_major: int = 5
 
     @property
     def ident(self) -> tuple[int, int, int]:
@@ -214,6 +217,16 @@ def decode_keyed_handle(streams: SnapshotStreams,
 
 def decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCache | None = None
                  ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental | None]:
+    """Decode one piece (:func:`_decode_piece`) as the Flink that wrote the snapshot wrote it.
+
+    The codecs built for it read that Flink's Kryo (:mod:`formats.flink.types.flink_version`).
+    """
+    with written_by(piece.source.kryo_major):
+        return _decode_piece(streams, piece, headers)
+
+
+def _decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCache | None
+                  ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental | None]:
     """Decode the entries of one piece's key groups (see the module doc).
 
     A RocksDB state's bytes per key group are its keys' and values': :func:`merge_counts`

@@ -3,12 +3,14 @@
 :func:`codec_for` builds, from a parsed :class:`~formats.flink.types.snapshots.SerializerSnapshot`
 tree, a reader of one value in Flink's byte layout (reference §6.4), the statectl type spec it
 maps to, and Flink's ``getLength()`` (which decides the canonical savepoint key layout, §6.3).
-This module holds the numbers, strings, windows and the composite serializers (lists, maps,
-tuples, rows, TTL, timers); the richer types have modules of their own in this folder
-(:mod:`~formats.flink.types.pojo`, :mod:`~formats.flink.types.temporal`,
+This module holds the numbers, strings, Flink's ``Value`` types, windows and the composite
+serializers (lists, maps, sets, ``NullableSerializer``, ``Either``, tuples, rows, TTL, timers,
+the Scala API's ``Option``, case classes and collections); the richer types have modules of
+their own in this folder (:mod:`~formats.flink.types.pojo`, :mod:`~formats.flink.types.temporal`,
 :mod:`~formats.flink.types.arrays`, :mod:`~formats.flink.types.kryo`,
 :mod:`~formats.flink.types.row_data`). A serializer statectl does not know gets no codec: its
-values stay raw bytes where their length is known (canonical savepoints, RocksDB) -- never a crash.
+values stay raw bytes where their length is known (canonical savepoints, RocksDB) -- never a
+crash.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from formats.flink.javaio import DataReader
-from formats.flink.types.arrays import generic_array_codec
+from formats.flink.javaio import DataReader, utf16_units_to_str
+from formats.flink.types.arrays import flagged_elements, generic_array_codec
 from formats.flink.types.codec import Codec
+from formats.flink.types.flink_version import KRYO_MAJOR
 from formats.flink.types.kryo import kryo_codec
-from formats.flink.types.pojo import enum_codec, pojo_codec
+from formats.flink.types.pojo import PojoSubclass, enum_codec, pojo_codec
 from formats.flink.types.row_data import row_data_codec
 from formats.flink.types.snapshots import MAX_NAME, NAME_PATTERN, SerializerSnapshot
 from formats.flink.types.temporal import TEMPORAL
@@ -40,8 +43,9 @@ from statecore.hashing import (
 from statecore.serializers import GLOBAL_WINDOW, VOID_NAMESPACE, parse_type
 from statecore.ttl import TtlValue
 
-__all__ = ["PRIMITIVE_ARRAYS", "ROW_KINDS", "STRING_READ", "VOID_READ", "Codec", "RowWithKind",
-           "codec_for", "opaque_spec", "row_legacy_mode", "why_undecodable"]
+__all__ = ["FLINK_VALUE_CLASSES", "PRIMITIVE_ARRAYS", "ROW_KINDS", "STRING_READ", "VOID_READ",
+           "Codec", "RowWithKind", "codec_for", "opaque_spec", "pojo_subclasses", "row_legacy_mode",
+           "why_undecodable"]
 
 
 def _void(r: DataReader) -> Any:
@@ -108,14 +112,109 @@ _BASIC: dict[str, Codec] = {
 }
 
 
+def _string_value(r: DataReader) -> str:
+    """``StringValue.read`` (``StringValueSerializer``): a length, then UTF-16 units.
+
+    The length is a varint without ``+ 1`` (a ``StringValue`` is never null); each unit a varint.
+    """
+    length = r.varint()
+    if length > r.remaining:
+        raise r.fail(f"StringValue of {length} characters with {r.remaining} bytes left")
+    data, pos = r.data, r.pos
+    chunk = data[pos:pos + length]
+    if chunk.isascii():  # one byte per character
+        r.pos = pos + length
+        return bytes(chunk).decode("ascii")
+    return utf16_units_to_str([r.varint() for _ in range(length)])
+
+
+#: Flink's ``Value`` serializers (``typeutils.base``): ``value.write(out)``, the layout of the
+#: primitive's ``DataOutput`` write. No key hash: the ``Value`` classes' ``hashCode`` is their own
+#: (``LongValue``'s is ``43 + ...``), not checked against Flink.
+_VALUES: dict[str, Codec] = {
+    "IntValueSerializer": Codec(DataReader.i32, "int32", 4, "IntValue", struct_code="i"),
+    "LongValueSerializer": Codec(DataReader.i64, "int64", 8, "LongValue", struct_code="q"),
+    "ShortValueSerializer": Codec(DataReader.i16, "int16", 2, "ShortValue", struct_code="h"),
+    "ByteValueSerializer": Codec(DataReader.i8, "int8", 1, "ByteValue", struct_code="b"),
+    "BooleanValueSerializer": Codec(DataReader.boolean, "bool", 1, "BooleanValue",
+                                    struct_code="?"),
+    "FloatValueSerializer": Codec(DataReader.f32, "float32", 4, "FloatValue", struct_code="f"),
+    "DoubleValueSerializer": Codec(DataReader.f64, "float64", 8, "DoubleValue",
+                                   struct_code="d"),
+    "CharValueSerializer": Codec(_char, "char", 2, "CharValue"),
+    "StringValueSerializer": Codec(_string_value, "string", -1, "StringValue"),
+}
+
+#: Flink's ``Value`` classes a ``ValueSerializer``/``CopyableValueSerializer`` may be of (the
+#: same bytes as their own serializers'): class -> the serializer in :data:`_VALUES`.
+FLINK_VALUE_CLASSES = {f"org.apache.flink.types.{name[:-len('Serializer')]}": name
+                       for name in _VALUES}
+
+#: Serializers of a type of one value, which no other statectl spec holds (``void`` is the
+#: namespace only: it has no column): short snapshot class -> what it is. Their values are the
+#: ``json`` spec's: ``Tuple0`` the empty array (a tuple of no fields), ``NullValue`` and Scala's
+#: ``Unit`` null.
+_NO_SPEC = {
+    "NullValueSerializer": "NullValue (one value, written as no bytes)",
+    "Tuple0SerializerSnapshot": "Tuple0 (one value, written as the byte 42)",
+    "UnitSerializer": "Scala's Unit (one value, written as the byte 0)",
+}
+
+
+def _single(value: Any, byte: int | None, what: str) -> Codec:
+    """A type of one value (:data:`_NO_SPEC`); ``byte`` is what Flink writes (``None``: nothing).
+
+    Port of ``Tuple0Serializer.deserialize`` (``source.readByte()``; 42 is written),
+    ``NullValueSerializer`` (nothing) and Scala's ``UnitSerializer`` (a byte 0).
+    """
+    def read(r: DataReader) -> Any:
+        if byte is not None:
+            pos = r.pos
+            if pos >= r.end:
+                raise r.fail(f"truncated: a {what} expected")
+            if r.data[pos] != byte:
+                raise r.fail(f"a {what} is the byte {byte}, not {r.data[pos]}")
+            r.pos = pos + 1
+        return [] if value == [] else value
+    return Codec(read, "json", 0 if byte is None else 1, what, lambda _v: 0)
+
+
+#: What Flink writes for the one value of each (``b""``: nothing).
+SINGLE_VALUE_BYTES = {"NullValueSerializer": b"", "Tuple0SerializerSnapshot": b"\x2a",
+                      "UnitSerializer": b"\x00"}
+_SINGLES = {"NullValueSerializer": _single(None, None, "NullValue"),
+            "Tuple0SerializerSnapshot": _single([], 42, "Tuple0"),
+            "UnitSerializer": _single(None, 0, "Unit")}
+#: Composite snapshots whose values may be ``None`` at the top: a Scala ``Option`` of one of
+#: them would decode ``Some(None)`` and ``None`` alike.
+_NULLABLE_COMPOSITES = frozenset({"ScalaOptionSerializerSnapshot",
+                                  "NullableSerializer$NullableSerializerSnapshot"})
+
+
 def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
-    """The codec of a serializer snapshot, or ``None`` when statectl cannot decode it."""
+    """The codec of a serializer snapshot, or ``None`` when statectl cannot decode it.
+
+    Never a codec whose spec statectl cannot hold (:func:`statecore.serializers.parse_type`
+    refuses it: a spec too long or too deep).
+    """
+    codec = _codec_for(snapshot)
+    return None if codec is None else _spec_checked(codec)
+
+
+def _codec_for(snapshot: SerializerSnapshot) -> Codec | None:
     if snapshot.outer.get("unparsed"):  # a framed snapshot statectl could not read
         return None
     short = snapshot.short_name
     outer = short.split("$")[0]
     if outer in _BASIC:
         return _BASIC[outer]
+    if outer in _VALUES:
+        return _VALUES[outer]
+    if outer in _SINGLES:
+        return _SINGLES[outer]
+    if outer in ("ValueSerializer", "CopyableValueSerializer"):  # only Flink's own Values
+        value = FLINK_VALUE_CLASSES.get(snapshot.outer.get("class", ""))
+        return None if value is None else _VALUES[value]
     if outer in TEMPORAL:  # java.time, java.sql, java.util.Date, big numbers, GlobalWindow
         return TEMPORAL[outer]
     if outer in PRIMITIVE_ARRAYS:  # an int32 length, then the elements
@@ -126,15 +225,34 @@ def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
     if short == "EnumSerializer$EnumSerializerSnapshot":
         return enum_codec(snapshot.outer["class"], snapshot.outer["constants"])
     if short == "KryoSerializerSnapshot":
-        return kryo_codec(snapshot.outer["class"])
+        return kryo_codec(snapshot.outer["class"], snapshot.outer["registrations"],
+                          KRYO_MAJOR.get(),
+                          serializers=snapshot.outer.get("registration_serializers"),
+                          default_serializers=snapshot.outer.get("default_serializers", ()))
     nested = [codec_for(n) for n in snapshot.nested]
     if any(c is None for c in nested):
         return None
     parts: list[Codec] = [c for c in nested if c is not None]
     if short == "PojoSerializerSnapshot" and parts:
-        return _spec_checked(pojo_codec(
-            snapshot.outer["class"], list(zip(snapshot.outer["fields"], parts, strict=True)),
-            snapshot.outer["registered_subclasses"]))
+        fields = list(zip(snapshot.outer["fields"], parts, strict=True))
+        return pojo_codec(snapshot.outer["class"], fields,
+                          snapshot.outer["registered_subclasses"], pojo_subclasses(snapshot))
+    if short == "NullableSerializer$NullableSerializerSnapshot" and len(parts) == 1:
+        return _nullable_codec(parts[0], snapshot.outer.get("padding", 0))
+    if short == "SetSerializerSnapshot" and len(parts) == 1:
+        return _set_codec(parts[0])
+    if short in ("JavaEitherSerializerSnapshot", "EitherSerializerSnapshot",
+                 "ScalaEitherSerializerSnapshot") and len(parts) == 2:
+        return _either_codec(parts[0], parts[1])
+    if short == "ScalaOptionSerializerSnapshot" and len(parts) == 1:
+        if snapshot.nested[0].short_name in _NULLABLE_COMPOSITES:
+            return None  # Some(None) and None would be one None
+        return _option_codec(parts[0])
+    if short in ("ScalaCaseClassSerializerSnapshot", "Tuple2CaseClassSerializerSnapshot") \
+            and parts:
+        return _tuple_codec(parts, snapshot.outer.get("class", "CaseClass"))
+    if short == "TraversableSerializerSnapshot" and len(parts) == 1:
+        return _traversable_codec(parts[0])
     if short.startswith("GenericArraySerializerSnapshot") and len(parts) == 1:
         return generic_array_codec(snapshot.outer.get("class", "Object"), parts[0])
     if short == "ListSerializerSnapshot" and len(parts) == 1:
@@ -154,10 +272,64 @@ def codec_for(snapshot: SerializerSnapshot) -> Codec | None:
     return None
 
 
+def pojo_subclasses(snapshot: SerializerSnapshot
+                    ) -> list[tuple[PojoSubclass, Codec | None]]:
+    """The subclasses in a POJO snapshot, each with the plain codec of its fields.
+
+    Registered ones first (tag order), then the cached ones. A subclass whose serializer is not
+    a POJO serializer statectl decodes has no fields (``PojoSubclass.why`` says why).
+    """
+    out: list[tuple[PojoSubclass, Codec | None]] = []
+    for key, registered in (("registered", True), ("subclass", False)):
+        names = snapshot.outer.get("registered_subclasses" if registered else "subclasses", ())
+        snapshots = snapshot.outer.get(f"{key}_snapshots", ())
+        for name, sub in zip(names, snapshots, strict=False):
+            fields = _plain_pojo_fields(sub)
+            if fields is None:
+                why = (f"its serializer is {sub.describe()}" if sub.short_name !=
+                       "PojoSerializerSnapshot" else why_undecodable(sub))
+                out.append((PojoSubclass(name, registered, None, why), None))
+                continue
+            codec = pojo_codec(name, fields)
+            out.append((PojoSubclass(name, registered, tuple((n, c.spec) for n, c in fields)),
+                        codec))
+    return out
+
+
+def _plain_pojo_fields(snapshot: SerializerSnapshot) -> list[tuple[str, Codec]] | None:
+    """A POJO snapshot's fields with their codecs, or ``None`` (not a POJO statectl decodes)."""
+    if snapshot.short_name != "PojoSerializerSnapshot" or snapshot.outer.get("unparsed"):
+        return None
+    parts = [codec_for(n) for n in snapshot.nested]
+    if not parts or any(c is None for c in parts):
+        return None
+    return [(name, c) for name, c in zip(snapshot.outer["fields"], parts, strict=True)
+            if c is not None]
+
+
 def why_undecodable(snapshot: SerializerSnapshot, where: str = "") -> str:
     """Which serializer in ``snapshot``'s tree statectl cannot decode, for messages."""
     if codec_for(snapshot) is not None:
         return ""
+    built = _codec_for(snapshot)
+    if built is not None:  # decodable, but its spec is more than statectl holds
+        try:
+            parse_type(built.spec)
+        except StatectlError as exc:
+            return (f"{where}{snapshot.describe()}: its type spec is not one statectl holds "
+                    f"({exc})")
+    short = snapshot.short_name
+    base = short.split("$")[0]
+    if base in _NO_SPEC:
+        return (f"{where}serializer {snapshot.class_name}: {_NO_SPEC[base]}, which statectl has "
+                f"no type spec for")
+    if short == "ScalaOptionSerializerSnapshot" and snapshot.nested and \
+            snapshot.nested[0].short_name in _NULLABLE_COMPOSITES:
+        return (f"{where}a Scala Option of {snapshot.nested[0].describe()}: Some(None) and None "
+                f"would be one null in statectl's spec")
+    if base in ("ValueSerializer", "CopyableValueSerializer") and not snapshot.nested:
+        return (f"{where}{base} of the user Value class {snapshot.outer.get('class')}: its bytes "
+                f"are the class's own write(), which statectl cannot know")
     fields = snapshot.outer.get("fields")
     for i, nested in enumerate(snapshot.nested):
         if codec_for(nested) is None:
@@ -300,6 +472,102 @@ def _map_codec(key: Codec, value: Codec) -> Codec:
         return out
 
     return Codec(read, f"map<{key.spec},{value.spec}>", -1, f"Map<{key.name},{value.name}>")
+
+
+def _nullable_codec(inner: Codec, padding: int) -> Codec:
+    """``NullableSerializer``: a ``boolean`` null flag, then the value or the padding.
+
+    Null is ``true`` then ``padding`` bytes (the wrapped serializer's fixed length when Flink
+    pads), a value ``false`` then the value.
+
+    The spec is the wrapped serializer's (a null is ``None``); ``getLength()`` is ``1 +
+    padding`` when padded, else variable. A flag byte other than 0 or 1 is refused as corrupt
+    (Flink's ``writeBoolean`` writes no other).
+    """
+    read_inner = inner.read
+
+    def read(r: DataReader) -> Any:
+        pos = r.pos
+        if pos >= r.end:
+            raise r.fail("truncated: a NullableSerializer null flag expected")
+        flag = r.data[pos]
+        r.pos = pos + 1
+        if flag == 0:
+            return read_inner(r)
+        if flag != 1:
+            raise r.fail(f"NullableSerializer null flag {flag}, expected 0 or 1")
+        if padding:
+            r.need(padding)
+        return None
+
+    return Codec(read, inner.spec, 1 + padding if padding else -1, inner.name, inner.java_hash)
+
+
+def _set_codec(element: Codec) -> Codec:
+    """``SetSerializer`` (Flink 2.x): an int count, then per element a null flag and it.
+
+    The flag is a ``boolean`` (``true``: null). A set is a ``list<T>`` in Flink's iteration
+    order.
+    """
+    read = flagged_elements(element.read, "set element", 0, "null flag")
+    return Codec(read, f"list<{element.spec}>", -1, f"Set<{element.name}>")
+
+
+def _either_codec(left: Codec, right: Codec) -> Codec:
+    """``EitherSerializer``: a ``boolean`` (``true``: left), then the left or the right value.
+
+    The spec is ``struct<left:L,right:R>``; the side that is not there is ``None`` (Flink's
+    ``Either`` holds no null).
+    """
+    read_left, read_right = left.read, right.read
+
+    def read(r: DataReader) -> dict[str, Any]:
+        pos = r.pos
+        if pos >= r.end:
+            raise r.fail("truncated: an Either's side flag expected")
+        flag = r.data[pos]
+        r.pos = pos + 1
+        if flag == 1:
+            return {"left": read_left(r), "right": None}
+        if flag == 0:
+            return {"left": None, "right": read_right(r)}
+        raise r.fail(f"Either side flag {flag}, expected 0 or 1")
+
+    return Codec(read, f"struct<left:{left.spec},right:{right.spec}>", -1,
+                 f"Either<{left.name},{right.name}>")
+
+
+def _option_codec(inner: Codec) -> Codec:
+    """Scala's ``OptionSerializer`` (``flink-scala``): ``true`` then the value, or ``false``.
+
+    The spec is the value's; ``None`` is Scala's ``None`` (a ``Some(null)`` of a serializer
+    that writes nulls decodes as ``None`` too: statectl writes it back as ``None``).
+    """
+    read_inner = inner.read
+
+    def read(r: DataReader) -> Any:
+        pos = r.pos
+        if pos >= r.end:
+            raise r.fail("truncated: a Scala Option's flag expected")
+        flag = r.data[pos]
+        r.pos = pos + 1
+        if flag == 1:
+            return read_inner(r)
+        if flag:
+            raise r.fail(f"Scala Option flag {flag}, expected 0 or 1")
+        return None
+
+    return Codec(read, inner.spec, -1, f"Option<{inner.name}>")
+
+
+def _traversable_codec(element: Codec) -> Codec:
+    """Scala's ``TraversableSerializer``: an int count, per element a flag and the element.
+
+    The flag is a ``boolean``, ``true`` when the element follows (the opposite of
+    ``SetSerializer``'s). Any collection (a ``List``, a ``Map`` of ``Tuple2``) is a ``list<T>``.
+    """
+    read = flagged_elements(element.read, "collection element", 1, "flag")
+    return Codec(read, f"list<{element.spec}>", -1, f"Traversable<{element.name}>")
 
 
 def _tuple_codec(parts: list[Codec], name: str) -> Codec:

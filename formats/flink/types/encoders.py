@@ -35,9 +35,26 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from formats.flink.javaout import string_value_bytes
-from formats.flink.types.codecs import PRIMITIVE_ARRAYS, ROW_KINDS, codec_for, row_legacy_mode
-from formats.flink.types.pojo import POJO_IS_NULL, POJO_NO_SUBCLASS
+from formats.flink.javaout import string_value_bytes as _string_value_bytes
+from formats.flink.types.codecs import (
+    FLINK_VALUE_CLASSES,
+    PRIMITIVE_ARRAYS,
+    ROW_KINDS,
+    SINGLE_VALUE_BYTES,
+    codec_for,
+    pojo_subclasses,
+    row_legacy_mode,
+)
+from formats.flink.types.flink_version import KRYO_MAJOR
+from formats.flink.types.kryo import kryo_encoder
+from formats.flink.types.pojo import (
+    CLASS_FIELD,
+    POJO_IS_NULL,
+    POJO_IS_SUBCLASS,
+    POJO_IS_TAGGED_SUBCLASS,
+    POJO_NO_SUBCLASS,
+    pojo_subclass_union,
+)
 from formats.flink.types.row_data import RowDataTuple
 from formats.flink.types.snapshots import SerializerSnapshot
 from statecore.errors import InvalidArgumentError
@@ -78,7 +95,7 @@ def _packer(packer: struct.Struct, kind: type) -> Encoder:
 def _string(out: bytearray, value: Any) -> None:
     if value is not None and type(value) is not str:
         raise InvalidArgumentError(f"{value!r} is not a string")
-    out += string_value_bytes(value)
+    out += _string_value_bytes(value)
 
 
 def _bool(out: bytearray, value: Any) -> None:
@@ -304,25 +321,92 @@ def encoder_for(snapshot: SerializerSnapshot) -> Encoder | None:
     return _encoder(snapshot)
 
 
+def _string_value(out: bytearray, value: Any) -> None:
+    """``StringValue.write`` (``StringValueSerializer``): a length, then UTF-16 units.
+
+    The length is a varint without ``+ 1``, each unit a varint; never null.
+    """
+    if type(value) is not str:
+        raise InvalidArgumentError(f"{value!r} is not a string (a StringValue is never null)")
+    units = value.encode("utf-16-be", "surrogatepass")
+    _varint(out, len(units) // 2)
+    for i in range(0, len(units), 2):
+        _varint(out, units[i] << 8 | units[i + 1])
+
+
+def _varint(out: bytearray, value: int) -> None:
+    """``StringValue``'s variable-length int: 7 bits a byte, low group first."""
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+#: The mirror of ``formats.flink.types.codecs._VALUES`` (``value.write(out)``).
+_VALUES: dict[str, Encoder] = {
+    "IntValueSerializer": _packer(_I32, int),
+    "LongValueSerializer": _packer(_I64, int),
+    "ShortValueSerializer": _packer(_I16, int),
+    "ByteValueSerializer": _packer(_I8, int),
+    "BooleanValueSerializer": _bool,
+    "FloatValueSerializer": _packer(_F32, float),
+    "DoubleValueSerializer": _packer(_F64, float),
+    "CharValueSerializer": _char,
+    "StringValueSerializer": _string_value,
+}
+
+
 def _encoder(snapshot: SerializerSnapshot) -> Encoder | None:
     short = snapshot.short_name
     outer = short.split("$")[0]
     if outer in _BASIC:
         return _BASIC[outer]
+    if outer in _VALUES:
+        return _VALUES[outer]
+    if outer in SINGLE_VALUE_BYTES:  # Tuple0Serializer.serialize writes 42, Unit a 0, ...
+        written = SINGLE_VALUE_BYTES[outer]
+
+        def single(out: bytearray, value: Any) -> None:
+            out += written
+        return single
+    if outer in ("ValueSerializer", "CopyableValueSerializer"):
+        value = FLINK_VALUE_CLASSES.get(snapshot.outer.get("class", ""))
+        return None if value is None else _VALUES[value]
     if outer in PRIMITIVE_ARRAYS:
         return _list(_BASIC[PRIMITIVE_ARRAYS[outer]])
     if short.startswith("RowDataSerializer$"):
         return _row_data
     if short == "EnumSerializer$EnumSerializerSnapshot":
         return _enum(snapshot.outer["class"], snapshot.outer["constants"])
-    if short == "KryoSerializerSnapshot":
-        return _kept_bytes
+    if short == "KryoSerializerSnapshot":  # decoded values written back; kept bytes as they are
+        return kryo_encoder(snapshot.outer["class"], snapshot.outer["registrations"],
+                            KRYO_MAJOR.get(),
+                            serializers=snapshot.outer.get("registration_serializers"),
+                            default_serializers=snapshot.outer.get("default_serializers", ()))
     nested = [_encoder(n) for n in snapshot.nested]
     if any(e is None for e in nested):
         return None
     parts: list[Encoder] = [e for e in nested if e is not None]
     if short == "PojoSerializerSnapshot" and parts:
-        return _pojo(snapshot.outer["class"], snapshot.outer["fields"], parts)
+        plain = _pojo(snapshot.outer["class"], snapshot.outer["fields"], parts)
+        subclasses = pojo_subclasses(snapshot)
+        if not subclasses:
+            return plain
+        return _pojo_with_subclasses(snapshot, plain, subclasses)
+    if short == "NullableSerializer$NullableSerializerSnapshot" and len(parts) == 1:
+        return _nullable(parts[0], snapshot.outer.get("padding", 0))
+    if short == "SetSerializerSnapshot" and len(parts) == 1:
+        return _set(parts[0])
+    if short in ("JavaEitherSerializerSnapshot", "EitherSerializerSnapshot",
+                 "ScalaEitherSerializerSnapshot") and len(parts) == 2:
+        return _either(parts[0], parts[1])
+    if short == "ScalaOptionSerializerSnapshot" and len(parts) == 1:
+        return _option(parts[0])
+    if short in ("ScalaCaseClassSerializerSnapshot", "Tuple2CaseClassSerializerSnapshot") \
+            and parts:
+        return _case_class(parts)
+    if short == "TraversableSerializerSnapshot" and len(parts) == 1:
+        return _traversable(parts[0])
     if short.startswith("GenericArraySerializerSnapshot") and len(parts) == 1:
         return _generic_array(parts[0])
     if short == "ListSerializerSnapshot" and len(parts) == 1:
@@ -354,35 +438,65 @@ def _list(element: Encoder) -> Encoder:
     return write
 
 
+def _null_flagged(inner: Encoder, null: int) -> Encoder:
+    """A flag byte, then the value unless it is ``None``: the flag is ``null`` for ``None``.
+
+    Flink's ``boolean`` flags of a value that may be null: ``1`` (``true``) for null in
+    ``MapSerializer``, ``PojoSerializer`` and ``SetSerializer``; ``0`` (``false``) in
+    ``GenericArraySerializer`` and Scala's ``TraversableSerializer`` and ``OptionSerializer``.
+    """
+    present = 1 - null
+
+    def write(out: bytearray, value: Any) -> None:
+        if value is None:
+            out.append(null)
+        else:
+            out.append(present)
+            inner(out, value)
+    return write
+
+
+def _flagged_elements(element: Encoder, null: int, what: str) -> Encoder:
+    """``int size``, then per element a flag and the element (:func:`_null_flagged`).
+
+    What ``GenericArraySerializer`` and Scala's ``TraversableSerializer`` write (``null`` 0:
+    the flag is ``true`` when the element follows) and ``SetSerializer`` (``null`` 1). The value
+    is a list or tuple (``what`` names it in the error).
+    """
+    flagged = _null_flagged(element, null)
+
+    def write(out: bytearray, value: Any) -> None:
+        if not isinstance(value, list | tuple):
+            raise InvalidArgumentError(f"{value!r} is not {what}")
+        out += _I32.pack(len(value))
+        for e in value:
+            flagged(out, e)
+    return write
+
+
+def _check_fields(value: Any, count: int) -> None:
+    """A tuple, case class or row value: a tuple or list of ``count`` fields."""
+    if not isinstance(value, tuple | list) or len(value) != count:
+        raise InvalidArgumentError(f"{value!r} has not {count} fields")
+
+
 def _generic_array(element: Encoder) -> Encoder:
     """``GenericArraySerializer``: ``int length``, then per element a non-null flag.
 
     The flag is a ``boolean``, true when the element follows.
     """
-    def write(out: bytearray, value: Any) -> None:
-        if not isinstance(value, list | tuple):
-            raise InvalidArgumentError(f"{value!r} is not an array")
-        out += _I32.pack(len(value))
-        for e in value:
-            if e is None:
-                out.append(0)
-            else:
-                out.append(1)
-                element(out, e)
-    return write
+    return _flagged_elements(element, 0, "an array")
 
 
 def _map(key: Encoder, value_encoder: Encoder) -> Encoder:
     """``MapSerializer``: an int count, then per entry the key, a null flag, the value."""
+    flagged = _null_flagged(value_encoder, 1)
+
     def write(out: bytearray, value: Any) -> None:
         out += _I32.pack(len(value))
         for k, v in value.items():
             key(out, k)
-            if v is None:
-                out.append(1)
-            else:
-                out.append(0)
-                value_encoder(out, v)
+            flagged(out, v)
     return write
 
 
@@ -392,8 +506,7 @@ def _tuple(parts: list[Encoder]) -> Encoder:
     No null flags: Flink refuses a null field with ``NullFieldException``.
     """
     def write(out: bytearray, value: Any) -> None:
-        if not isinstance(value, tuple | list) or len(value) != len(parts):
-            raise InvalidArgumentError(f"{value!r} has not {len(parts)} fields")
+        _check_fields(value, len(parts))
         for part, field in zip(parts, value, strict=True):
             if field is None:
                 raise InvalidArgumentError(f"{value!r}: a Flink tuple has no null fields")
@@ -433,10 +546,10 @@ def _pojo(class_name: str, fields: Sequence[str], parts: list[Encoder]) -> Encod
 
     Fields in the snapshot's order; the null flag is a ``boolean``. A value is a dict of
     exactly the snapshot's fields, written with flags ``NO_SUBCLASS`` (``2``): the value's
-    class is the POJO's (the only one statectl decodes); null is flags ``IS_NULL`` (``1``)
-    alone.
+    class is the POJO's; null is flags ``IS_NULL`` (``1``) alone. (A POJO whose snapshot has
+    subclasses: :func:`_pojo_with_subclasses`.)
     """
-    layout = list(zip(fields, parts, strict=True))
+    layout = [(name, _null_flagged(part, 1)) for name, part in zip(fields, parts, strict=True)]
     names = frozenset(fields)
 
     def write(out: bytearray, value: Any) -> None:
@@ -448,12 +561,142 @@ def _pojo(class_name: str, fields: Sequence[str], parts: list[Encoder]) -> Encod
                                        f"{', '.join(fields)})")
         out.append(POJO_NO_SUBCLASS)
         for name, part in layout:
-            field = value[name]
-            if field is None:
-                out.append(1)
-            else:
-                out.append(0)
-                part(out, field)
+            part(out, value[name])
+    return write
+
+
+def _pojo_with_subclasses(snapshot: SerializerSnapshot, plain: Encoder,
+                          subclasses: list[Any]) -> Encoder:
+    """``PojoSerializer`` of a POJO with subclasses: the value's ``@class`` picks the form.
+
+    The POJO's class: ``plain`` (flags ``2``). A registered subclass: flags ``8``
+    (``IS_TAGGED_SUBCLASS``), its tag byte, then the subclass's ``PojoSerializer`` bytes; another
+    subclass of the snapshot: flags ``4`` (``IS_SUBCLASS``), its name (``writeUTF``), then the
+    subclass's bytes. Fields the value's class has not must be ``None``.
+    """
+    class_name = snapshot.outer["class"]
+    base_fields = snapshot.outer["fields"]
+    base_specs = [(n, c.spec) for n, c in zip(
+        base_fields, (codec_for(s) for s in snapshot.nested), strict=True) if c is not None]
+    union, excluded = pojo_subclass_union(base_specs, [sub for sub, _ in subclasses])
+    union_names = frozenset(name for name, _ in union)
+    # per class: its fields, its flags and what follows them, and the plain encoder of it
+    forms: dict[str, tuple[tuple[str, ...], bytes, Encoder]] = {
+        class_name: (tuple(base_fields), b"", plain)}
+    tag = 0
+    for sub, _codec in subclasses:
+        head = (bytes((POJO_IS_TAGGED_SUBCLASS, tag)) if sub.registered
+                else bytes((POJO_IS_SUBCLASS,)) + _utf(sub.class_name))
+        tag += sub.registered
+        if sub.fields is None or sub.class_name in excluded:
+            continue
+        sub_snapshot = _subclass_snapshot(snapshot, sub.class_name, sub.registered)
+        parts = [_encoder(n) for n in sub_snapshot.nested]
+        if any(p is None for p in parts):
+            continue
+        names = tuple(sub_snapshot.outer["fields"])
+        forms[sub.class_name] = (names, head, _pojo(sub.class_name, names,
+                                                    [p for p in parts if p is not None]))
+
+    def write(out: bytearray, value: Any) -> None:
+        if value is None:
+            out.append(POJO_IS_NULL)
+            return
+        if not isinstance(value, dict) or value.keys() != union_names:
+            raise InvalidArgumentError(f"{value!r} is not a {class_name} POJO (fields "
+                                       f"{', '.join(n for n, _ in union)})")
+        form = forms.get(value[CLASS_FIELD])
+        if form is None:
+            why = excluded.get(value[CLASS_FIELD], "not a class of the POJO's snapshot")
+            raise InvalidArgumentError(f"a {class_name} POJO of class {value[CLASS_FIELD]!r} "
+                                       f"cannot be written: {why}")
+        names, head, encode = form
+        own = {name: value[name] for name in names}
+        if any(v is not None for k, v in value.items() if k not in own and k != CLASS_FIELD):
+            raise InvalidArgumentError(f"{value!r}: a {value[CLASS_FIELD]} has no fields but "
+                                       f"{', '.join(names)}")
+        out += head
+        encode(out, own)
+    return write
+
+
+def _subclass_snapshot(snapshot: SerializerSnapshot, name: str, registered: bool
+                       ) -> SerializerSnapshot:
+    names = snapshot.outer["registered_subclasses" if registered else "subclasses"]
+    snapshots = snapshot.outer["registered_snapshots" if registered else "subclass_snapshots"]
+    found: SerializerSnapshot = snapshots[list(names).index(name)]
+    return found
+
+
+def _utf(text: str) -> bytes:
+    """``DataOutput.writeUTF`` of a class name (modified UTF-8, ``unsigned short`` length)."""
+    data = text.encode("utf-8", "surrogatepass").replace(b"\x00", b"\xc0\x80")
+    return _U16.pack(len(data)) + data
+
+
+def _nullable(inner: Encoder, padding: int) -> Encoder:
+    """``NullableSerializer``: ``true`` and ``padding`` zero bytes, or ``false`` and the value."""
+    pad = bytes(1 + padding)
+    pad = b"\x01" + pad[1:]
+
+    def write(out: bytearray, value: Any) -> None:
+        if value is None:
+            out += pad
+        else:
+            out.append(0)
+            inner(out, value)
+    return write
+
+
+def _set(element: Encoder) -> Encoder:
+    """``SetSerializer`` (Flink 2.x): ``int size``, per element a null flag and the element.
+
+    A set's elements are distinct in Java: a list with repeated elements is refused.
+    """
+    return _flagged_elements(element, 1, "a set's list of elements")
+
+
+def _case_class(parts: list[Encoder]) -> Encoder:
+    """Scala's ``CaseClassSerializer``: the fields back to back, each by its serializer.
+
+    A ``None`` field goes to its serializer (an ``Option``'s ``None``); one that cannot hold it
+    refuses it, as Flink's ``NullFieldException``.
+    """
+    def write(out: bytearray, value: Any) -> None:
+        _check_fields(value, len(parts))
+        for part, field in zip(parts, value, strict=True):
+            part(out, field)
+    return write
+
+
+def _option(inner: Encoder) -> Encoder:
+    """Scala's ``OptionSerializer``: ``true`` and the value (``Some``), or ``false``."""
+    return _null_flagged(inner, 0)
+
+
+def _traversable(element: Encoder) -> Encoder:
+    """Scala's ``TraversableSerializer``: ``int size``, per element a flag and the element.
+
+    The flag is ``true`` when the element follows, ``false`` for null.
+    """
+    return _flagged_elements(element, 0, "a collection's list of elements")
+
+
+def _either(left: Encoder, right: Encoder) -> Encoder:
+    """``EitherSerializer`` (and Scala's): ``true`` and the left value, or ``false`` and the right.
+
+    The value is ``{"left": ..., "right": ...}`` with exactly one side not ``None``.
+    """
+    def write(out: bytearray, value: Any) -> None:
+        if not isinstance(value, dict) or value.keys() != {"left", "right"} or (
+                (value["left"] is None) == (value["right"] is None)):
+            raise InvalidArgumentError(f"{value!r} is not an Either (left or right, not both)")
+        if value["left"] is not None:
+            out.append(1)
+            left(out, value["left"])
+        else:
+            out.append(0)
+            right(out, value["right"])
     return write
 
 
@@ -472,13 +715,6 @@ def _enum(class_name: str, constants: Sequence[str]) -> Encoder:
     return write
 
 
-def _kept_bytes(out: bytearray, value: Any) -> None:
-    """``KryoSerializer``: the Kryo bytes statectl kept (read as Flink delimited them)."""
-    if not isinstance(value, bytes | bytearray):
-        raise InvalidArgumentError(f"{value!r} is not the kept bytes of a Kryo value")
-    out += value
-
-
 def _row(parts: list[Encoder], legacy: bool) -> Encoder:
     """``RowSerializer`` (position based): a bit mask, then the non-null fields.
 
@@ -491,8 +727,7 @@ def _row(parts: list[Encoder], legacy: bool) -> Encoder:
     total = mask_bytes * 8
 
     def write(out: bytearray, value: Any) -> None:
-        if not isinstance(value, tuple | list) or len(value) != len(parts):
-            raise InvalidArgumentError(f"{value!r} has not {len(parts)} fields")
+        _check_fields(value, len(parts))
         kind = getattr(value, "kind", 0)
         if kind not in ROW_KINDS or (legacy and kind):
             raise InvalidArgumentError(f"row kind {kind!r} cannot be written here")

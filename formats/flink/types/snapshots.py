@@ -14,11 +14,29 @@ its version and class-specific bytes (``TypeSerializerSnapshot.writeSnapshot``).
   then three ``LinkedOptionalMap``s (``LinkedOptionalMapSerializer``: magic ``0x4f2c69a3d70``,
   a count, per entry a name and two optional length-framed parts) -- the fields (declaring class
   and field name; the field's versioned snapshot), the registered subclasses and the cached
-  non-registered subclasses (their versioned snapshots);
+  non-registered subclasses (their versioned snapshots, kept in ``outer``:
+  ``registered_snapshots`` in tag order, ``subclass_snapshots``);
 - ``EnumSerializerSnapshot`` (version 3): the enum class name, a count, the constant names;
+- ``NullableSerializerSnapshot``: a composite snapshot whose outer snapshot is ``int
+  nullPaddingLength`` (outer version 2; the versioned snapshot's version is 3);
+- ``ValueSerializerSnapshot`` and ``CopyableValueSerializerSnapshot`` (version 2): the ``Value``
+  class name;
+- the Scala API's (Flink 1.x, ``flink-scala``): ``ScalaCaseClassSerializerSnapshot`` and
+  ``Tuple2CaseClassSerializerSnapshot`` (the case class's name as outer snapshot),
+  ``TraversableSerializerSnapshot`` (outer version 2: the ``CanBuildFrom``'s Scala code),
+  ``ScalaOptionSerializerSnapshot`` and ``ScalaEitherSerializerSnapshot`` (no outer snapshot);
 - ``KryoSerializerSnapshot`` (version 2, ``KryoSerializerSnapshotData``): the type class name,
   then three ``LinkedOptionalMap``s (registrations, default serializers, default serializer
-  classes) whose framed parts are skipped: only the names are kept.
+  classes): the names in order and the serializer class a registration names (Java-serialized
+  serializer instances are never deserialized).
+
+Composite snapshots of version 1 or 2 (``ListSerializerSnapshot``, ``MapSerializerSnapshot``,
+``GenericArraySerializerSnapshot``, ``TupleSerializerSnapshot``, ``RowSerializerSnapshot``,
+``NullableSerializerSnapshot``, ``JavaEitherSerializerSnapshot``) are their legacy form, which
+Flink still reads: the outer snapshot without magic and outer version, then the nested
+snapshots; the deprecated ``EitherSerializerSnapshot`` (version 2) is the nested snapshots alone.
+Flink 1.20 writes every other snapshot here exactly as Flink 2.3 does (checked by
+``tests/test_flink_encoders.py`` on both).
 
 Snapshots inside a length frame (a POJO's fields) that statectl cannot parse are skipped whole:
 the field's values then have no codec. Field counts, names and nesting are bounded
@@ -101,6 +119,10 @@ _SIMPLE_SERIALIZERS = frozenset({
     "FloatPrimitiveArraySerializer", "ShortPrimitiveArraySerializer",
     "CharPrimitiveArraySerializer", "StringArraySerializer", "GlobalWindow",
     "VoidSerializer", "UnitSerializer", "TimeWindowSerializer",
+    # Flink's Value types (``typeutils.base``) and Tuple0 (``typeutils.runtime``)
+    "BooleanValueSerializer", "ByteValueSerializer", "CharValueSerializer",
+    "DoubleValueSerializer", "FloatValueSerializer", "ShortValueSerializer",
+    "NullValueSerializer", "Tuple0SerializerSnapshot",
 })
 
 
@@ -134,6 +156,10 @@ def read_versioned_snapshot(r: DataReader, depth: int = 0) -> SerializerSnapshot
                 f"version{'s' if len(versions) > 1 else ''} "
                 f"{', '.join(map(str, sorted(versions)))}")
         return reader(r, name, version, depth)
+    legacy = _LEGACY_COMPOSITES.get(short)
+    if legacy is not None and version <= HIGHEST_LEGACY_READ_VERSION:
+        legacy_outer = {"version": version, **legacy(r)}
+        return SerializerSnapshot(name, version, _nested(r, depth), outer=legacy_outer)
     if short == "RowDataSerializer$RowDataSerializerSnapshot":
         types = tuple(_java_object(r) for _ in range(r.count("row fields", 4)))
         return SerializerSnapshot(name, version, _nested(r, depth), types)
@@ -142,6 +168,16 @@ def read_versioned_snapshot(r: DataReader, depth: int = 0) -> SerializerSnapshot
         outer_version = r.i32()
         objects: list[Any] = []
         outer: dict[str, Any] = {"version": outer_version}
+        if short == "NullableSerializer$NullableSerializerSnapshot":
+            outer["padding"] = _padding(r)
+        elif short in ("ScalaCaseClassSerializerSnapshot", "Tuple2CaseClassSerializerSnapshot"):
+            outer["class"] = _checked_name(r, "case class")
+        elif short == "TraversableSerializerSnapshot":
+            if outer_version != 2:
+                raise UnsupportedFormatError(
+                    f"{r.where}: serializer snapshot {name} outer version {outer_version}; "
+                    f"statectl reads outer version 2 (the CanBuildFrom's code)")
+            outer["cbf"] = r.utf()
         while _peek_i32(r) != NESTED_MAGIC:
             if r.data[r.pos:r.pos + 2] == b"\xac\xed":
                 objects.append(_java_object(r))
@@ -161,6 +197,44 @@ def read_versioned_snapshot(r: DataReader, depth: int = 0) -> SerializerSnapshot
     raise UnsupportedFormatError(
         f"{r.where}: serializer snapshot {name} (version {version}) has a layout statectl "
         f"does not know, so the state header cannot be read past it")
+
+
+#: Longest null padding of a ``NullableSerializer`` statectl accepts (the padding is the wrapped
+#: serializer's fixed length: a few bytes for Flink's own).
+MAX_PADDING = 1 << 16
+
+
+def _padding(r: DataReader) -> int:
+    """``NullableSerializerSnapshot.readOuterSnapshot``: ``int nullPaddingLength``."""
+    padding = r.i32()
+    if not 0 <= padding <= MAX_PADDING:
+        raise r.fail(f"NullableSerializer null padding of {padding} bytes (0..{MAX_PADDING})")
+    return padding
+
+
+#: ``CompositeTypeSerializerSnapshot.HIGHEST_LEGACY_READ_VERSION``: a composite snapshot of this
+#: version or lower was written before the magic number and the outer version (Flink 1.7/1.8).
+HIGHEST_LEGACY_READ_VERSION = 2
+
+
+def _no_outer(r: DataReader) -> dict[str, Any]:
+    return {}
+
+
+#: Composite snapshots Flink reads in their legacy form (``legacyInternalReadOuterSnapshot``:
+#: ``readOuterSnapshot`` of the snapshot's version, no magic; then the nested snapshots):
+#: short class name -> reader of the legacy outer snapshot. A legacy ``RowSerializerSnapshot``
+#: (outer version below 3) has no ``RowKind``.
+_LEGACY_COMPOSITES: dict[str, Callable[[DataReader], dict[str, Any]]] = {
+    "ListSerializerSnapshot": _no_outer,
+    "MapSerializerSnapshot": _no_outer,
+    "GenericArraySerializerSnapshot": lambda r: {"class": _checked_name(
+        r, "array component class")},
+    "TupleSerializerSnapshot": lambda r: {"tuple_class": r.utf()},
+    "RowSerializer$RowSerializerSnapshot": _no_outer,
+    "NullableSerializer$NullableSerializerSnapshot": lambda r: {"padding": _padding(r)},
+    "JavaEitherSerializerSnapshot": _no_outer,
+}
 
 
 def _peek_i32(r: DataReader) -> int | None:
@@ -251,11 +325,25 @@ def _read_pojo_snapshot(r: DataReader, name: str, version: int, depth: int
         nested.append(_framed_snapshot(snapshot, depth))
     if len(set(fields)) != len(fields):
         raise UnsupportedFormatError(f"{r.where}: POJO {pojo_class} has two fields of one name")
-    registered = tuple(entry[0] for entry in _optional_map(r, "registered POJO subclasses"))
-    cached = tuple(entry[0] for entry in _optional_map(r, "POJO subclasses"))
+    registered = _subclasses(r, "registered POJO subclasses", depth)
+    cached = _subclasses(r, "POJO subclasses", depth)
     return SerializerSnapshot(name, version, tuple(nested), outer={
-        "class": pojo_class, "fields": tuple(fields), "registered_subclasses": registered,
-        "subclasses": cached})
+        "class": pojo_class, "fields": tuple(fields),
+        "registered_subclasses": tuple(n for n, _ in registered),
+        "subclasses": tuple(n for n, _ in cached),
+        "registered_snapshots": tuple(s for _, s in registered),
+        "subclass_snapshots": tuple(s for _, s in cached)})
+
+
+def _subclasses(r: DataReader, what: str, depth: int) -> list[tuple[str, SerializerSnapshot]]:
+    """A ``PojoSerializerSnapshotData`` subclass map: per subclass its name and snapshot.
+
+    The registered subclasses (``registeredSubclassSerializerSnapshots``, in tag order) or the
+    subclass serializers the ``PojoSerializer`` had cached (``nonRegisteredSubclass...``).
+    """
+    # a subclass's name is data (a value's ``@class``), never part of a type spec
+    return [(class_name, _framed_snapshot(snapshot, depth))
+            for class_name, _key, snapshot in _optional_map(r, what)]
 
 
 def _read_enum_snapshot(r: DataReader, name: str, version: int, depth: int
@@ -273,18 +361,64 @@ def _read_enum_snapshot(r: DataReader, name: str, version: int, depth: int
                                                     "constants": constants})
 
 
+def _read_value_snapshot(r: DataReader, name: str, version: int, depth: int
+                         ) -> SerializerSnapshot:
+    """``ValueSerializerSnapshot`` / ``CopyableValueSerializerSnapshot`` (version 2).
+
+    ``writeSnapshot``: the ``Value`` class name (``writeUTF``).
+    """
+    return SerializerSnapshot(name, version, outer={"class": _checked_name(r, "Value class")})
+
+
+def _read_legacy_either_snapshot(r: DataReader, name: str, version: int, depth: int
+                                 ) -> SerializerSnapshot:
+    """The deprecated ``EitherSerializerSnapshot`` (version 2, which Flink 1.x reads).
+
+    Its bytes are the nested snapshots (``NestedSerializersSnapshotDelegate``) alone.
+    """
+    return SerializerSnapshot(name, version, _nested(r, depth))
+
+
 def _read_kryo_snapshot(r: DataReader, name: str, version: int, depth: int
                         ) -> SerializerSnapshot:
     """``KryoSerializerSnapshot`` version 2: the type class, registrations, default serializers.
 
-    Only the names are kept (the framed registrations may hold Java-serialized serializers).
+    The registrations are kept in order (they decide Kryo's class ids), with the serializer
+    class of those that name one (``KryoRegistrationSerializer``: class name, an int kind --
+    0 Kryo's default serializer, 1 a serializer class, its name follows, 2 a Java-serialized
+    serializer instance, which statectl never deserializes: ``"(instance)"``); of the default
+    serializers only the classes they serialize.
     """
     type_class = _checked_name(r, "Kryo type class")
-    registrations = tuple(entry[0] for entry in _optional_map(r, "Kryo registrations"))
-    _optional_map(r, "Kryo default serializers")
-    _optional_map(r, "Kryo default serializer classes")
-    return SerializerSnapshot(name, version, outer={"class": type_class,
-                                                    "registrations": registrations})
+    registrations = []
+    serializers = {}
+    for entry, _key, value in _optional_map(r, "Kryo registrations"):
+        registrations.append(entry)
+        kind = _kryo_registration_kind(value)
+        if kind:
+            serializers[entry] = kind
+    defaults = [entry[0] for entry in _optional_map(r, "Kryo default serializers")]
+    defaults += [entry[0] for entry in _optional_map(r, "Kryo default serializer classes")]
+    return SerializerSnapshot(name, version, outer={
+        "class": type_class, "registrations": tuple(registrations),
+        "registration_serializers": serializers, "default_serializers": tuple(defaults)})
+
+
+def _kryo_registration_kind(frame: DataReader | None) -> str:
+    """The serializer a framed ``KryoRegistration`` names: ``""`` for Kryo's default one."""
+    if frame is None:
+        return "(absent)"
+    if frame.at_end():  # nothing written: Kryo's default serializer
+        return ""
+    frame.utf()
+    if frame.remaining < 4:  # no kind written: Kryo's default serializer
+        return ""
+    kind = frame.i32()
+    if kind == 0:
+        return ""
+    if kind == 1:
+        return frame.utf()
+    return "(instance)"
 
 
 #: Snapshots with their own layout: short class name -> (reader, versions statectl reads).
@@ -293,4 +427,8 @@ _SPECIAL_SNAPSHOTS: dict[str, tuple[Callable[[DataReader, str, int, int], Serial
     "PojoSerializerSnapshot": (_read_pojo_snapshot, frozenset({2})),
     "EnumSerializer$EnumSerializerSnapshot": (_read_enum_snapshot, frozenset({3})),
     "KryoSerializerSnapshot": (_read_kryo_snapshot, frozenset({2})),
+    "ValueSerializer$ValueSerializerSnapshot": (_read_value_snapshot, frozenset({2})),
+    "EitherSerializerSnapshot": (_read_legacy_either_snapshot, frozenset({2})),
+    "CopyableValueSerializer$CopyableValueSerializerSnapshot": (_read_value_snapshot,
+                                                                frozenset({2})),
 }

@@ -18,6 +18,9 @@ Flink serializer                  statectl spec       bytes
 ``BigDecSerializer``              ``decimal``         the unscaled ``BigInteger``, int32 scale
 ================================  ==================  =========================================
 
+Flink 1.20 writes the same snapshots (simple snapshots, version 3) and the same bytes
+(``tests/test_flink_encoders.py`` runs Flink's own serializers of both).
+
 Null markers are Flink's: ``Long.MIN_VALUE`` seconds with ``Integer.MIN_VALUE`` nanos (Instant),
 ``Integer.MIN_VALUE`` year (LocalDate), ``Byte.MIN_VALUE`` hour (LocalTime), ``Long.MIN_VALUE``
 milliseconds (the ``java.util.Date`` family).
@@ -66,6 +69,18 @@ _DATE = struct.Struct(">ibb")
 _TIME = struct.Struct(">bbbi")
 
 
+def _room(r: DataReader, n: int) -> int:
+    """The reader's position, once ``n`` more bytes are known to be there (not yet advanced).
+
+    The readers check their value's whole width first, then decode it, and advance past it only
+    once it is decoded (a corrupt value's error names the value's first byte).
+    """
+    pos = r.pos
+    if pos + n > r.end:
+        raise r.fail(f"truncated: {n} more bytes expected, {r.end - pos} left")
+    return pos
+
+
 def _instant_ns(r: DataReader, nanos: int, what: str) -> Instant:
     if not _NS_LOW <= nanos <= _NS_HIGH:
         raise UnsupportedFormatError(
@@ -75,9 +90,7 @@ def _instant_ns(r: DataReader, nanos: int, what: str) -> Instant:
 
 
 def _read_instant(r: DataReader) -> Instant | None:
-    pos = r.pos
-    if pos + 12 > r.end:
-        raise r.fail(f"truncated: 12 more bytes expected, {r.end - pos} left")
+    pos = _room(r, 12)
     seconds, nanos = _QI.unpack_from(r.data, pos)
     if not 0 <= nanos < NANOS_PER_SECOND:
         if seconds == LONG_MIN and nanos == INT_MIN:
@@ -99,9 +112,7 @@ def _date_parts(r: DataReader, pos: int) -> tuple[int, int, int] | None:
 
 
 def _read_local_date(r: DataReader) -> datetime.date | None:
-    pos = r.pos
-    if pos + 6 > r.end:
-        raise r.fail(f"truncated: 6 more bytes expected, {r.end - pos} left")
+    pos = _room(r, 6)
     parts = _date_parts(r, pos)
     r.pos = pos + 6
     if parts is None:
@@ -124,9 +135,7 @@ def _time_nanos(r: DataReader, pos: int) -> int | None:
 
 
 def _read_local_time(r: DataReader) -> LocalTime | None:
-    pos = r.pos
-    if pos + 7 > r.end:
-        raise r.fail(f"truncated: 7 more bytes expected, {r.end - pos} left")
+    pos = _room(r, 7)
     nanos = _time_nanos(r, pos)
     r.pos = pos + 7
     return None if nanos is None else LocalTime(nanos)
@@ -134,9 +143,7 @@ def _read_local_time(r: DataReader) -> LocalTime | None:
 
 def _read_local_datetime(r: DataReader) -> LocalDateTime | None:
     """``LocalDateTimeSerializer``: the date's bytes then the time's; null if either is."""
-    pos = r.pos
-    if pos + 13 > r.end:
-        raise r.fail(f"truncated: 13 more bytes expected, {r.end - pos} left")
+    pos = _room(r, 13)
     parts = _date_parts(r, pos)
     nanos = _time_nanos(r, pos + 6)
     r.pos = pos + 13
@@ -151,9 +158,7 @@ def _read_local_datetime(r: DataReader) -> LocalDateTime | None:
 
 def _read_millis(r: DataReader) -> Instant | None:
     """``SqlDateSerializer``, ``SqlTimeSerializer``, ``DateSerializer``: epoch ms."""
-    pos = r.pos
-    if pos + 8 > r.end:
-        raise r.fail(f"truncated: 8 more bytes expected, {r.end - pos} left")
+    pos = _room(r, 8)
     r.pos = pos + 8
     millis = _Q.unpack_from(r.data, pos)[0]
     return None if millis == LONG_MIN else Instant(millis * 1_000_000)
@@ -161,12 +166,9 @@ def _read_millis(r: DataReader) -> Instant | None:
 
 def _read_sql_timestamp(r: DataReader) -> Instant | None:
     """``SqlTimestampSerializer``: ``getTime()`` (ms), ``getNanos()`` (of its second)."""
-    pos = r.pos
-    if pos + 8 > r.end:
-        raise r.fail(f"truncated: 8 more bytes expected, {r.end - pos} left")
+    pos = _room(r, 8)
     millis = _Q.unpack_from(r.data, pos)[0]
-    if pos + 12 > r.end:  # null is Long.MIN_VALUE and an int 0: 12 bytes as well
-        raise r.fail(f"truncated: 12 more bytes expected, {r.end - pos} left")
+    _room(r, 12)  # null is Long.MIN_VALUE and an int 0: 12 bytes as well
     if millis == LONG_MIN:
         r.pos = pos + 12
         return None
