@@ -232,3 +232,84 @@ def test_a_savepoint_that_would_lose_values_is_refused(tmp_path: Path) -> None:
     code, _, err = run("rescale", str(copy), "-p", "3", "--out", str(tmp_path / "out"))
     assert code == 3 and "would lose" in err and "'day'" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def _rocksdb_incremental() -> Path:
+    for fixture_set in require_fixtures("types"):
+        for snap in expected(fixture_set)["snapshots"]:
+            path = fixture_set / snap["path"]
+            if "rocksdb" in fixture_set.name and snap["kind"] == "checkpoint" and (
+                    snap["parallelism"] == 2):
+                return path
+    pytest.fail("no RocksDB checkpoint in the types fixtures")
+
+
+def test_one_corrupt_rocksdb_value_is_the_only_damage(tmp_path: Path) -> None:
+    """A value of an SST data block changed, its block checksum made right again (so RocksDB's
+    own checks pass): the damage is that one value, kept as a damaged marker with its bytes.
+
+    The fixture's blocks are Snappy-compressed; the byte changed is in a literal run (the raw
+    block holds the pattern), so the block stays valid Snappy.
+    """
+    from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
+    from formats.flink.rocksdb import open_sst
+    from formats.flink.rocksdb.checksums import compute_builtin_checksum, context_modifier
+
+    snapshot = _rocksdb_incremental()
+    copy = _copy(snapshot, tmp_path)
+    metadata_path = copy / "_metadata"
+    metadata = metadata_path.read_bytes()
+    flink = parse_metadata(metadata, "_metadata")
+    done = False
+    for op in flink.operators:
+        for st in op.subtasks:
+            for handle in st.managed_keyed:
+                if done or not isinstance(handle, FlinkIncrementalHandle):
+                    continue
+                for _local, stream in handle.files:
+                    if done or stream.kind != "inline" or stream.data is None:
+                        continue
+                    data = stream.data
+                    try:
+                        table = open_sst(data, "sst")
+                    except Exception:  # noqa: BLE001 - not an SST file (MANIFEST, ...)
+                        continue
+                    for _key, block in table.index_entries():
+                        end = block.offset + block.size
+                        raw = data[block.offset:end]
+                        at = raw.find(ADDRESS)
+                        if at < 0:  # the pattern in the block as stored (a literal run)
+                            continue
+                        changed = bytearray(data)
+                        changed[block.offset + at] = BAD_FLAGS
+                        kind = table.footer.checksum_type
+                        stored = bytes(changed[block.offset:end + 1])
+                        checksum = (compute_builtin_checksum(kind, stored) + context_modifier(
+                            table.footer.base_context_checksum, block.offset)) & 0xFFFFFFFF
+                        changed[end + 1:end + 5] = checksum.to_bytes(4, "little")
+                        assert metadata.count(data) == 1
+                        metadata = metadata.replace(data, bytes(changed))
+                        done = True
+                        break
+    assert done, "no data block holds the pattern as stored"
+    metadata_path.write_bytes(metadata)
+    before, after = _states(snapshot), _states(copy, partial=True)
+    checkpoint = open_checkpoint(str(copy), partial=True)
+    damaged = [p for p in checkpoint.undecodable_parts() if p.damaged]
+    # Snappy may copy the changed literal to later values of the block: each such value is
+    # damaged on its own -- one value a part, kept as a marker, nothing else touched
+    assert damaged and all(p.values == 1 and p.kept for p in damaged), damaged
+    hit = damaged[0]
+    assert {(p.operator, p.state) for p in damaged} == {(hit.operator, hit.state)}
+    for key, entries in before.items():
+        if key != (hit.operator, hit.state):
+            assert after[key] == entries, key
+    changed_rows = [(b, a) for b, a in zip(before[(hit.operator, hit.state)],
+                                           after[(hit.operator, hit.state)], strict=True)
+                    if b != a]
+    assert len(changed_rows) == sum(p.values for p in damaged)
+    for was, now in changed_rows:  # in the same place: a marker with its bytes
+        assert now[:3] == was[:3] and type(now[3]) is Undecodable and now[3].damaged
+        assert now[3].data and BAD_FLAGS in now[3].data
+    code, out, err = run("inspect", str(copy), "--all")
+    assert code == 3 and "damaged" in err and "last-event" in out, err
