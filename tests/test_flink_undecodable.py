@@ -124,13 +124,13 @@ def test_an_unknown_serializer_hides_nothing_else_and_exits_0(name: str, snapsho
     assert code == 0 and "day" in out and "keyed entries not counted" in out, err
     commands = (["inspect", "--all"], ["inspect", "--key", "k1"],
                 ["export", "--format", "jsonl", "--out", str(tmp_path / "x")],
-                ["rescale", "--plan", "-p", "3"])
+                ["rescale", "--plan", "-p", "3"], ["diff", str(copy)])
     for command in commands:
         code, out, err = run(*command[:1], str(copy), *command[1:])
         assert code == 0, (command, err)
         assert "not decoded" in err and "pojo-keyed/day" in err, err
         assert ("last-event" if command[0] == "inspect" else "pojo-keyed") in out or (
-            command[0] == "export")
+            command[0] in ("export", "diff"))
     code, out, err = run("--output", "json", "verify", str(copy))
     report = json.loads(out)
     assert code == 0 and report["clean"], err

@@ -474,6 +474,21 @@ def _map_codec(key: Codec, value: Codec) -> Codec:
     return Codec(read, f"map<{key.spec},{value.spec}>", -1, f"Map<{key.name},{value.name}>")
 
 
+def _read_flag(r: DataReader, truncated: str, name: str) -> int:
+    """One ``boolean`` flag byte, 0 or 1 (Flink's ``writeBoolean`` writes no other).
+
+    ``truncated`` is the error when no byte is left, ``name`` names the flag in a bad one's.
+    """
+    pos = r.pos
+    if pos >= r.end:
+        raise r.fail(truncated)
+    flag = r.data[pos]
+    r.pos = pos + 1
+    if flag > 1:
+        raise r.fail(f"{name} {flag}, expected 0 or 1")
+    return flag
+
+
 def _nullable_codec(inner: Codec, padding: int) -> Codec:
     """``NullableSerializer``: a ``boolean`` null flag, then the value or the padding.
 
@@ -487,15 +502,9 @@ def _nullable_codec(inner: Codec, padding: int) -> Codec:
     read_inner = inner.read
 
     def read(r: DataReader) -> Any:
-        pos = r.pos
-        if pos >= r.end:
-            raise r.fail("truncated: a NullableSerializer null flag expected")
-        flag = r.data[pos]
-        r.pos = pos + 1
-        if flag == 0:
+        if not _read_flag(r, "truncated: a NullableSerializer null flag expected",
+                          "NullableSerializer null flag"):
             return read_inner(r)
-        if flag != 1:
-            raise r.fail(f"NullableSerializer null flag {flag}, expected 0 or 1")
         if padding:
             r.need(padding)
         return None
@@ -522,16 +531,9 @@ def _either_codec(left: Codec, right: Codec) -> Codec:
     read_left, read_right = left.read, right.read
 
     def read(r: DataReader) -> dict[str, Any]:
-        pos = r.pos
-        if pos >= r.end:
-            raise r.fail("truncated: an Either's side flag expected")
-        flag = r.data[pos]
-        r.pos = pos + 1
-        if flag == 1:
+        if _read_flag(r, "truncated: an Either's side flag expected", "Either side flag"):
             return {"left": read_left(r), "right": None}
-        if flag == 0:
-            return {"left": None, "right": read_right(r)}
-        raise r.fail(f"Either side flag {flag}, expected 0 or 1")
+        return {"left": None, "right": read_right(r)}
 
     return Codec(read, f"struct<left:{left.spec},right:{right.spec}>", -1,
                  f"Either<{left.name},{right.name}>")
@@ -546,15 +548,8 @@ def _option_codec(inner: Codec) -> Codec:
     read_inner = inner.read
 
     def read(r: DataReader) -> Any:
-        pos = r.pos
-        if pos >= r.end:
-            raise r.fail("truncated: a Scala Option's flag expected")
-        flag = r.data[pos]
-        r.pos = pos + 1
-        if flag == 1:
+        if _read_flag(r, "truncated: a Scala Option's flag expected", "Scala Option flag"):
             return read_inner(r)
-        if flag:
-            raise r.fail(f"Scala Option flag {flag}, expected 0 or 1")
         return None
 
     return Codec(read, inner.spec, -1, f"Option<{inner.name}>")

@@ -551,18 +551,29 @@ def _pojo(class_name: str, fields: Sequence[str], parts: list[Encoder]) -> Encod
     """
     layout = [(name, _null_flagged(part, 1)) for name, part in zip(fields, parts, strict=True)]
     names = frozenset(fields)
+    listing = ", ".join(fields)
 
     def write(out: bytearray, value: Any) -> None:
-        if value is None:
-            out.append(POJO_IS_NULL)
+        if _pojo_null(out, value, names, class_name, listing):
             return
-        if not isinstance(value, dict) or value.keys() != names:
-            raise InvalidArgumentError(f"{value!r} is not a {class_name} POJO (fields "
-                                       f"{', '.join(fields)})")
         out.append(POJO_NO_SUBCLASS)
         for name, part in layout:
             part(out, value[name])
     return write
+
+
+def _pojo_null(out: bytearray, value: Any, names: frozenset[str], class_name: str,
+               listing: str) -> bool:
+    """Whether a POJO value is null (then written: flags ``IS_NULL`` alone).
+
+    A value that is not is a dict of exactly ``names`` (``listing`` lists them in the error).
+    """
+    if value is None:
+        out.append(POJO_IS_NULL)
+        return True
+    if not isinstance(value, dict) or value.keys() != names:
+        raise InvalidArgumentError(f"{value!r} is not a {class_name} POJO (fields {listing})")
+    return False
 
 
 def _pojo_with_subclasses(snapshot: SerializerSnapshot, plain: Encoder,
@@ -598,13 +609,11 @@ def _pojo_with_subclasses(snapshot: SerializerSnapshot, plain: Encoder,
         forms[sub.class_name] = (names, head, _pojo(sub.class_name, names,
                                                     [p for p in parts if p is not None]))
 
+    listing = ", ".join(n for n, _ in union)
+
     def write(out: bytearray, value: Any) -> None:
-        if value is None:
-            out.append(POJO_IS_NULL)
+        if _pojo_null(out, value, union_names, class_name, listing):
             return
-        if not isinstance(value, dict) or value.keys() != union_names:
-            raise InvalidArgumentError(f"{value!r} is not a {class_name} POJO (fields "
-                                       f"{', '.join(n for n, _ in union)})")
         form = forms.get(value[CLASS_FIELD])
         if form is None:
             why = excluded.get(value[CLASS_FIELD], "not a class of the POJO's snapshot")
