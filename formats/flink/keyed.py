@@ -1,9 +1,7 @@
 """Flink's keyed state streams: the heap full-snapshot format and the canonical savepoint format.
 
-- Header (reference §6.1): ``KeyedBackendSerializationProxy`` version 6, the compression flag,
-  the key serializer snapshot, then per state its name, type, options and serializer snapshots.
-  A state's id is its position in this list (``HeapSnapshotResources`` assigns ids in the order
-  it writes the meta infos; the restore reads them back the same way).
+- Header (reference §6.1): the key serializer and the states' meta infos,
+  :mod:`formats.flink.state_meta`; a state's id is its position in the header's list.
 - Heap body (§6.2): at each key group's offset ``int key_group``, then for every state
   ``short id`` and its block (``int n`` then ``n`` x (namespace, key, value) for key/value state,
   ``int n`` elements for timers); each state block in its own compression stream when
@@ -16,11 +14,14 @@ Snappy (Flink's ``SnappyStreamCompressionDecorator`` writes the framing format o
 ``SnappyFramedOutputStream``): chunks are unframed here and each compressed chunk is inflated by
 pyarrow's Snappy codec (an existing library; no new dependency). CRCs are not checked: a
 corrupt chunk fails to inflate or decodes to inconsistent data, which is reported.
+
+Nothing that cannot be decoded stops a stream (docs/flink-types.md, "Never all-or-nothing"):
+what is lost is counted in :class:`~formats.flink.losses.Losses`, scoped to a value (canonical)
+or to a state's block in a key group (heap, whose next block is found again).
 """
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,11 +30,21 @@ from typing import Any
 import pyarrow as pa
 
 from formats.flink.javaio import DataReader
+from formats.flink.losses import Losses, described, reason_of, short_names
 from formats.flink.metadata import FlinkKeyedHandle
+from formats.flink.state_meta import (
+    HeaderCache,
+    KeyedHeader,
+    StateInfo,
+    cached_header,
+    header_end,
+    read_keyed_header,
+    read_state_info,
+)
 from formats.flink.types.codecs import STRING_READ as _STRING_READ
 from formats.flink.types.codecs import VOID_READ as _VOID_READ
-from formats.flink.types.codecs import Codec, codec_for, why_undecodable
-from formats.flink.types.snapshots import SerializerSnapshot, read_snapshot
+from formats.flink.types.codecs import Codec, why_undecodable
+from formats.flink.types.snapshots import SerializerSnapshot
 from statecore.errors import CheckpointError, CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import VOID_NAMESPACE
 from statecore.undecodable import Undecodable
@@ -43,48 +54,12 @@ __all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "Losses", "StateInfo", 
            "decode_keyed_stream", "group_ends", "in_state", "pair_decoder", "read_keyed_header",
            "read_state_info", "undecodable_key", "unframe_snappy"]
 
-KEYED_PROXY_VERSION = 6
-STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
 _BLOCK_HEAD = struct.Struct(">hi")  # a heap state block: short state id, int entry count
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 END_OF_KEY_GROUP = -1  # 0xFFFF read as a signed short
 FIRST_BIT = 0x80
 MAX_CHUNK = 1 << 16  # the framing format's largest uncompressed chunk
-
-
-@dataclass
-class StateInfo:
-    """One state of the header: name, kind and serializers (with codecs where known)."""
-
-    name: str
-    backend_type: str  # KEY_VALUE | PRIORITY_QUEUE | ...
-    options: dict[str, str]
-    serializers: dict[str, SerializerSnapshot]
-    kind: str = ""  # value | list | map | reducing | aggregating | timers
-    value: Codec | None = None  # heap layout: the whole state value
-    namespace: Codec | None = None
-    element: Codec | None = None  # list element / map value / timer (canonical layout)
-    user_key: Codec | None = None
-    #: the meta info's bytes exactly as Flink wrote them (a savepoint writer carries them over)
-    raw: bytes = b""
-
-    @property
-    def serializer_names(self) -> dict[str, str]:
-        return {k: s.describe() for k, s in self.serializers.items()}
-
-
-@dataclass
-class KeyedHeader:
-    """The header of a keyed state stream: compression, key serializer, states."""
-
-    compressed: bool
-    key_snapshot: SerializerSnapshot
-    key: Codec | None
-    states: list[StateInfo]
-    size: int = 0  # bytes of the header
-    #: the key serializer snapshot's bytes as Flink wrote them (proxy version included)
-    key_snapshot_raw: bytes = b""
 
 
 @dataclass
@@ -97,214 +72,6 @@ class DecodedKeyed:
     key_group_bytes: dict[int, int] = field(default_factory=dict)
     #: what could not be decoded (:class:`Losses`)
     losses: Losses = field(default_factory=lambda: Losses())
-
-
-class Losses:
-    """What a decoder could not decode, counted per state, key group, class and reason.
-
-    :meth:`parts` lists them as ``(state, key_group, values, class, serializer, reason,
-    damaged, kept)``, which :class:`statecore.undecodable.UndecodablePart` completes with the
-    operator and subtask. ``kept``: the values are in the rows as
-    :class:`~statecore.undecodable.Undecodable` markers; else they are missing from them.
-    """
-
-    __slots__ = ("_counts",)
-
-    def __init__(self) -> None:
-        self._counts: dict[tuple[str, int | None, str, str, str, bool, bool], int] = {}
-
-    def add(self, state: str, key_group: int | None, values: int, class_name: str,
-            serializer: str, reason: str, damaged: bool, kept: bool) -> None:
-        key = (state, key_group, class_name, serializer, reason, damaged, kept)
-        known = self._counts.get(key, 0)
-        self._counts[key] = -1 if values < 0 or known < 0 else known + values
-
-    def extend(self, other: Losses) -> None:
-        for (state, kg, cls, ser, reason, damaged, kept), n in other._counts.items():
-            self.add(state, kg, n, cls, ser, reason, damaged, kept)
-
-    def parts(self) -> list[tuple[str, int | None, int, str, str, str, bool, bool]]:
-        return [(state, kg, n, cls, ser, reason, damaged, kept)
-                for (state, kg, cls, ser, reason, damaged, kept), n in self._counts.items()]
-
-    def __bool__(self) -> bool:
-        return bool(self._counts)
-
-
-def described(snapshot: SerializerSnapshot | None) -> tuple[str, str]:
-    """``(class, serializer)`` of the values of a serializer snapshot, for markers.
-
-    The class the snapshot names (a POJO's, an enum's, Kryo's type class), else the
-    serializer's own name: the snapshot says no more of the values' class.
-    """
-    if snapshot is None:
-        return "(unknown)", "(no serializer)"
-    named = snapshot.outer.get("class")
-    if isinstance(named, str):
-        return named, snapshot.short_name
-    return snapshot.short_name.split("$")[0], snapshot.short_name
-
-
-#: Java package prefixes, left out of messages (``org.apache.flink...base.LongSerializer``).
-_PACKAGE = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+(?=[A-Z])")
-
-
-def short_names(text: str) -> str:
-    """``text`` with Java class names without their packages."""
-    return _PACKAGE.sub("", text)
-
-
-def reason_of(exc: BaseException, where: str) -> str:
-    """An error's message without the location every message of one stream starts with."""
-    text = str(exc)
-    return text[len(where) + 2:] if where and text.startswith(where + ": ") else text
-
-
-def read_keyed_header(r: DataReader, end: int | None = None) -> KeyedHeader:
-    """``KeyedBackendSerializationProxy.read``: the key serializer, then every state's meta info.
-
-    ``end``: where the header ends when the caller knows it (the first key group's offset, a
-    RocksDB meta-data stream's length). Then a serializer snapshot statectl cannot parse (its
-    layout is the serializer's own, and nothing frames it) does not stop the header: its
-    state keeps the snapshot as unparsed (no codec: its values are reported undecodable) and
-    reading goes on where the rest of the header parses exactly up to ``end``
-    (:func:`_resync_header`).
-    """
-    start = r.pos
-    version = r.i32()
-    if version != KEYED_PROXY_VERSION:
-        raise UnsupportedFormatError(
-            f"{r.where}: keyed state written with serialization proxy version {version}; "
-            f"statectl reads version {KEYED_PROXY_VERSION} (Flink 1.17 and later)")
-    compressed = r.boolean()
-    at = r.pos
-    key_snapshot = read_snapshot(r)
-    key_raw = r.data[at:r.pos]
-    n = r.count("states", 10, r.i16())
-    states = read_state_infos(r, n, end)
-    return KeyedHeader(compressed, key_snapshot, codec_for(key_snapshot), states, r.pos - start,
-                       key_raw)
-
-
-def read_state_infos(r: DataReader, n: int, end: int | None = None) -> list[StateInfo]:
-    """``n`` meta infos; with ``end`` known, an unparsable serializer snapshot is stepped over."""
-    states: list[StateInfo] = []
-    while len(states) < n:
-        states.append(read_state_info(r, n - len(states) - 1, end))
-    return states
-
-
-def read_state_info(r: DataReader, states_after: int = 0, end: int | None = None
-                    ) -> StateInfo:
-    """One ``StateMetaInfoSnapshot`` (reference §6.1); its bytes are kept in ``raw``.
-
-    ``states_after`` and ``end``: how many meta infos follow and where they end, which lets a
-    serializer snapshot statectl cannot parse be stepped over (:func:`_resync_header`).
-    """
-    start = r.pos
-    name = r.utf()
-    ordinal = r.i32()
-    if not 0 <= ordinal < len(STATE_TYPES):
-        raise r.fail(f"state {name!r}: unknown backend state type {ordinal}")
-    options = {}
-    for _ in range(r.count("state options", 4)):
-        key = r.utf()
-        options[key] = r.utf()
-    serializers = {}
-    n = r.count("state serializers", 4)
-    for i in range(n):
-        key = r.utf()
-        at = r.pos
-        try:
-            serializers[key] = read_snapshot(r)
-        except UnsupportedFormatError as exc:
-            if end is None:
-                raise
-            r.pos = at
-            serializers[key] = _unparsed(r, exc)
-            r.pos = _resync_header(r, at, n - i - 1, states_after, end, exc)
-    info = StateInfo(name, STATE_TYPES[ordinal], options, serializers, raw=r.data[start:r.pos])
-    _assign_codecs(info)
-    return info
-
-
-#: Most candidate positions :func:`_resync_header` tries before it gives up.
-MAX_RESYNC_TRIES = 4096
-
-
-def _unparsed(r: DataReader, exc: UnsupportedFormatError) -> SerializerSnapshot:
-    """The class and version of a snapshot statectl could not parse, and why (no codec)."""
-    start = r.pos
-    try:
-        r.i32()  # the proxy version
-        name, version = r.utf(), r.i32()
-    except CheckpointError:
-        name, version = "(unknown serializer)", 0
-    r.pos = start
-    return SerializerSnapshot(name, version, outer={"unparsed": True, "reason": str(exc)})
-
-
-def _resync_header(r: DataReader, at: int, serializers_after: int, states_after: int, end: int,
-                   exc: UnsupportedFormatError) -> int:
-    """Where the header goes on after a serializer snapshot at ``at`` statectl cannot parse.
-
-    Nothing frames a snapshot, so its end is found from what must follow: ``serializers_after``
-    more ``(name, snapshot)`` entries of this state, then ``states_after`` meta infos, ending
-    exactly at ``end``. The first position after ``at`` from which all of that parses is taken
-    (a snapshot's bytes are its serializer's own: they rarely look like that, and at worst the
-    serializer entries taken are statectl's to decode, checked as everything else).
-    """
-    data = r.data
-    if end > r.end or end < at:
-        raise exc
-    if not serializers_after and not states_after:
-        return end  # the last snapshot of the header: it ends where the header does
-    tries = 0
-    for candidate in range(at + 4, end):
-        # a serializer entry starts with its name (writeUTF: a 2-byte length), a meta info too
-        length = int.from_bytes(data[candidate:candidate + 2], "big")
-        if not 0 < length <= 1024 or candidate + 2 + length > end:
-            continue
-        tries += 1
-        if tries > MAX_RESYNC_TRIES:
-            break
-        probe = DataReader(data, r.where, candidate, end)
-        try:
-            for _ in range(serializers_after):
-                probe.utf()
-                read_snapshot(probe)
-            for _ in range(states_after):
-                read_state_info(probe)
-        except CheckpointError:
-            continue
-        if probe.pos == end:
-            return candidate
-    raise UnsupportedFormatError(f"{exc} (and the rest of the header could not be found past "
-                                 f"it)") from exc
-
-
-def _assign_codecs(info: StateInfo) -> None:
-    value = info.serializers.get("VALUE_SERIALIZER")
-    if info.backend_type == "PRIORITY_QUEUE":
-        info.kind = "timers"
-        info.value = info.element = None if value is None else codec_for(value)
-        return
-    if info.backend_type not in ("KEY_VALUE", "KEY_VALUE_V2"):
-        info.kind = info.backend_type.lower()
-        return
-    info.kind = info.options.get("KEYED_STATE_TYPE", "VALUE").lower()
-    namespace = info.serializers.get("NAMESPACE_SERIALIZER")
-    info.namespace = None if namespace is None else codec_for(namespace)
-    if value is None:
-        return
-    info.value = codec_for(value)
-    if info.kind == "list" and value.nested:
-        info.element = codec_for(value.nested[0])
-    elif info.kind == "map" and len(value.nested) == 2:
-        info.user_key = codec_for(value.nested[0])
-        info.element = codec_for(value.nested[1])
-    else:
-        info.element = info.value
 
 
 def unframe_snappy(data: bytes, where: str) -> bytes:
@@ -371,36 +138,6 @@ def in_state(exc: CheckpointError, state: StateInfo) -> CheckpointError:
     described = ", ".join(f"{k.lower().removesuffix('_serializer')} {v}"
                           for k, v in state.serializer_names.items())
     return type(exc)(f"{exc} (state {state.name!r}: {described})")
-
-
-#: Parsed headers by their exact bytes, grouped by length (see :func:`decode_keyed_stream`).
-HeaderCache = dict[int, dict[bytes, KeyedHeader]]
-
-
-def cached_header(data: bytes, where: str, headers: HeaderCache | None,
-                  end: int | None = None) -> KeyedHeader:
-    """The header ``data`` starts with, parsed once per snapshot (see ``decode_keyed_stream``).
-
-    ``end``: where the header ends, when known (:func:`header_end`).
-    """
-    if headers:
-        for size, known in headers.items():
-            header = known.get(data[:size])
-            if header is not None:
-                return header
-    header = read_keyed_header(DataReader(data, where), end)
-    if headers is not None:
-        headers.setdefault(header.size, {})[data[:header.size]] = header
-    return header
-
-
-def header_end(handle: FlinkKeyedHandle, size: int) -> int:
-    """Where a keyed stream's header ends: its first key group's offset.
-
-    The stream's size when no key group has data (a canonical savepoint of empty state).
-    """
-    starts = [o for o in handle.offsets if o > 0]
-    return min(starts) if starts else size
 
 
 def undecodable_key(where: str, header: KeyedHeader) -> Exception:

@@ -53,7 +53,7 @@ a class with a user-registered serializer, and a class statectl has no port for 
 
 from __future__ import annotations
 
-from formats.flink.types.kryo.read import _READERS2, _READERS5, KRYO_CLASSES, kryo_codec
+from formats.flink.types.kryo.read import KRYO_CLASSES, READERS2, READERS5, kryo_codec
 from formats.flink.types.kryo.registrations import (
     FLINK_REGISTRAR,
     MAX_KRYO_NESTING,
@@ -62,7 +62,7 @@ from formats.flink.types.kryo.registrations import (
 )
 from formats.flink.types.kryo.typed import TYPED_SPECS
 from formats.flink.types.kryo.values import JavaDict, JavaFloat, JavaInt, JavaList, JavaStr
-from formats.flink.types.kryo.write import _WRITERS2, _WRITERS5, kryo_encoder
+from formats.flink.types.kryo.write import WRITERS2, WRITERS5, kryo_encoder
 
 __all__ = ["FLINK_REGISTRAR", "JavaDict", "JavaFloat", "JavaInt", "JavaList", "JavaStr",
            "KRYO_CLASSES", "MAX_KRYO_NESTING", "TYPED_SPECS", "KryoRegistrations",
@@ -71,7 +71,7 @@ __all__ = ["FLINK_REGISTRAR", "JavaDict", "JavaFloat", "JavaInt", "JavaList", "J
 
 def _check_tables() -> None:
     """Every class statectl reads it can write (a test pins this too)."""
-    for readers, writers in ((_READERS5, _WRITERS5), (_READERS2, _WRITERS2)):
+    for readers, writers in ((READERS5, WRITERS5), (READERS2, WRITERS2)):
         missing = set(readers) - set(writers)
         if missing:
             raise AssertionError(f"Kryo classes read but not written: {sorted(missing)}")

@@ -2,7 +2,7 @@
 
 Ports of ``Input.readVarInt``, ``Input.readVarLong``, ``Input.readVarIntFlag`` and
 ``Input.readString`` (Kryo 2.24 and Kryo 5 alike); fixed-width numbers are little-endian in
-Kryo 5 and big-endian in Kryo 2 (:func:`_fixed`). :class:`_State` holds a top-level value's class
+Kryo 5 and big-endian in Kryo 2 (:func:`read_fixed`). :class:`State` holds a top-level value's class
 names and reference ids, which Kryo resets after each ``writeClassAndObject``.
 """
 
@@ -15,7 +15,7 @@ from formats.flink.javaio import DataReader, utf16_units_to_str
 from formats.flink.types.kryo.registrations import KryoRegistrations
 
 
-class _State:
+class State:
     """One top-level value's reading: its class names and reference ids (Kryo resets both)."""
 
     __slots__ = ("r", "reg", "names", "refs", "depth", "le", "enums")
@@ -30,18 +30,18 @@ class _State:
         self.enums = reg.enums  # grows by the enum classes EnumSets name
 
 
-def _varint(r: DataReader) -> int:
+def read_varint(r: DataReader) -> int:
     """``Input.readVarInt(true)``: 7 bits per byte, low group first, at most 5 bytes."""
     value = r.varint()
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
-def _zigzag_int(r: DataReader) -> int:
+def zigzag_int(r: DataReader) -> int:
     v = r.varint() & 0xFFFFFFFF
     return (v >> 1) ^ -(v & 1)
 
 
-def _varlong(r: DataReader, zigzag: bool) -> int:
+def read_varlong(r: DataReader, zigzag: bool) -> int:
     """``Input.readVarLong``: 7 bits per byte, the ninth byte whole (Kryo 2 and 5)."""
     data, pos, end = r.data, r.pos, r.end
     result = 0
@@ -64,7 +64,7 @@ def _varlong(r: DataReader, zigzag: bool) -> int:
     return result - (1 << 64) if result >= 1 << 63 else result
 
 
-def _var_flag(r: DataReader) -> tuple[bool, int]:
+def read_var_flag(r: DataReader) -> tuple[bool, int]:
     """``Input.readVarIntFlag``: bit 8 of the first byte a flag, bit 7 "more", 6 bits value."""
     start = r.need(1)
     b = r.data[start]
@@ -80,7 +80,7 @@ def _var_flag(r: DataReader) -> tuple[bool, int]:
     return bool(b & 0x80), result & 0xFFFFFFFF
 
 
-def _kryo_string(r: DataReader) -> str | None:
+def kryo_string(r: DataReader) -> str | None:
     """``Input.readString``: a Kryo string, ``None`` for null.
 
     ASCII with the last byte's bit 8 set, or a char count + 1 (0: null) with bit 8 of the first
@@ -98,7 +98,7 @@ def _kryo_string(r: DataReader) -> str | None:
             raise r.fail("truncated Kryo ASCII string")
         r.pos = pos + 1
         return (data[start:pos] + bytes([data[pos] & 0x7F])).decode("ascii")
-    _flag, count = _var_flag(r)
+    _flag, count = read_var_flag(r)
     if count == 0:
         return None
     count -= 1
@@ -130,12 +130,12 @@ def _kryo_string(r: DataReader) -> str | None:
     return utf16_units_to_str(units)
 
 
-_TWO_LONGS = struct.Struct("<qq")
+TWO_LONGS = struct.Struct("<qq")
 _STRUCTS = {(le, code): struct.Struct(("<" if le else ">") + code)
             for le in (True, False) for code in "bhHiqfd"}
 
 
-def _fixed(st: _State, code: str, size: int) -> Any:
+def read_fixed(st: State, code: str, size: int) -> Any:
     """A fixed-width number: little-endian in Kryo 5, big-endian in Kryo 2."""
     r = st.r
     return _STRUCTS[st.le, code].unpack_from(r.data, r.need(size))[0]

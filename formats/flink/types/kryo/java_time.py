@@ -18,25 +18,25 @@ from __future__ import annotations
 import datetime
 import zoneinfo
 
-from formats.flink.types.kryo.input import _fixed, _kryo_string, _State, _varint, _varlong
+from formats.flink.types.kryo.input import State, kryo_string, read_fixed, read_varint, read_varlong
 from formats.flink.types.kryo.text import (
-    _date_text,
-    _duration_text,
-    _instant_text,
-    _offset_text,
-    _period_text,
-    _time_text,
-    _year_text,
+    date_text,
+    duration_text,
+    instant_text,
+    offset_text,
+    period_text,
+    time_text,
+    year_text,
 )
-from formats.flink.types.kryo.values import JavaStr, _jstr
+from formats.flink.types.kryo.values import JavaStr, jstr
 from statecore.values import NANOS_PER_SECOND, civil_from_days, days_from_civil
 
 # -- java.time (Kryo 5's TimeSerializers)
 
 
-def _local_date_parts(st: _State) -> tuple[int, int, int]:
+def _local_date_parts(st: State) -> tuple[int, int, int]:
     r = st.r
-    year = _varint(r)
+    year = read_varint(r)
     month, day = r.i8(), r.i8()
     if not 1 <= month <= 12 or not 1 <= day <= 31 or civil_from_days(
             days_from_civil(year, month, day)) != (year, month, day):
@@ -44,7 +44,7 @@ def _local_date_parts(st: _State) -> tuple[int, int, int]:
     return year, month, day
 
 
-def _local_time_parts(st: _State) -> tuple[int, int, int, int]:
+def _local_time_parts(st: State) -> tuple[int, int, int, int]:
     """``LocalTimeSerializer``: the trailing zero fields cut, the last written complemented."""
     r = st.r
     hour, minute, second, nano = r.i8(), 0, 0, 0
@@ -59,84 +59,84 @@ def _local_time_parts(st: _State) -> tuple[int, int, int, int]:
             if second < 0:
                 second = ~second
             else:
-                nano = _varint(r)
+                nano = read_varint(r)
     if not (0 <= hour < 24 and 0 <= minute < 60 and 0 <= second < 60
             and 0 <= nano < NANOS_PER_SECOND):
         raise r.fail(f"{hour}:{minute}:{second}.{nano} is not a time of day")
     return hour, minute, second, nano
 
 
-def _offset_seconds(st: _State) -> int:
+def _offset_seconds(st: State) -> int:
     """``ZoneOffsetSerializer``: quarter hours in a byte, or 127 and the seconds."""
     b = st.r.i8()
-    seconds = _fixed(st, "i", 4) if b == 127 else b * 900
+    seconds = read_fixed(st, "i", 4) if b == 127 else b * 900
     if abs(seconds) > 18 * 3600:
         raise st.r.fail(f"a zone offset of {seconds} s")
     return int(seconds)
 
 
-def _zone_id(st: _State) -> str:
-    text = _kryo_string(st.r)
+def _zone_id(st: State) -> str:
+    text = kryo_string(st.r)
     if not text:
         raise st.r.fail("a ZoneId without id")
     return text
 
 
-def _local_date(st: _State, cls: str) -> JavaStr:
+def local_date(st: State, cls: str) -> JavaStr:
     p = _local_date_parts(st)
-    return _jstr(_date_text(*p), cls, p)
+    return jstr(date_text(*p), cls, p)
 
 
-def _local_time(st: _State, cls: str) -> JavaStr:
+def read_local_time(st: State, cls: str) -> JavaStr:
     p = _local_time_parts(st)
-    return _jstr(_time_text(*p), cls, p)
+    return jstr(time_text(*p), cls, p)
 
 
-def _local_datetime(st: _State, cls: str) -> JavaStr:
+def read_local_datetime(st: State, cls: str) -> JavaStr:
     d, t = _local_date_parts(st), _local_time_parts(st)
-    return _jstr(f"{_date_text(*d)}T{_time_text(*t)}", cls, d + t)
+    return jstr(f"{date_text(*d)}T{time_text(*t)}", cls, d + t)
 
 
-def _instant(st: _State, cls: str) -> JavaStr:
-    seconds = _varlong(st.r, False)
-    nanos = _varint(st.r)
+def read_instant(st: State, cls: str) -> JavaStr:
+    seconds = read_varlong(st.r, False)
+    nanos = read_varint(st.r)
     if not 0 <= nanos < NANOS_PER_SECOND:
         raise st.r.fail(f"an Instant's nanoseconds {nanos}")
-    return _jstr(_instant_text(seconds, nanos), cls, (seconds, nanos))
+    return jstr(instant_text(seconds, nanos), cls, (seconds, nanos))
 
 
-def _duration(st: _State, cls: str) -> JavaStr:
-    seconds = _fixed(st, "q", 8)
-    nanos = _varint(st.r)
+def read_duration(st: State, cls: str) -> JavaStr:
+    seconds = read_fixed(st, "q", 8)
+    nanos = read_varint(st.r)
     if not 0 <= nanos < NANOS_PER_SECOND:
         raise st.r.fail(f"a Duration's nanoseconds {nanos}")
-    return _jstr(_duration_text(seconds, nanos), cls, (seconds, nanos))
+    return jstr(duration_text(seconds, nanos), cls, (seconds, nanos))
 
 
-def _zone_offset(st: _State, cls: str) -> JavaStr:
+def zone_offset(st: State, cls: str) -> JavaStr:
     seconds = _offset_seconds(st)
-    return _jstr(_offset_text(seconds), cls, (seconds,))
+    return jstr(offset_text(seconds), cls, (seconds,))
 
 
-def _zone_region(st: _State, cls: str) -> JavaStr:
+def zone_region(st: State, cls: str) -> JavaStr:
     zone = _zone_id(st)
-    return _jstr(zone, cls, (zone,))
+    return jstr(zone, cls, (zone,))
 
 
-def _offset_time(st: _State, cls: str) -> JavaStr:
+def read_offset_time(st: State, cls: str) -> JavaStr:
     t = _local_time_parts(st)
     offset = _offset_seconds(st)
-    return _jstr(_time_text(*t) + _offset_text(offset), cls, (*t, offset))
+    return jstr(time_text(*t) + offset_text(offset), cls, (*t, offset))
 
 
-def _offset_datetime(st: _State, cls: str) -> JavaStr:
+def read_offset_datetime(st: State, cls: str) -> JavaStr:
     d, t = _local_date_parts(st), _local_time_parts(st)
     offset = _offset_seconds(st)
-    return _jstr(f"{_date_text(*d)}T{_time_text(*t)}{_offset_text(offset)}", cls,
+    return jstr(f"{date_text(*d)}T{time_text(*t)}{offset_text(offset)}", cls,
                  (*d, *t, offset))
 
 
-def _zoned_datetime(st: _State, cls: str) -> JavaStr:
+def zoned_datetime(st: State, cls: str) -> JavaStr:
     """Kryo 5's ``ZonedDateTimeSerializer``: the local date and time, then the zone id.
 
     Shown as ``ZonedDateTime.toString``: the offset (which Kryo 5 does not write) is the
@@ -145,7 +145,7 @@ def _zoned_datetime(st: _State, cls: str) -> JavaStr:
     """
     d, t = _local_date_parts(st), _local_time_parts(st)
     zone = _zone_id(st)
-    return _jstr(f"{_date_text(*d)}T{_time_text(*t)}{_zone_suffix(d, t, str(zone))}", cls,
+    return jstr(f"{date_text(*d)}T{time_text(*t)}{_zone_suffix(d, t, str(zone))}", cls,
                  (*d, *t, zone))
 
 
@@ -164,29 +164,29 @@ def _zone_suffix(d: tuple[int, int, int], t: tuple[int, int, int, int], zone: st
     except (ValueError, zoneinfo.ZoneInfoNotFoundError, OverflowError, OSError):
         return f"[{zone}]"
     seconds = 0 if offset is None else int(offset.total_seconds())
-    return f"{_offset_text(seconds)}[{zone}]"
+    return f"{offset_text(seconds)}[{zone}]"
 
 
-def _year(st: _State, cls: str) -> JavaStr:
-    year = _varint(st.r)
-    return _jstr(str(year), cls, (year,))
+def read_year(st: State, cls: str) -> JavaStr:
+    year = read_varint(st.r)
+    return jstr(str(year), cls, (year,))
 
 
-def _year_month(st: _State, cls: str) -> JavaStr:
-    year = _varint(st.r)
+def read_year_month(st: State, cls: str) -> JavaStr:
+    year = read_varint(st.r)
     month = st.r.i8()
     if not 1 <= month <= 12:
         raise st.r.fail(f"month {month}")
-    return _jstr(f"{_year_text(year, False)}-{month:02d}", cls, (year, month))
+    return jstr(f"{year_text(year, False)}-{month:02d}", cls, (year, month))
 
 
-def _month_day(st: _State, cls: str) -> JavaStr:
+def read_month_day(st: State, cls: str) -> JavaStr:
     month, day = st.r.i8(), st.r.i8()
     if not 1 <= month <= 12 or not 1 <= day <= 31:
         raise st.r.fail(f"--{month}-{day} is not a month-day")
-    return _jstr(f"--{month:02d}-{day:02d}", cls, (month, day))
+    return jstr(f"--{month:02d}-{day:02d}", cls, (month, day))
 
 
-def _period(st: _State, cls: str) -> JavaStr:
-    p = (_varint(st.r), _varint(st.r), _varint(st.r))
-    return _jstr(_period_text(*p), cls, p)
+def read_period(st: State, cls: str) -> JavaStr:
+    p = (read_varint(st.r), read_varint(st.r), read_varint(st.r))
+    return jstr(period_text(*p), cls, p)

@@ -8,8 +8,8 @@ Kryo's ``CollectionSerializer``, ``MapSerializer`` and ``DefaultArraySerializers
 name) and chill's ``ArraysAsListSerializer``: these read nested objects, so they live with
 ``readClassAndObject``. The serializers of single values are in
 :mod:`~formats.flink.types.kryo.scalars`, Kryo 5's ``TimeSerializers`` in
-:mod:`~formats.flink.types.kryo.java_time`. The tables :data:`_READERS5` (Kryo 5, Flink 2.x) and
-:data:`_READERS2` (Kryo 2.24, Flink 1.x) map a class to its reader; :func:`kryo_codec` is
+:mod:`~formats.flink.types.kryo.java_time`. The tables :data:`READERS5` (Kryo 5, Flink 2.x) and
+:data:`READERS2` (Kryo 2.24, Flink 1.x) map a class to its reader; :func:`kryo_codec` is
 Flink's ``KryoSerializer`` as a :class:`~formats.flink.types.codec.Codec`.
 """
 
@@ -21,71 +21,71 @@ from typing import Any
 from formats.flink.javaio import DataReader, utf16_units_to_str
 from formats.flink.types.codec import Codec
 from formats.flink.types.kryo.input import (
-    _fixed,
-    _kryo_string,
-    _State,
-    _var_flag,
-    _varlong,
-    _zigzag_int,
+    State,
+    kryo_string,
+    read_fixed,
+    read_var_flag,
+    read_varlong,
+    zigzag_int,
 )
 from formats.flink.types.kryo.java_time import (
-    _duration,
-    _instant,
-    _local_date,
-    _local_datetime,
-    _local_time,
-    _month_day,
-    _offset_datetime,
-    _offset_time,
-    _period,
-    _year,
-    _year_month,
-    _zone_offset,
-    _zone_region,
-    _zoned_datetime,
+    local_date,
+    read_duration,
+    read_instant,
+    read_local_datetime,
+    read_local_time,
+    read_month_day,
+    read_offset_datetime,
+    read_offset_time,
+    read_period,
+    read_year,
+    read_year_month,
+    zone_offset,
+    zone_region,
+    zoned_datetime,
 )
 from formats.flink.types.kryo.registrations import (
-    _COLLECTIONS,
-    _FINAL,
-    _IMMUTABLE,
-    _MAPS,
-    _NO_REFERENCES,
-    _NOT_FINAL,
-    _PRIMITIVE_ARRAYS,
+    COLLECTIONS,
+    FINAL,
     FLINK_REGISTRAR,
+    IMMUTABLE,
+    MAPS,
     MAX_KRYO_NESTING,
-    _component,
+    NO_REFERENCES,
+    NOT_FINAL,
+    PRIMITIVE_ARRAYS,
+    component_class,
     kryo_registrations,
 )
 from formats.flink.types.kryo.scalars import (
-    _big_decimal,
-    _big_integer,
-    _boolean,
-    _byte,
-    _char,
-    _date,
-    _double,
-    _enum,
-    _float,
-    _int,
-    _long,
-    _short,
-    _string,
-    _text,
-    _timestamp,
-    _uuid,
+    big_decimal,
+    big_integer,
+    read_boolean,
+    read_byte,
+    read_char,
+    read_date,
+    read_double,
+    read_enum,
+    read_float,
+    read_int,
+    read_long,
+    read_short,
+    read_string,
+    read_timestamp,
+    text_of,
+    uuid,
 )
 from formats.flink.types.kryo.text import (
-    _date_text,
-    _duration_text,
-    _instant_text,
-    _offset_text,
-    _period_text,
-    _time_text,
-    _year_text,
+    date_text,
+    duration_text,
+    instant_text,
+    offset_text,
+    period_text,
+    time_text,
+    year_text,
 )
 from formats.flink.types.kryo.typed import TYPED_SPECS
-from formats.flink.types.kryo.values import JavaDict, JavaList, JavaStr, _jstr
+from formats.flink.types.kryo.values import JavaDict, JavaList, JavaStr, jstr
 from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import parse_type
 from statecore.values import NANOS_PER_SECOND, civil_from_days, days_from_civil
@@ -97,7 +97,7 @@ _PENDING = object()
 _MAX_NULLS = 1 << 20  # a reference id taken by an object still being read
 
 
-def _class(st: _State) -> str | None:
+def _class(st: State) -> str | None:
     """``DefaultClassResolver.readClass``: the class of the next value (``None``: null)."""
     r = st.r
     tag = r.varint()
@@ -110,7 +110,7 @@ def _class(st: _State) -> str | None:
             return names[name_id]
         if name_id > len(names):
             raise r.fail(f"Kryo class name id {name_id} before id {len(names)}")
-        name = _kryo_string(r)
+        name = kryo_string(r)
         if not name or len(name) > 1024:
             raise r.fail("bad Kryo class name")
         names.append(name)
@@ -123,14 +123,14 @@ def _class(st: _State) -> str | None:
     return name
 
 
-def _uses_references(st: _State, cls: str) -> bool:
+def _uses_references(st: State, cls: str) -> bool:
     """``MapReferenceResolver.useReferences``: not the wrappers; Kryo 5: not enums either."""
-    if cls in _NO_REFERENCES:
+    if cls in NO_REFERENCES:
         return False
     return not (st.le and cls in st.enums)
 
 
-def _any(st: _State) -> Any:
+def _any(st: State) -> Any:
     """``Kryo.readClassAndObject``."""
     cls = _class(st)
     if cls is None:
@@ -138,7 +138,7 @@ def _any(st: _State) -> Any:
     return _object(st, cls, False)
 
 
-def _object(st: _State, cls: str, may_be_null: bool) -> Any:
+def _object(st: State, cls: str, may_be_null: bool) -> Any:
     """``Kryo.readObject`` (``may_be_null``: ``readObjectOrNull``) of a known class."""
     r = st.r
     read = _serializer(st, cls)  # an unknown class is refused before its bytes are read
@@ -179,21 +179,21 @@ def _object(st: _State, cls: str, may_be_null: bool) -> Any:
     return value
 
 
-_Read = Callable[[_State, str], Any]
+_Read = Callable[[State, str], Any]
 
 
-def _serializer(st: _State, cls: str) -> _Read:
+def _serializer(st: State, cls: str) -> _Read:
     if cls in st.reg.custom:
         raise UnsupportedFormatError(
             f"{st.r.where}: a {cls} serialized by a Kryo serializer the job registered: its "
             f"layout is user code")
-    read = (_READERS5 if st.le else _READERS2).get(cls)
+    read = (READERS5 if st.le else READERS2).get(cls)
     if read is not None:
         return read
     if cls.startswith("["):
         return _array
     if cls in st.enums:
-        return _enum
+        return read_enum
     if cls in FLINK_REGISTRAR or cls in _NOT_PORTED:
         raise UnsupportedFormatError(
             f"{st.r.where}: a {cls}, written by a Kryo serializer statectl does not port")
@@ -210,7 +210,7 @@ _NOT_PORTED = frozenset({"java.util.Optional", "java.util.OptionalInt", "java.ut
                          "java.net.URL", "java.util.TimeZone", "sun.util.calendar.ZoneInfo"})
 
 
-def _enum_set(st: _State, cls: str) -> JavaList:
+def _enum_set(st: State, cls: str) -> JavaList:
     """``EnumSetSerializer``: the enum's class, a count, each ordinal + 1."""
     enum_class = _class(st)
     if enum_class is None:
@@ -218,7 +218,7 @@ def _enum_set(st: _State, cls: str) -> JavaList:
     if enum_class not in st.enums:  # an EnumSet's class is an enum
         st.enums = st.enums | {enum_class}
     n = st.r.count("EnumSet size", 1, st.r.varint())
-    out = JavaList(_enum(st, enum_class) for _ in range(n))
+    out = JavaList(read_enum(st, enum_class) for _ in range(n))
     out.java_class = cls
     out.element_class = enum_class
     return out
@@ -227,7 +227,7 @@ def _enum_set(st: _State, cls: str) -> JavaList:
 # -- collections, maps, arrays
 
 
-def _collection(st: _State, cls: str, header: bool = False) -> JavaList:
+def _collection(st: State, cls: str, header: bool = False) -> JavaList:
     """``CollectionSerializer`` with no element class known.
 
     Kryo 5: size + 1 with a flag
@@ -246,7 +246,7 @@ def _collection(st: _State, cls: str, header: bool = False) -> JavaList:
         for _ in range(n):
             out.append(_any(st))
         return out
-    same, n = _var_flag(r)
+    same, n = read_var_flag(r)
     if n == 0:
         raise r.fail(f"a null {cls} inside its own bytes")
     n -= 1
@@ -268,23 +268,23 @@ def _collection(st: _State, cls: str, header: bool = False) -> JavaList:
         return out
     r.count(f"{cls} size", 1, n)
     # JdkImmutable*Serializer: setElementsCanBeNull(false), no "has null" byte
-    has_null = cls not in _IMMUTABLE and r.u8() != 0
+    has_null = cls not in IMMUTABLE and r.u8() != 0
     for _ in range(n):
         out.append(_object(st, element, has_null))
     return out
 
 
-def _sorted_collection(st: _State, cls: str) -> JavaList:
+def _sorted_collection(st: State, cls: str) -> JavaList:
     return _collection(st, cls, True)
 
 
-def _comparator(st: _State, cls: str) -> None:
+def _comparator(st: State, cls: str) -> None:
     if _any(st) is not None:
         raise UnsupportedFormatError(f"{st.r.where}: a {cls} with a comparator: statectl reads "
                                      f"only the natural order (comparator null)")
 
 
-def _map(st: _State, cls: str, header: bool = False) -> JavaDict | JavaList:
+def _map(st: State, cls: str, header: bool = False) -> JavaDict | JavaList:
     """``MapSerializer`` with no key or value class known.
 
     Kryo 5 size + 1, Kryo 2 the size, then each key and value with its class. ``header``: a
@@ -316,30 +316,30 @@ def _map_value(cls: str, entries: list[tuple[Any, Any]]) -> JavaDict | JavaList:
     return out
 
 
-def _sorted_map(st: _State, cls: str) -> JavaDict | JavaList:
+def _sorted_map(st: State, cls: str) -> JavaDict | JavaList:
     return _map(st, cls, True)
 
 
 def _nothing(kind: str) -> _Read:
-    def read(st: _State, cls: str) -> JavaDict | JavaList:
+    def read(st: State, cls: str) -> JavaDict | JavaList:
         out: JavaDict | JavaList = JavaDict() if kind == "map" else JavaList()
         out.java_class = cls
         return out
     return read
 
 
-def _singleton(st: _State, cls: str) -> JavaList:
+def _singleton(st: State, cls: str) -> JavaList:
     out = JavaList([_any(st)])
     out.java_class = cls
     return out
 
 
-def _singleton_map(st: _State, cls: str) -> JavaDict | JavaList:
+def _singleton_map(st: State, cls: str) -> JavaDict | JavaList:
     key = _any(st)
     return _map_value(cls, [(key, _any(st))])
 
 
-def _array(st: _State, cls: str) -> JavaList:
+def _array(st: State, cls: str) -> JavaList:
     """``DefaultArraySerializers``: length + 1 (0: null), then the elements.
 
     Primitives packed, a final component's objects without class (``writeObjectOrNull``),
@@ -352,23 +352,23 @@ def _array(st: _State, cls: str) -> JavaList:
     n -= 1
     out = JavaList()
     out.java_class = cls
-    primitive = _PRIMITIVE_ARRAYS.get(cls)
+    primitive = PRIMITIVE_ARRAYS.get(cls)
     if primitive is not None:
         out.element_class = primitive
         r.count(f"{cls} length", 1, n)
         read = _PRIMITIVE_READ[primitive]
         out.extend(read(st) for _ in range(n))
         return out
-    component = _component(cls)
+    component = component_class(cls)
     if component is None:
         raise r.fail(f"bad array class {cls[:80]}")
     out.element_class = component
     r.count(f"{cls} length", 1, n)
-    if component == "java.lang.String" or component in _FINAL or component.startswith("["):
+    if component == "java.lang.String" or component in FINAL or component.startswith("["):
         for _ in range(n):
             out.append(_object(st, component, True))
         return out
-    if component not in _NOT_FINAL:
+    if component not in NOT_FINAL:
         raise UnsupportedFormatError(
             f"{r.where}: an array of {component}: whether Kryo writes its elements' classes "
             f"depends on whether {component} is final, which statectl does not know")
@@ -377,25 +377,26 @@ def _array(st: _State, cls: str) -> JavaList:
     return out
 
 
-_PRIMITIVE_READ: dict[str, Callable[[_State], Any]] = {
-    "int": lambda st: _zigzag_int(st.r),
-    "long": lambda st: _varlong(st.r, True),
+_PRIMITIVE_READ: dict[str, Callable[[State], Any]] = {
+    "int": lambda st: zigzag_int(st.r),
+    "long": lambda st: read_varlong(st.r, True),
     "byte": lambda st: st.r.i8(),
-    "short": lambda st: _fixed(st, "h", 2),
-    "char": lambda st: utf16_units_to_str([_fixed(st, "H", 2)]),
-    "float": lambda st: _fixed(st, "f", 4),
-    "double": lambda st: _fixed(st, "d", 8),
+    "short": lambda st: read_fixed(st, "h", 2),
+    "char": lambda st: utf16_units_to_str([read_fixed(st, "H", 2)]),
+    "float": lambda st: read_fixed(st, "f", 4),
+    "double": lambda st: read_fixed(st, "d", 8),
     "boolean": lambda st: st.r.u8() != 0,
 }
 
 
 _COMMON: dict[str, _Read] = {
-    "java.lang.Integer": _int, "java.lang.Long": _long, "java.lang.Short": _short,
-    "java.lang.Byte": _byte, "java.lang.Character": _char, "java.lang.Float": _float,
-    "java.lang.Double": _double, "java.lang.Boolean": _boolean, "java.lang.String": _string,
-    "java.math.BigInteger": _big_integer, "java.math.BigDecimal": _big_decimal,
-    "java.util.Date": _date, "java.sql.Date": _date, "java.sql.Time": _date,
-    "java.sql.Timestamp": _timestamp, "java.util.UUID": _uuid, "java.util.Currency": _text,
+    "java.lang.Integer": read_int, "java.lang.Long": read_long, "java.lang.Short": read_short,
+    "java.lang.Byte": read_byte, "java.lang.Character": read_char, "java.lang.Float": read_float,
+    "java.lang.Double": read_double, "java.lang.Boolean": read_boolean,
+    "java.lang.String": read_string,
+    "java.math.BigInteger": big_integer, "java.math.BigDecimal": big_decimal,
+    "java.util.Date": read_date, "java.sql.Date": read_date, "java.sql.Time": read_date,
+    "java.sql.Timestamp": read_timestamp, "java.util.UUID": uuid, "java.util.Currency": text_of,
     "java.util.RegularEnumSet": _enum_set, "java.util.JumboEnumSet": _enum_set,
     # a job's registration of EnumSet covers both (Kryo's DefaultClassResolver.getRegistration)
     "java.util.EnumSet": _enum_set,
@@ -407,27 +408,27 @@ _COMMON: dict[str, _Read] = {
     "java.util.Collections$SingletonMap": _singleton_map,
     "java.util.TreeSet": _sorted_collection, "java.util.PriorityQueue": _sorted_collection,
     "java.util.TreeMap": _sorted_map, "java.util.concurrent.ConcurrentSkipListMap": _sorted_map,
-    **dict.fromkeys(_COLLECTIONS, _collection), **dict.fromkeys(_MAPS, _map),
+    **dict.fromkeys(COLLECTIONS, _collection), **dict.fromkeys(MAPS, _map),
 }
 #: Kryo 5 (Flink 2.x): the common serializers, java.time, Optional, Flink's registrar's.
-_READERS5: dict[str, _Read] = {
+READERS5: dict[str, _Read] = {
     **_COMMON,
     "java.util.Arrays$ArrayList": _collection,  # ArraysAsListSerializer (a collection)
-    "java.net.URI": _text,
-    "java.time.LocalDate": _local_date, "java.time.LocalTime": _local_time,
-    "java.time.LocalDateTime": _local_datetime, "java.time.Instant": _instant,
-    "java.time.Duration": _duration, "java.time.ZoneOffset": _zone_offset,
-    "java.time.ZoneRegion": _zone_region, "java.time.OffsetTime": _offset_time,
-    "java.time.OffsetDateTime": _offset_datetime, "java.time.ZonedDateTime": _zoned_datetime,
-    "java.time.Year": _year, "java.time.YearMonth": _year_month,
-    "java.time.MonthDay": _month_day, "java.time.Period": _period,
+    "java.net.URI": text_of,
+    "java.time.LocalDate": local_date, "java.time.LocalTime": read_local_time,
+    "java.time.LocalDateTime": read_local_datetime, "java.time.Instant": read_instant,
+    "java.time.Duration": read_duration, "java.time.ZoneOffset": zone_offset,
+    "java.time.ZoneRegion": zone_region, "java.time.OffsetTime": read_offset_time,
+    "java.time.OffsetDateTime": read_offset_datetime, "java.time.ZonedDateTime": zoned_datetime,
+    "java.time.Year": read_year, "java.time.YearMonth": read_year_month,
+    "java.time.MonthDay": read_month_day, "java.time.Period": read_period,
 }
 # -- java.time in Kryo 2.24: its FieldSerializer (the JDK's fields, sorted by name; ints and
 #    longs zig-zag varints, shorts big-endian; a field of a final class with a reference
 #    marker, of ZonedDateTime's ZoneId with its class). JDK 8..21 name the fields alike.
 
 
-def _field(st: _State, cls: str) -> JavaStr:
+def _field(st: State, cls: str) -> JavaStr:
     """A non-null object field (``ObjectField.write`` of a final class: with a marker)."""
     value = _object(st, cls, True)
     if type(value) is not JavaStr or value.java_class != cls:
@@ -436,35 +437,35 @@ def _field(st: _State, cls: str) -> JavaStr:
 
 
 def _nested(text: str, cls: str, parts: tuple[Any, ...], nested: tuple[Any, ...]) -> JavaStr:
-    value = _jstr(text, cls, parts)
+    value = jstr(text, cls, parts)
     value.nested = nested  # the field objects, whose identity Kryo's references keep
     return value
 
 
-def _f_local_date(st: _State, cls: str) -> JavaStr:
+def _f_local_date(st: State, cls: str) -> JavaStr:
     """``LocalDate``'s fields ``day``, ``month`` (shorts), ``year`` (int)."""
-    day, month = _fixed(st, "h", 2), _fixed(st, "h", 2)
-    year = _zigzag_int(st.r)
+    day, month = read_fixed(st, "h", 2), read_fixed(st, "h", 2)
+    year = zigzag_int(st.r)
     if not 1 <= month <= 12 or not 1 <= day <= 31 or civil_from_days(
             days_from_civil(year, month, day)) != (year, month, day):
         raise st.r.fail(f"{year}-{month}-{day} is not a date")
-    return _jstr(_date_text(year, month, day), cls, (year, month, day))
+    return jstr(date_text(year, month, day), cls, (year, month, day))
 
 
-def _f_local_time(st: _State, cls: str) -> JavaStr:
+def _f_local_time(st: State, cls: str) -> JavaStr:
     """``LocalTime``'s fields ``hour``, ``minute`` (bytes), ``nano`` (int), ``second``."""
     r = st.r
     hour, minute = r.i8(), r.i8()
-    nano = _zigzag_int(r)
+    nano = zigzag_int(r)
     second = r.i8()
     if not (0 <= hour < 24 and 0 <= minute < 60 and 0 <= second < 60
             and 0 <= nano < NANOS_PER_SECOND):
         raise r.fail(f"{hour}:{minute}:{second}.{nano} is not a time of day")
     p = (hour, minute, second, nano)
-    return _jstr(_time_text(*p), cls, p)
+    return jstr(time_text(*p), cls, p)
 
 
-def _f_local_datetime(st: _State, cls: str) -> JavaStr:
+def _f_local_datetime(st: State, cls: str) -> JavaStr:
     """``LocalDateTime``'s fields ``date``, ``time``."""
     d, t = _field(st, "java.time.LocalDate"), _field(st, "java.time.LocalTime")
     return _nested(f"{d}T{t}", cls, d.parts + t.parts, (d, t))
@@ -472,25 +473,25 @@ def _f_local_datetime(st: _State, cls: str) -> JavaStr:
 
 def _f_seconds_nanos(what: str) -> _Read:
     """``Instant``'s and ``Duration``'s fields ``nanos`` (int), ``seconds`` (long)."""
-    def read(st: _State, cls: str) -> JavaStr:
-        nanos = _zigzag_int(st.r)
-        seconds = _varlong(st.r, True)
+    def read(st: State, cls: str) -> JavaStr:
+        nanos = zigzag_int(st.r)
+        seconds = read_varlong(st.r, True)
         if not 0 <= nanos < NANOS_PER_SECOND:
             raise st.r.fail(f"{what} nanoseconds {nanos}")
-        text = (_instant_text if what == "Instant" else _duration_text)(seconds, nanos)
-        return _jstr(text, cls, (seconds, nanos))
+        text = (instant_text if what == "Instant" else duration_text)(seconds, nanos)
+        return jstr(text, cls, (seconds, nanos))
     return read
 
 
-def _f_zone_offset(st: _State, cls: str) -> JavaStr:
+def _f_zone_offset(st: State, cls: str) -> JavaStr:
     """``ZoneOffset``'s field ``totalSeconds`` (``id`` is transient)."""
-    seconds = _zigzag_int(st.r)
+    seconds = zigzag_int(st.r)
     if abs(seconds) > 18 * 3600:
         raise st.r.fail(f"a zone offset of {seconds} s")
-    return _jstr(_offset_text(seconds), cls, (seconds,))
+    return jstr(offset_text(seconds), cls, (seconds,))
 
 
-def _f_zone_region(st: _State, cls: str) -> JavaStr:
+def _f_zone_region(st: State, cls: str) -> JavaStr:
     """``ZoneRegion``'s field ``id`` (``rules`` is transient)."""
     zone = _field(st, "java.lang.String")
     if not zone:
@@ -498,7 +499,7 @@ def _f_zone_region(st: _State, cls: str) -> JavaStr:
     return _nested(zone, cls, (str(zone),), (zone,))
 
 
-def _f_zoned_datetime(st: _State, cls: str) -> JavaStr:
+def _f_zoned_datetime(st: State, cls: str) -> JavaStr:
     """``ZonedDateTime``'s fields ``dateTime``, ``offset``, ``zone``.
 
     The zone is a ``ZoneId`` field, written with its class: often the offset object itself,
@@ -514,14 +515,14 @@ def _f_zoned_datetime(st: _State, cls: str) -> JavaStr:
     return _nested(shown, cls, (*dt.parts, str(zone)), (dt, offset, zone))
 
 
-def _f_offset_datetime(st: _State, cls: str) -> JavaStr:
+def _f_offset_datetime(st: State, cls: str) -> JavaStr:
     """``OffsetDateTime``'s fields ``dateTime``, ``offset``."""
     dt = _field(st, "java.time.LocalDateTime")
     offset = _field(st, "java.time.ZoneOffset")
     return _nested(f"{dt}{offset}", cls, (*dt.parts, *offset.parts), (dt, offset))
 
 
-def _f_offset_time(st: _State, cls: str) -> JavaStr:
+def _f_offset_time(st: State, cls: str) -> JavaStr:
     """``OffsetTime``'s fields ``offset``, ``time``."""
     offset = _field(st, "java.time.ZoneOffset")
     t = _field(st, "java.time.LocalTime")
@@ -534,27 +535,27 @@ def _f_ints(names: str) -> _Read:
     ``Period`` (``days months years``), ``Year`` (``year``), ``YearMonth`` (``month year``),
     ``MonthDay`` (``day month``).
     """
-    def read(st: _State, cls: str) -> JavaStr:
-        values = dict(zip(names.split(), (_zigzag_int(st.r) for _ in names.split()),
+    def read(st: State, cls: str) -> JavaStr:
+        values = dict(zip(names.split(), (zigzag_int(st.r) for _ in names.split()),
                           strict=True))
         if names == "days months years":
             p = (values["years"], values["months"], values["days"])
-            return _jstr(_period_text(*p), cls, p)
+            return jstr(period_text(*p), cls, p)
         if names == "year":
-            return _jstr(str(values["year"]), cls, (values["year"],))
+            return jstr(str(values["year"]), cls, (values["year"],))
         if names == "month year":
             year, month = values["year"], values["month"]
             if not 1 <= month <= 12:
                 raise st.r.fail(f"month {month}")
-            return _jstr(f"{_year_text(year, False)}-{month:02d}", cls, (year, month))
+            return jstr(f"{year_text(year, False)}-{month:02d}", cls, (year, month))
         month, day = values["month"], values["day"]
         if not 1 <= month <= 12 or not 1 <= day <= 31:
             raise st.r.fail(f"--{month}-{day} is not a month-day")
-        return _jstr(f"--{month:02d}-{day:02d}", cls, (month, day))
+        return jstr(f"--{month:02d}-{day:02d}", cls, (month, day))
     return read
 
 
-def _chill_as_list(st: _State, cls: str) -> JavaList:
+def _chill_as_list(st: State, cls: str) -> JavaList:
     """Chill's ``ArraysAsListSerializer`` (Flink 1.x, id 73).
 
     The length, the backing array's component class, each element with its class.
@@ -571,7 +572,7 @@ def _chill_as_list(st: _State, cls: str) -> JavaList:
 
 
 #: Kryo 2.24 (Flink 1.x): chill's registrar serializers; java.time by its FieldSerializer.
-_READERS2: dict[str, _Read] = {
+READERS2: dict[str, _Read] = {
     **_COMMON,
     "java.util.Arrays$ArrayList": _chill_as_list,
     "java.time.LocalDate": _f_local_date, "java.time.LocalTime": _f_local_time,
@@ -585,7 +586,7 @@ _READERS2: dict[str, _Read] = {
     "java.time.YearMonth": _f_ints("month year"), "java.time.MonthDay": _f_ints("day month"),
 }
 #: Every class statectl decodes from Kryo's bytes, per Kryo major version.
-KRYO_CLASSES: dict[int, frozenset[str]] = {5: frozenset(_READERS5), 2: frozenset(_READERS2)}
+KRYO_CLASSES: dict[int, frozenset[str]] = {5: frozenset(READERS5), 2: frozenset(READERS2)}
 
 
 def kryo_codec(class_name: str, registrations: Iterable[str] = (), kryo_major: int = 5,
@@ -604,7 +605,7 @@ def kryo_codec(class_name: str, registrations: Iterable[str] = (), kryo_major: i
     """
     reg = kryo_registrations(registrations, kryo_major, serializers, default_serializers,
                              enums)
-    readers = _READERS5 if kryo_major >= 5 else _READERS2
+    readers = READERS5 if kryo_major >= 5 else READERS2
     typed = TYPED_SPECS.get(class_name)
     if typed is not None and class_name not in readers:
         typed = None
@@ -613,7 +614,7 @@ def kryo_codec(class_name: str, registrations: Iterable[str] = (), kryo_major: i
     spec = typed[0] if typed else "json" if decodable else f"kryo<{class_name}>"
 
     def read(r: DataReader) -> Any:
-        st = _State(r, reg)
+        st = State(r, reg)
         value = _any(st)
         if typed is None or value is None:
             return value
@@ -685,7 +686,7 @@ _PLAIN = {"java.lang.Integer": "java.lang.Integer", "java.lang.Double": "java.la
 _PLAIN_TYPES: dict[str, type | tuple[type, ...]] = {
     "java.lang.Integer": int, "java.lang.Double": float, "java.lang.Boolean": bool}
 #: Declared classes Kryo writes values of any class for (the classes are in the bytes).
-_INTERFACES = _NOT_FINAL | {"java.lang.Iterable", "java.util.Queue", "java.util.Deque",
+_INTERFACES = NOT_FINAL | {"java.lang.Iterable", "java.util.Queue", "java.util.Deque",
                             "java.util.SortedMap", "java.util.SortedSet",
                             "java.util.NavigableMap", "java.util.NavigableSet",
                             "java.time.temporal.Temporal", "java.time.temporal.TemporalAmount"}

@@ -41,7 +41,7 @@ FLINK_REGISTRAR = ("java.util.Arrays$ArrayList", "java.util.BitSet", "java.util.
                    "java.util.UUID", "java.util.Locale", "java.text.SimpleDateFormat")
 _REGISTRAR_FIRST = 73
 _FIRST_USER_ID = _REGISTRAR_FIRST + len(FLINK_REGISTRAR)
-_NO_REFERENCES = frozenset(_WRAPPERS.values())
+NO_REFERENCES = frozenset(_WRAPPERS.values())
 #: JDK enums statectl knows are enums (Kryo writes an enum as its ordinal; other classes
 #: written by name cannot be told from an object of Kryo's FieldSerializer).
 _JDK_ENUMS = frozenset({
@@ -50,13 +50,13 @@ _JDK_ENUMS = frozenset({
     "java.time.format.TextStyle", "java.time.format.FormatStyle"})
 #: Classes whose ``Class.getModifiers()`` say final, for ``ObjectArraySerializer``: an array of
 #: a final component writes no class per element.
-_FINAL = frozenset({*_WRAPPERS.values(), "java.lang.String", "java.util.UUID",
+FINAL = frozenset({*_WRAPPERS.values(), "java.lang.String", "java.util.UUID",
                     "java.util.Currency", "java.time.LocalDate", "java.time.LocalTime",
                     "java.time.LocalDateTime", "java.time.Instant", "java.time.Duration",
                     "java.time.ZoneOffset", "java.time.OffsetTime", "java.time.OffsetDateTime",
                     "java.time.ZonedDateTime", "java.time.Year", "java.time.YearMonth",
                     "java.time.MonthDay", "java.time.Period", "java.net.URI", *_JDK_ENUMS})
-_PRIMITIVE_ARRAYS = {"[I": "int", "[J": "long", "[B": "byte", "[S": "short", "[C": "char",
+PRIMITIVE_ARRAYS = {"[I": "int", "[J": "long", "[B": "byte", "[S": "short", "[C": "char",
                      "[F": "float", "[D": "double", "[Z": "boolean"}
 
 
@@ -116,7 +116,7 @@ def kryo_registrations(registrations: Iterable[str], kryo_major: int = 5,
                              frozenset(enums) | _JDK_ENUMS)
 
 
-_NOT_FINAL = frozenset({"java.lang.Object", "java.io.Serializable", "java.lang.Number",
+NOT_FINAL = frozenset({"java.lang.Object", "java.io.Serializable", "java.lang.Number",
                         "java.util.EnumSet", "java.util.AbstractMap", "java.util.AbstractList",
                         "java.lang.Comparable", "java.math.BigDecimal", "java.math.BigInteger",
                         "java.util.Date", "java.util.List", "java.util.Map", "java.util.Set",
@@ -124,7 +124,7 @@ _NOT_FINAL = frozenset({"java.lang.Object", "java.io.Serializable", "java.lang.N
                         "java.time.ZoneId"})
 
 
-def _component(cls: str) -> str | None:
+def component_class(cls: str) -> str | None:
     inner = cls[1:]
     if inner.startswith("["):
         return inner if len(inner) > 1 else None
@@ -133,7 +133,7 @@ def _component(cls: str) -> str | None:
     return None
 
 
-_COLLECTIONS = (
+COLLECTIONS = (
     "java.util.ArrayList", "java.util.LinkedList", "java.util.HashSet",
     "java.util.LinkedHashSet", "java.util.Vector", "java.util.Stack", "java.util.ArrayDeque",
     "java.util.concurrent.CopyOnWriteArrayList", "java.util.concurrent.CopyOnWriteArraySet",
@@ -146,8 +146,8 @@ _COLLECTIONS = (
     "java.util.ImmutableCollections$List12", "java.util.ImmutableCollections$ListN",
     "java.util.ImmutableCollections$Set12", "java.util.ImmutableCollections$SetN",
     "java.util.ImmutableCollections$SubList")
-_IMMUTABLE = frozenset(c for c in _COLLECTIONS if "ImmutableCollections" in c)
-_MAPS = ("java.util.HashMap", "java.util.LinkedHashMap", "java.util.Hashtable",
+IMMUTABLE = frozenset(c for c in COLLECTIONS if "ImmutableCollections" in c)
+MAPS = ("java.util.HashMap", "java.util.LinkedHashMap", "java.util.Hashtable",
          "java.util.concurrent.ConcurrentHashMap", "java.util.Collections$UnmodifiableMap",
          "java.util.Collections$SynchronizedMap", "java.util.ImmutableCollections$Map1",
          "java.util.ImmutableCollections$MapN")

@@ -17,70 +17,70 @@ from typing import Any
 
 from formats.flink.javaio import utf16_units_to_str
 from formats.flink.types.kryo.input import (
-    _TWO_LONGS,
-    _fixed,
-    _kryo_string,
-    _State,
-    _varlong,
-    _zigzag_int,
+    TWO_LONGS,
+    State,
+    kryo_string,
+    read_fixed,
+    read_varlong,
+    zigzag_int,
 )
-from formats.flink.types.kryo.text import _instant_text, _java_decimal_text
-from formats.flink.types.kryo.values import JavaFloat, JavaInt, JavaStr, _jint, _jstr
+from formats.flink.types.kryo.text import instant_text, java_decimal_text
+from formats.flink.types.kryo.values import JavaFloat, JavaInt, JavaStr, jint, jstr
 from statecore.values import NANOS_PER_SECOND
 
 # -- scalars
 
 
-def _int(st: _State, cls: str) -> int:
-    return _zigzag_int(st.r)
+def read_int(st: State, cls: str) -> int:
+    return zigzag_int(st.r)
 
 
-def _long(st: _State, cls: str) -> JavaInt:
-    return _jint(_varlong(st.r, True), cls)
+def read_long(st: State, cls: str) -> JavaInt:
+    return jint(read_varlong(st.r, True), cls)
 
 
-def _short(st: _State, cls: str) -> JavaInt:
-    return _jint(_fixed(st, "h", 2), cls)
+def read_short(st: State, cls: str) -> JavaInt:
+    return jint(read_fixed(st, "h", 2), cls)
 
 
-def _byte(st: _State, cls: str) -> JavaInt:
-    return _jint(st.r.i8(), cls)
+def read_byte(st: State, cls: str) -> JavaInt:
+    return jint(st.r.i8(), cls)
 
 
-def _char(st: _State, cls: str) -> JavaStr:
-    return _jstr(utf16_units_to_str([_fixed(st, "H", 2)]), cls)
+def read_char(st: State, cls: str) -> JavaStr:
+    return jstr(utf16_units_to_str([read_fixed(st, "H", 2)]), cls)
 
 
-def _float(st: _State, cls: str) -> JavaFloat:
-    v = JavaFloat(_fixed(st, "f", 4))
+def read_float(st: State, cls: str) -> JavaFloat:
+    v = JavaFloat(read_fixed(st, "f", 4))
     v.java_class = cls
     return v
 
 
-def _double(st: _State, cls: str) -> float:
-    return float(_fixed(st, "d", 8))
+def read_double(st: State, cls: str) -> float:
+    return float(read_fixed(st, "d", 8))
 
 
-def _boolean(st: _State, cls: str) -> bool:
+def read_boolean(st: State, cls: str) -> bool:
     return st.r.u8() != 0
 
 
-def _string(st: _State, cls: str) -> JavaStr | None:
-    text = _kryo_string(st.r)
-    return None if text is None else _jstr(text, cls)
+def read_string(st: State, cls: str) -> JavaStr | None:
+    text = kryo_string(st.r)
+    return None if text is None else jstr(text, cls)
 
 
-def _big_integer(st: _State, cls: str) -> JavaInt | None:
+def big_integer(st: State, cls: str) -> JavaInt | None:
     """``DefaultSerializers.BigIntegerSerializer``: length + 1, two's complement big-endian."""
     r = st.r
     n = r.varint()
     if n == 0:
         return None
     raw = r.raw(n - 1)
-    return _jint(int.from_bytes(raw, "big", signed=True) if raw else 0, cls)
+    return jint(int.from_bytes(raw, "big", signed=True) if raw else 0, cls)
 
 
-def _big_decimal(st: _State, cls: str) -> JavaStr | None:
+def big_decimal(st: State, cls: str) -> JavaStr | None:
     """``BigDecimalSerializer``: the unscaled value's bytes, then the scale.
 
     The unscaled value as ``BigInteger.toByteArray`` (length + 1 first), the scale a zig-zag
@@ -92,51 +92,51 @@ def _big_decimal(st: _State, cls: str) -> JavaStr | None:
         return None
     raw = r.raw(n - 1)
     unscaled = int.from_bytes(raw, "big", signed=True) if raw else 0
-    scale = _zigzag_int(r)
+    scale = zigzag_int(r)
     value = decimal.Decimal((int(unscaled < 0), tuple(map(int, str(abs(unscaled)))), -scale))
-    return _jstr(_java_decimal_text(unscaled, scale), cls, (unscaled, scale, value))
+    return jstr(java_decimal_text(unscaled, scale), cls, (unscaled, scale, value))
 
 
-def _date(st: _State, cls: str) -> JavaStr:
+def read_date(st: State, cls: str) -> JavaStr:
     """``DefaultSerializers.DateSerializer``: the milliseconds, a varint (no zig-zag)."""
-    millis = _varlong(st.r, False)
+    millis = read_varlong(st.r, False)
     seconds, ms = divmod(millis, 1000)
-    return _jstr(_instant_text(seconds, ms * 1_000_000), cls, (millis,))
+    return jstr(instant_text(seconds, ms * 1_000_000), cls, (millis,))
 
 
-def _timestamp(st: _State, cls: str) -> JavaStr:
+def read_timestamp(st: State, cls: str) -> JavaStr:
     """``java.sql.Timestamp``: milliseconds, then the nanoseconds (varints).
 
     Kryo 5's ``TimestampSerializer`` writes the whole seconds' milliseconds, chill's (Flink
     1.x) ``getTime()``.
     """
     r = st.r
-    millis = _varlong(r, False)
+    millis = read_varlong(r, False)
     nanos = r.varint()
     if nanos >= NANOS_PER_SECOND:
         raise r.fail(f"a Timestamp's nanoseconds {nanos}")
     seconds = millis // 1000  # Kryo 5: whole seconds' millis; chill: floorDiv drops the rest
-    return _jstr(_instant_text(seconds, nanos), cls, (seconds, nanos))
+    return jstr(instant_text(seconds, nanos), cls, (seconds, nanos))
 
 
-def _uuid(st: _State, cls: str) -> JavaStr:
+def uuid(st: State, cls: str) -> JavaStr:
     """Kryo 5 ``UUIDSerializer``: two longs; chill's (Flink 1.x): two zig-zag varlongs."""
     if st.le:
         r = st.r
-        msb, lsb = _TWO_LONGS.unpack_from(r.data, r.need(16))
+        msb, lsb = TWO_LONGS.unpack_from(r.data, r.need(16))
     else:
-        msb, lsb = _varlong(st.r, True), _varlong(st.r, True)
+        msb, lsb = read_varlong(st.r, True), read_varlong(st.r, True)
     h = f"{(msb & (1 << 64) - 1) << 64 | lsb & (1 << 64) - 1:032x}"
-    return _jstr(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}", cls, (msb, lsb))
+    return jstr(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}", cls, (msb, lsb))
 
 
-def _text(st: _State, cls: str) -> JavaStr | None:
+def text_of(st: State, cls: str) -> JavaStr | None:
     """``CurrencySerializer``, ``URISerializer``: a Kryo string."""
-    text = _kryo_string(st.r)
-    return None if text is None else _jstr(text, cls)
+    text = kryo_string(st.r)
+    return None if text is None else jstr(text, cls)
 
 
-def _enum(st: _State, cls: str) -> dict[str, Any] | None:
+def read_enum(st: State, cls: str) -> dict[str, Any] | None:
     """``DefaultSerializers.EnumSerializer``: ordinal + 1 (0: null)."""
     n = st.r.varint()
     return None if n == 0 else {"enum": cls, "ordinal": n - 1}

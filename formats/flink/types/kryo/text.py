@@ -14,18 +14,18 @@ from statecore.values import NANOS_PER_SECOND, civil_from_days
 # ---------------------------------------------------------------- java.time text (toString)
 
 
-def _year_text(year: int, plus: bool) -> str:
+def year_text(year: int, plus: bool) -> str:
     """The year as ``LocalDate.toString`` (``plus``) or ``YearMonth.toString`` writes it."""
     if abs(year) < 1000:
         return f"-{-year:04d}" if year < 0 else f"{year:04d}"
     return f"+{year}" if plus and year > 9999 else str(year)
 
 
-def _date_text(y: int, m: int, d: int) -> str:
-    return f"{_year_text(y, True)}-{m:02d}-{d:02d}"
+def date_text(y: int, m: int, d: int) -> str:
+    return f"{year_text(y, True)}-{m:02d}-{d:02d}"
 
 
-def _time_text(h: int, mi: int, s: int, n: int) -> str:
+def time_text(h: int, mi: int, s: int, n: int) -> str:
     """``LocalTime.toString``: seconds only when not zero, the fraction in groups of 3."""
     text = f"{h:02d}:{mi:02d}"
     if s or n:
@@ -40,7 +40,7 @@ def _time_text(h: int, mi: int, s: int, n: int) -> str:
     return text
 
 
-def _offset_text(seconds: int) -> str:
+def offset_text(seconds: int) -> str:
     """``ZoneOffset.getId``."""
     if seconds == 0:
         return "Z"
@@ -49,7 +49,7 @@ def _offset_text(seconds: int) -> str:
     return text + (f":{a % 60:02d}" if a % 60 else "")
 
 
-def _instant_text(seconds: int, nanos: int) -> str:
+def instant_text(seconds: int, nanos: int) -> str:
     """``Instant.toString`` (``DateTimeFormatter.ISO_INSTANT``): seconds always written."""
     days, secs = divmod(seconds, 86400)
     y, m, d = civil_from_days(days)
@@ -57,7 +57,7 @@ def _instant_text(seconds: int, nanos: int) -> str:
     if nanos:
         frac = (f".{nanos // 1_000_000:03d}" if nanos % 1_000_000 == 0 else
                 f".{nanos // 1000:06d}" if nanos % 1000 == 0 else f".{nanos:09d}")
-    return (f"{_date_text(y, m, d)}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+    return (f"{date_text(y, m, d)}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
             f"{frac}Z")
 
 
@@ -66,7 +66,7 @@ def _java_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
-def _duration_text(seconds: int, nanos: int) -> str:
+def duration_text(seconds: int, nanos: int) -> str:
     """Port of ``Duration.toString``."""
     if seconds == 0 and nanos == 0:
         return "PT0S"
@@ -91,13 +91,13 @@ def _duration_text(seconds: int, nanos: int) -> str:
     return text + "S"
 
 
-def _period_text(y: int, m: int, d: int) -> str:
+def period_text(y: int, m: int, d: int) -> str:
     if y == m == d == 0:
         return "P0D"
     return "P" + (f"{y}Y" if y else "") + (f"{m}M" if m else "") + (f"{d}D" if d else "")
 
 
-def _java_decimal_text(unscaled: int, scale: int) -> str:
+def java_decimal_text(unscaled: int, scale: int) -> str:
     """``BigDecimal.toString`` (scientific notation when the exponent is small)."""
     digits = str(abs(unscaled))
     sign = "-" if unscaled < 0 else ""

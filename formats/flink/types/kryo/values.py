@@ -51,14 +51,14 @@ class JavaDict(dict[str, Any]):
     java_class: str
 
 
-def _jstr(text: str, java_class: str, parts: tuple[Any, ...] = ()) -> JavaStr:
+def jstr(text: str, java_class: str, parts: tuple[Any, ...] = ()) -> JavaStr:
     v = JavaStr(text)
     v.java_class = java_class
     v.parts = parts
     return v
 
 
-def _jint(value: int, java_class: str) -> JavaInt:
+def jint(value: int, java_class: str) -> JavaInt:
     v = JavaInt(value)
     v.java_class = java_class
     return v

@@ -7,7 +7,7 @@ serializers' ``write`` methods whose ``read`` the reading modules port: ``Defaul
 ``CollectionSerializer``, ``MapSerializer``, ``DefaultArraySerializers``, Kryo 5's
 ``TimeSerializers`` (:func:`_w_time`), Kryo 2.24's ``FieldSerializer`` of the ``java.time``
 classes (the ``_wf_*`` writers) and chill's serializers of Flink 1.x's registrar. The tables
-:data:`_WRITERS5` (Kryo 5) and :data:`_WRITERS2` (Kryo 2.24) map a class to its writer.
+:data:`WRITERS5` (Kryo 5) and :data:`WRITERS2` (Kryo 2.24) map a class to its writer.
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from formats.flink.types.kryo.registrations import (
-    _COLLECTIONS,
-    _FINAL,
-    _IMMUTABLE,
-    _MAPS,
-    _NO_REFERENCES,
-    _PRIMITIVE_ARRAYS,
+    COLLECTIONS,
+    FINAL,
+    IMMUTABLE,
+    MAPS,
     MAX_KRYO_NESTING,
+    NO_REFERENCES,
+    PRIMITIVE_ARRAYS,
     KryoRegistrations,
-    _component,
+    component_class,
     kryo_registrations,
 )
 from formats.flink.types.kryo.typed import TYPED_SPECS
-from formats.flink.types.kryo.values import JavaFloat, _jint, _jstr
+from formats.flink.types.kryo.values import JavaFloat, jint, jstr
 from statecore.errors import InvalidArgumentError
 from statecore.values import NANOS_PER_DAY, NANOS_PER_SECOND, civil_from_days
 
@@ -69,44 +69,44 @@ def _from_typed(cls: str, value: Any) -> Any:
     if cls in ("java.lang.Integer", "java.lang.Double", "java.lang.Boolean"):
         return value
     if cls in ("java.lang.Long", "java.lang.Short", "java.lang.Byte", "java.math.BigInteger"):
-        return _jint(int(value), cls)
+        return jint(int(value), cls)
     if cls == "java.lang.Float":
         f = JavaFloat(value)
         f.java_class = cls
         return f
     if cls in ("java.lang.String", "java.lang.Character"):
-        return _jstr(str(value), cls)
+        return jstr(str(value), cls)
     if cls == "java.util.UUID":
         h = str(value).replace("-", "")
         if len(h) != 32:
             raise InvalidArgumentError(f"{value!r} is not a UUID")
         n = int(h, 16)
-        return _jstr(str(value), cls, (_signed64(n >> 64), _signed64(n)))
+        return jstr(str(value), cls, (_signed64(n >> 64), _signed64(n)))
     if cls == "java.math.BigDecimal":
         if not isinstance(value, decimal.Decimal) or not value.is_finite():
             raise InvalidArgumentError(f"{value!r} is not a finite Decimal")
         sign, digits, exp = value.as_tuple()
         unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-        return _jstr(str(value), cls, (unscaled, -int(exp), value))
+        return jstr(str(value), cls, (unscaled, -int(exp), value))
     if cls == "java.time.LocalDate":
         if not isinstance(value, datetime.date):
             raise InvalidArgumentError(f"{value!r} is not a date")
-        return _jstr(value.isoformat(), cls, (value.year, value.month, value.day))
+        return jstr(value.isoformat(), cls, (value.year, value.month, value.day))
     if cls == "java.time.LocalTime":
         n = value.nano_of_day
-        return _jstr(str(value), cls, (n // 3_600_000_000_000, n // 60_000_000_000 % 60,
+        return jstr(str(value), cls, (n // 3_600_000_000_000, n // 60_000_000_000 % 60,
                                        n // NANOS_PER_SECOND % 60, n % NANOS_PER_SECOND))
     if cls == "java.time.LocalDateTime":
         days, n = divmod(value.epoch_nanos, NANOS_PER_DAY)
-        return _jstr(str(value), cls, (*civil_from_days(days), n // 3_600_000_000_000,
+        return jstr(str(value), cls, (*civil_from_days(days), n // 3_600_000_000_000,
                                        n // 60_000_000_000 % 60, n // NANOS_PER_SECOND % 60,
                                        n % NANOS_PER_SECOND))
     if cls == "java.time.Instant":
-        return _jstr(str(value), cls, divmod(value.epoch_nanos, NANOS_PER_SECOND))
+        return jstr(str(value), cls, divmod(value.epoch_nanos, NANOS_PER_SECOND))
     if cls in ("java.util.Date", "java.sql.Date", "java.sql.Time"):
-        return _jstr(str(value), cls, (value.epoch_nanos // 1_000_000,))
+        return jstr(str(value), cls, (value.epoch_nanos // 1_000_000,))
     if cls == "java.sql.Timestamp":
-        return _jstr(str(value), cls, divmod(value.epoch_nanos, NANOS_PER_SECOND))
+        return jstr(str(value), cls, divmod(value.epoch_nanos, NANOS_PER_SECOND))
     raise InvalidArgumentError(f"statectl cannot write a {cls} from {value!r}")
 
 
@@ -219,7 +219,7 @@ class _Writer:
             self.string(cls)
 
     def uses_references(self, cls: str) -> bool:
-        if cls in _NO_REFERENCES:
+        if cls in NO_REFERENCES:
             return False
         return not (self.le and cls in self.enums)
 
@@ -305,7 +305,7 @@ def _writer_for(w: _Writer, cls: str) -> _Write:
     if cls in w.reg.custom:
         raise InvalidArgumentError(f"a {cls} has a serializer the job registered: statectl "
                                    f"cannot write it")
-    fn = (_WRITERS5 if w.le else _WRITERS2).get(cls)
+    fn = (WRITERS5 if w.le else WRITERS2).get(cls)
     if fn is not None:
         return fn
     if cls.startswith("["):
@@ -530,7 +530,7 @@ def _w_collection(w: _Writer, v: Any, cls: str, header: bool = False) -> None:
     element = classes.pop()
     w.write_class(element)
     has_null = any(x is None for x in items)
-    if cls not in _IMMUTABLE:
+    if cls not in IMMUTABLE:
         w.out.append(1 if has_null else 0)
     for item in items:
         w.obj(item, element, has_null) if item is not None else w.out.append(0)
@@ -600,16 +600,16 @@ _PRIMITIVE_WRITE: dict[str, Callable[[_Writer, Any], None]] = {
 
 def _w_array(w: _Writer, v: Any, cls: str) -> None:
     w.varint(len(v) + 1)
-    primitive = _PRIMITIVE_ARRAYS.get(cls)
+    primitive = PRIMITIVE_ARRAYS.get(cls)
     if primitive is not None:
         write = _PRIMITIVE_WRITE[primitive]
         for x in v:
             write(w, x)
         return
-    component = _component(cls)
+    component = component_class(cls)
     if component is None:
         raise InvalidArgumentError(f"bad array class {cls[:80]}")
-    if component == "java.lang.String" or component in _FINAL or component.startswith("["):
+    if component == "java.lang.String" or component in FINAL or component.startswith("["):
         for x in v:
             if x is None:
                 w.out.append(0)
@@ -638,9 +638,9 @@ _W_COMMON: dict[str, _Write] = {
     "java.util.TreeSet": _w_sorted_collection, "java.util.PriorityQueue": _w_sorted_collection,
     "java.util.TreeMap": _w_sorted_map,
     "java.util.concurrent.ConcurrentSkipListMap": _w_sorted_map,
-    **dict.fromkeys(_COLLECTIONS, _w_collection), **dict.fromkeys(_MAPS, _w_map),
+    **dict.fromkeys(COLLECTIONS, _w_collection), **dict.fromkeys(MAPS, _w_map),
 }
-_WRITERS5: dict[str, _Write] = {
+WRITERS5: dict[str, _Write] = {
     **_W_COMMON,
     "java.util.Arrays$ArrayList": _w_collection, "java.net.URI": _w_text,
     "java.time.LocalDate": _w_time("date"), "java.time.LocalTime": _w_time("time"),
@@ -655,7 +655,7 @@ _WRITERS5: dict[str, _Write] = {
 def _w_field(w: _Writer, v: Any, index: int, cls: str, parts: tuple[Any, ...]) -> None:
     """An object field: the object read (its identity kept), else a new one of ``parts``."""
     nested = getattr(v, "nested", ())
-    w.obj(nested[index] if nested else _jstr("", cls, parts), cls, True)
+    w.obj(nested[index] if nested else jstr("", cls, parts), cls, True)
 
 
 def _wf_local_date(w: _Writer, v: Any, cls: str) -> None:
@@ -691,7 +691,7 @@ def _wf_zone_offset(w: _Writer, v: Any, cls: str) -> None:
 
 def _wf_zone_region(w: _Writer, v: Any, cls: str) -> None:
     nested = getattr(v, "nested", ())
-    w.obj(nested[0] if nested else _jstr(str(v), "java.lang.String"), "java.lang.String", True)
+    w.obj(nested[0] if nested else jstr(str(v), "java.lang.String"), "java.lang.String", True)
 
 
 def _wf_zoned_datetime(w: _Writer, v: Any, cls: str) -> None:
@@ -733,7 +733,7 @@ def _w_chill_as_list(w: _Writer, v: Any, cls: str) -> None:
         w.any(item, None)
 
 
-_WRITERS2: dict[str, _Write] = {
+WRITERS2: dict[str, _Write] = {
     **_W_COMMON,
     "java.util.Arrays$ArrayList": _w_chill_as_list,
     "java.time.LocalDate": _wf_local_date, "java.time.LocalTime": _wf_local_time,

@@ -1,0 +1,237 @@
+"""A keyed state stream's header: the key serializer and every state's meta info (reference §6.1).
+
+``KeyedBackendSerializationProxy`` version 6, the compression flag, the key serializer
+snapshot, then per state its name, type, options and serializer snapshots
+(``StateMetaInfoSnapshotReadersWriters``). A state's id is its position in this list
+(``HeapSnapshotResources`` assigns ids in the order it writes the meta infos; the restore reads
+them back the same way). The header is what the heap format, the canonical savepoint format
+and a RocksDB handle's meta-data stream start with; an ``inspect`` summary reads it alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from formats.flink.javaio import DataReader
+from formats.flink.metadata import FlinkKeyedHandle
+from formats.flink.types.codecs import Codec, codec_for
+from formats.flink.types.snapshots import SerializerSnapshot, read_snapshot
+from statecore.errors import CheckpointError, UnsupportedFormatError
+
+__all__ = ["KEYED_PROXY_VERSION", "STATE_TYPES", "HeaderCache", "KeyedHeader", "StateInfo",
+           "cached_header", "header_end", "read_keyed_header", "read_state_info",
+           "read_state_infos"]
+
+KEYED_PROXY_VERSION = 6
+STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
+
+
+@dataclass
+class StateInfo:
+    """One state of the header: name, kind and serializers (with codecs where known)."""
+
+    name: str
+    backend_type: str  # KEY_VALUE | PRIORITY_QUEUE | ...
+    options: dict[str, str]
+    serializers: dict[str, SerializerSnapshot]
+    kind: str = ""  # value | list | map | reducing | aggregating | timers
+    value: Codec | None = None  # heap layout: the whole state value
+    namespace: Codec | None = None
+    element: Codec | None = None  # list element / map value / timer (canonical layout)
+    user_key: Codec | None = None
+    #: the meta info's bytes exactly as Flink wrote them (a savepoint writer carries them over)
+    raw: bytes = b""
+
+    @property
+    def serializer_names(self) -> dict[str, str]:
+        return {k: s.describe() for k, s in self.serializers.items()}
+
+
+@dataclass
+class KeyedHeader:
+    """The header of a keyed state stream: compression, key serializer, states."""
+
+    compressed: bool
+    key_snapshot: SerializerSnapshot
+    key: Codec | None
+    states: list[StateInfo]
+    size: int = 0  # bytes of the header
+    #: the key serializer snapshot's bytes as Flink wrote them (proxy version included)
+    key_snapshot_raw: bytes = b""
+
+
+def read_keyed_header(r: DataReader, end: int | None = None) -> KeyedHeader:
+    """``KeyedBackendSerializationProxy.read``: the key serializer, then every state's meta info.
+
+    ``end``: where the header ends when the caller knows it (the first key group's offset, a
+    RocksDB meta-data stream's length). Then a serializer snapshot statectl cannot parse (its
+    layout is the serializer's own, and nothing frames it) does not stop the header: its
+    state keeps the snapshot as unparsed (no codec: its values are reported undecodable) and
+    reading goes on where the rest of the header parses exactly up to ``end``
+    (:func:`_resync_header`).
+    """
+    start = r.pos
+    version = r.i32()
+    if version != KEYED_PROXY_VERSION:
+        raise UnsupportedFormatError(
+            f"{r.where}: keyed state written with serialization proxy version {version}; "
+            f"statectl reads version {KEYED_PROXY_VERSION} (Flink 1.17 and later)")
+    compressed = r.boolean()
+    at = r.pos
+    key_snapshot = read_snapshot(r)
+    key_raw = r.data[at:r.pos]
+    n = r.count("states", 10, r.i16())
+    states = read_state_infos(r, n, end)
+    return KeyedHeader(compressed, key_snapshot, codec_for(key_snapshot), states, r.pos - start,
+                       key_raw)
+
+
+def read_state_infos(r: DataReader, n: int, end: int | None = None) -> list[StateInfo]:
+    """``n`` meta infos; with ``end`` known, an unparsable serializer snapshot is stepped over."""
+    states: list[StateInfo] = []
+    while len(states) < n:
+        states.append(read_state_info(r, n - len(states) - 1, end))
+    return states
+
+
+def read_state_info(r: DataReader, states_after: int = 0, end: int | None = None
+                    ) -> StateInfo:
+    """One ``StateMetaInfoSnapshot`` (reference §6.1); its bytes are kept in ``raw``.
+
+    ``states_after`` and ``end``: how many meta infos follow and where they end, which lets a
+    serializer snapshot statectl cannot parse be stepped over (:func:`_resync_header`).
+    """
+    start = r.pos
+    name = r.utf()
+    ordinal = r.i32()
+    if not 0 <= ordinal < len(STATE_TYPES):
+        raise r.fail(f"state {name!r}: unknown backend state type {ordinal}")
+    options = {}
+    for _ in range(r.count("state options", 4)):
+        key = r.utf()
+        options[key] = r.utf()
+    serializers = {}
+    n = r.count("state serializers", 4)
+    for i in range(n):
+        key = r.utf()
+        at = r.pos
+        try:
+            serializers[key] = read_snapshot(r)
+        except UnsupportedFormatError as exc:
+            if end is None:
+                raise
+            r.pos = at
+            serializers[key] = _unparsed(r, exc)
+            r.pos = _resync_header(r, at, n - i - 1, states_after, end, exc)
+    info = StateInfo(name, STATE_TYPES[ordinal], options, serializers, raw=r.data[start:r.pos])
+    _assign_codecs(info)
+    return info
+
+
+#: Most candidate positions :func:`_resync_header` tries before it gives up.
+MAX_RESYNC_TRIES = 4096
+
+
+def _unparsed(r: DataReader, exc: UnsupportedFormatError) -> SerializerSnapshot:
+    """The class and version of a snapshot statectl could not parse, and why (no codec)."""
+    start = r.pos
+    try:
+        r.i32()  # the proxy version
+        name, version = r.utf(), r.i32()
+    except CheckpointError:
+        name, version = "(unknown serializer)", 0
+    r.pos = start
+    return SerializerSnapshot(name, version, outer={"unparsed": True, "reason": str(exc)})
+
+
+def _resync_header(r: DataReader, at: int, serializers_after: int, states_after: int, end: int,
+                   exc: UnsupportedFormatError) -> int:
+    """Where the header goes on after a serializer snapshot at ``at`` statectl cannot parse.
+
+    Nothing frames a snapshot, so its end is found from what must follow: ``serializers_after``
+    more ``(name, snapshot)`` entries of this state, then ``states_after`` meta infos, ending
+    exactly at ``end``. The first position after ``at`` from which all of that parses is taken
+    (a snapshot's bytes are its serializer's own: they rarely look like that, and at worst the
+    serializer entries taken are statectl's to decode, checked as everything else).
+    """
+    data = r.data
+    if end > r.end or end < at:
+        raise exc
+    if not serializers_after and not states_after:
+        return end  # the last snapshot of the header: it ends where the header does
+    tries = 0
+    for candidate in range(at + 4, end):
+        # a serializer entry starts with its name (writeUTF: a 2-byte length), a meta info too
+        length = int.from_bytes(data[candidate:candidate + 2], "big")
+        if not 0 < length <= 1024 or candidate + 2 + length > end:
+            continue
+        tries += 1
+        if tries > MAX_RESYNC_TRIES:
+            break
+        probe = DataReader(data, r.where, candidate, end)
+        try:
+            for _ in range(serializers_after):
+                probe.utf()
+                read_snapshot(probe)
+            for _ in range(states_after):
+                read_state_info(probe)
+        except CheckpointError:
+            continue
+        if probe.pos == end:
+            return candidate
+    raise UnsupportedFormatError(f"{exc} (and the rest of the header could not be found past "
+                                 f"it)") from exc
+
+
+def _assign_codecs(info: StateInfo) -> None:
+    value = info.serializers.get("VALUE_SERIALIZER")
+    if info.backend_type == "PRIORITY_QUEUE":
+        info.kind = "timers"
+        info.value = info.element = None if value is None else codec_for(value)
+        return
+    if info.backend_type not in ("KEY_VALUE", "KEY_VALUE_V2"):
+        info.kind = info.backend_type.lower()
+        return
+    info.kind = info.options.get("KEYED_STATE_TYPE", "VALUE").lower()
+    namespace = info.serializers.get("NAMESPACE_SERIALIZER")
+    info.namespace = None if namespace is None else codec_for(namespace)
+    if value is None:
+        return
+    info.value = codec_for(value)
+    if info.kind == "list" and value.nested:
+        info.element = codec_for(value.nested[0])
+    elif info.kind == "map" and len(value.nested) == 2:
+        info.user_key = codec_for(value.nested[0])
+        info.element = codec_for(value.nested[1])
+    else:
+        info.element = info.value
+
+
+#: Parsed headers by their exact bytes, grouped by length (see :func:`decode_keyed_stream`).
+HeaderCache = dict[int, dict[bytes, KeyedHeader]]
+
+
+def cached_header(data: bytes, where: str, headers: HeaderCache | None,
+                  end: int | None = None) -> KeyedHeader:
+    """The header ``data`` starts with, parsed once per snapshot (see ``decode_keyed_stream``).
+
+    ``end``: where the header ends, when known (:func:`header_end`).
+    """
+    if headers:
+        for size, known in headers.items():
+            header = known.get(data[:size])
+            if header is not None:
+                return header
+    header = read_keyed_header(DataReader(data, where), end)
+    if headers is not None:
+        headers.setdefault(header.size, {})[data[:header.size]] = header
+    return header
+
+
+def header_end(handle: FlinkKeyedHandle, size: int) -> int:
+    """Where a keyed stream's header ends: its first key group's offset.
+
+    The stream's size when no key group has data (a canonical savepoint of empty state).
+    """
+    starts = [o for o in handle.offsets if o > 0]
+    return min(starts) if starts else size
