@@ -26,8 +26,8 @@ import pytest
 from cli_support import run, run_json
 from flink_fixtures import require_fixtures, snapshot_ids, snapshots
 
-import formats.flink.checkpoint as flink_checkpoint
 import formats.flink.pieces as flink_pieces
+import formats.flink.snapshot_model as flink_snapshot_model
 import formats.spark.flink as spark_flink
 from formats.diff import diff_checkpoints
 from formats.engines import SparkEngine
@@ -83,7 +83,7 @@ def driver_decodes_nothing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         for module, name in ((flink_pieces, "decode_keyed_stream"),
                              (flink_pieces, "decode_incremental"),
                              (flink_pieces, "decode_piece"),
-                             (flink_checkpoint, "decode_keyed_handle"),
+                             (flink_snapshot_model, "decode_keyed_handle"),
                              (spark_flink, "decode_piece")):
             patch.setattr(module, name, _refused_here(getattr(module, name), os.getpid()))
         yield

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 from formats.flink.types.snapshots import SerializerSnapshot
+from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
 
-__all__ = ["Losses", "described", "reason_of", "short_names"]
+__all__ = ["Losses", "described", "reason_of", "refuse_losses", "short_names"]
 
 
 class Losses:
@@ -74,3 +75,20 @@ def reason_of(exc: BaseException, where: str) -> str:
     """An error's message without the location every message of one stream starts with."""
     text = str(exc)
     return text[len(where) + 2:] if where and text.startswith(where + ": ") else text
+
+
+def refuse_losses(losses: Losses, where: str) -> None:
+    """Raise when anything could not be decoded, for a reader that cannot report it.
+
+    A Spark task: a partial result must not pass for a whole one. A
+    :class:`CorruptCheckpointError` for damage, else an :class:`UnsupportedFormatError`; the
+    message names the first part and says that the local engine reads the rest.
+    """
+    parts = losses.parts()
+    if not parts:
+        return
+    damaged = [p for p in parts if p[6]]
+    state, key_group, _values, cls, _ser, reason, is_damaged, _kept = (damaged or parts)[0]
+    error = CorruptCheckpointError if is_damaged else UnsupportedFormatError
+    raise error(f"{where}: state {state!r}, key group {key_group}: {cls}: {reason} (the local "
+                f"engine reads everything else and reports what it could not decode)")

@@ -41,6 +41,7 @@ from formats.flink.keyed import (
     iter_timers,
     undecodable_key,
 )
+from formats.flink.losses import refuse_losses
 from formats.flink.metadata import FlinkIncrementalHandle, FlinkKeyedHandle
 from formats.flink.streams import SnapshotStreams
 from formats.flink.tables import rehash_rows
@@ -222,7 +223,10 @@ def decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCac
     The codecs built for it read that Flink's Kryo (:mod:`formats.flink.types.flink_version`).
     """
     with written_by(piece.source.kryo_major):
-        return _decode_piece(streams, piece, headers)
+        header, decoded, info = _decode_piece(streams, piece, headers)
+    # a task cannot report a partial result: what it could not decode fails it
+    refuse_losses(decoded.losses, piece.source.where)
+    return header, decoded, info
 
 
 def _decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCache | None
