@@ -86,16 +86,16 @@ def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool,
 def _report_undecodable(ctx: click.Context) -> None:
     """One line on stderr for what the command's checkpoints could not decode.
 
-    Damaged parts (not a missing decoder) end the command with exit code 3 unless
-    ``--partial``; unsupported serializers leave the exit code as it is.
+    Damaged parts (not a missing decoder) end the command with exit code 3 and that line as
+    its ``Error:`` unless ``--partial``; unsupported serializers leave the exit code as it is.
     """
     report = undecodable_report(ctx.meta)
     if report is None:
         return
     line, damage = report
+    if damage:  # one line, as every error: the damage first, then what was not decoded
+        raise CorruptCheckpointError(f"{damage}; {line}")
     click.echo(f"statectl: {line}", err=True)
-    if damage:
-        raise CorruptCheckpointError(damage)
 
 
 for _command in COMMANDS:
