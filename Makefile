@@ -14,7 +14,7 @@ FLINK_STAMP   := $(FLINK_VENV)/.installed-$(FLINK_VERSION)
 # (written through ctypes: merges and single deletions); from Debian, installed when missing.
 ROCKSDB_DEBS := librocksdb-dev rocksdb-tools
 
-.PHONY: demo test test-slow bench lint venv flink-venv system-deps clean
+.PHONY: demo test test-slow test-flink-versions bench lint venv flink-venv system-deps clean
 
 venv: $(STAMP)
 
@@ -46,6 +46,14 @@ test: lint $(FLINK_STAMP) system-deps
 
 test-slow: $(STAMP) $(FLINK_STAMP) system-deps
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q -m slow
+
+# Flink 1.15 to 2.2 (besides 1.20 and 2.3, which `make test` covers) load, and 1.17 to 2.2
+# restore, what statectl writes for them: each release's jars are installed on first use
+# (`pip install --no-deps apache-flink-libraries==X`, ~300-400 MB each, cached in
+# ~/.cache/statectl-flink). STATECTL_FLINK_RELEASES=1.18.1,2.0.2 narrows it.
+test-flink-versions: $(STAMP) $(FLINK_STAMP)
+	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q -m flink_versions \
+	  tests/test_flink_releases.py tests/test_flink_release_restore.py
 
 demo: $(STAMP)
 	$(PY) -m cli.demo

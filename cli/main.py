@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import sys
 import traceback
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
 from cli.commands import COMMANDS
 from cli.output import JsonOutput, Output, TextOutput
-from cli.params import ALLOW_PICKLE, PARTIAL, undecodable_report
+from cli.params import (
+    ALLOW_PICKLE,
+    OPERATOR_NAMES,
+    PARTIAL,
+    names_report,
+    undecodable_report,
+)
 from formats.filesystems import explain
+from formats.operator_names import OperatorNames
 from statecore.errors import CorruptCheckpointError, StatectlError
 
 __all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
@@ -68,10 +75,20 @@ class StatectlGroup(click.Group):
               help="Accept partial results from a damaged snapshot: what is intact is shown "
                    "and the exit code is 0 (without it: 3). Values statectl has no decoder "
                    "for never change the exit code; both are reported on stderr.")
+@click.option("--uid", "uids", multiple=True, metavar="UID",
+              help="A uid of the job (repeatable). Flink 1.x snapshots store no uids, only "
+                   "OperatorIDs, which Flink derives from the uids: the operator whose ID this "
+                   "uid hashes to is shown, and written, with it.")
+@click.option("--uid-hash", "uid_hashes", multiple=True, metavar="HEX=UID",
+              help="Name the operator with this OperatorID (32 hex digits, as set with Flink's "
+                   "setUidHash) UID (repeatable).")
+@click.option("--uid-file", type=click.File("r", encoding="utf-8"),
+              help="A file of uids and HEX=UID lines, one per line (# comments).")
 @click.version_option(package_name="statectl", prog_name="statectl")
 @click.pass_context
 def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool,
-             allow_pickle: bool, partial: bool) -> None:
+             allow_pickle: bool, partial: bool, uids: tuple[str, ...],
+             uid_hashes: tuple[str, ...], uid_file: TextIO | None) -> None:
     """See the state of stream processors, built on Flink's heap state backend.
 
     Exit codes: 0 ok, 1 findings (verify problems, diff differences), 2 usage error,
@@ -81,6 +98,8 @@ def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool,
     ctx.obj = output
     ctx.meta[ALLOW_PICKLE] = allow_pickle
     ctx.meta[PARTIAL] = partial
+    ctx.meta[OPERATOR_NAMES] = OperatorNames.parse(
+        uids, uid_hashes, uid_file.read().splitlines() if uid_file is not None else ())
 
 
 def _report_undecodable(ctx: click.Context) -> None:
@@ -89,6 +108,9 @@ def _report_undecodable(ctx: click.Context) -> None:
     Damaged parts (not a missing decoder) end the command with exit code 3 and that line as
     its ``Error:`` unless ``--partial``; unsupported serializers leave the exit code as it is.
     """
+    names = names_report(ctx.meta)
+    if names is not None:
+        click.echo(f"statectl: {names}", err=True)
     report = undecodable_report(ctx.meta)
     if report is None:
         return

@@ -222,12 +222,16 @@ class TextOutput(Output):
             + f"{result.files_written} written, {result.entries_written:,} entries rewritten"
             + (f", {result.entries_dropped:,} expired entries dropped"
                if result.entries_dropped else "") + f" in {result.seconds:.2f} s")
+        if result.release_text:
+            self.console.print(f"a savepoint {escape(result.release_text)}")
 
     def convert(self, result: ConvertResult) -> None:
         self.console.print(
             f"wrote {escape(result.location)}: a {result.format.capitalize()} canonical savepoint "
             f"of {result.source_format}'s state, {result.entries:,} keyed entries in "
             f"{result.files} files ({format_size(result.bytes)}) in {result.seconds:.2f} s")
+        if result.release_text:
+            self.console.print(f"a savepoint {escape(result.release_text)}")
 
     def verify(self, report: VerifyReport) -> None:
         self.console.print(f"checked {report.location}: {report.files} files, "
@@ -539,6 +543,7 @@ def rescale_result_json(result: RescaleResult) -> dict[str, Any]:
             "files_copied": result.files_copied, "files_written": result.files_written,
             "entries_written": result.entries_written,
             "entries_dropped": result.entries_dropped, "seconds": result.seconds,
+            "flink_release": result.release,
             "operators": [{**op.identity.to_json(), "parallelism": op.parallelism,
                            "max_parallelism": op.max_parallelism}
                           for op in result.metadata.operators]}
@@ -613,7 +618,7 @@ class JsonOutput(Output):
         self._emit({"location": result.location, "format": result.format,
                     "source_format": result.source_format, "files": result.files,
                     "bytes": result.bytes, "entries": result.entries,
-                    "seconds": result.seconds})
+                    "seconds": result.seconds, "flink_release": result.release})
 
     def verify(self, report: VerifyReport) -> None:
         self._emit(verify_json(report))

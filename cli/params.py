@@ -12,6 +12,7 @@ import click
 from formats.engines import ENGINES
 from formats.model import Checkpoint
 from formats.open import pinned
+from formats.operator_names import OperatorNames
 from statecore.undecodable import describe_damage, summarize_parts
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -110,6 +111,38 @@ ALLOW_PICKLE = "statectl.allow_pickle"
 def allow_pickle() -> bool:
     """Whether the user passed the global ``--allow-pickle`` (unsafe: it runs snapshot code)."""
     return bool(click.get_current_context().meta.get(ALLOW_PICKLE, False))
+
+
+#: ``ctx.meta`` key of the operator names given by ``--uid``, ``--uid-hash``, ``--uid-file``.
+OPERATOR_NAMES = "statectl.operator_names"
+
+
+def operator_names() -> OperatorNames | None:
+    """The uids the user gave for operators a Flink 1.x snapshot does not name, if any."""
+    names = click.get_current_context().meta.get(OPERATOR_NAMES)
+    return names if names else None
+
+
+def names_report(meta: dict[str, Any]) -> str | None:
+    """Which operators the command's checkpoints named from the user's uids (one line)."""
+    names: OperatorNames | None = meta.get(OPERATOR_NAMES)
+    if not names:
+        return None
+    named: list[str] = []
+    unmatched: set[str] = set()
+    opened = meta.get(OPENED, [])
+    for checkpoint in opened:
+        for op in checkpoint.metadata.operators:
+            if op.has_uid and op.uid_from != "snapshot" and op.uid not in named:
+                named.append(op.uid)
+        unmatched.update(getattr(checkpoint, "unmatched_names", ()))
+    if opened:  # a uid unmatched in one checkpoint may name an operator of another
+        unmatched -= set(named)
+    parts = [f"{len(named)} operator{'s' if len(named) != 1 else ''} named by the uids given "
+             f"(the snapshot stores none)" + (f": {', '.join(named)}" if named else "")]
+    if unmatched:
+        parts.append(f"no operator has the OperatorID of {', '.join(sorted(unmatched))}")
+    return "; ".join(parts)
 
 
 #: ``ctx.meta`` keys of the global ``--partial`` flag and of the checkpoints a command read.

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from formats.flink.bootstrap import write_flink_savepoint
+from formats.flink.bootstrap import bootstrap_release, write_flink_savepoint
 from formats.model import Checkpoint
 from formats.rescale import check_target, plan_checkpoint
 from statecore.errors import InvalidArgumentError
@@ -35,20 +36,35 @@ class ConvertResult:
     bytes: int
     entries: int
     seconds: float
+    #: the Flink release the savepoint is for (``formats.flink.versions.TargetRelease``)
+    release: dict[str, Any] | None = None
+    release_text: str = ""
 
 
 def convert_checkpoint(checkpoint: Checkpoint, out: str, to: str = "flink", *,
-                       compress: bool = False) -> ConvertResult:
-    """Write ``checkpoint`` in format ``to`` at ``out`` (which must not exist)."""
+                       compress: bool = False, flink_version: str | None = None
+                       ) -> ConvertResult:
+    """Write ``checkpoint`` in format ``to`` at ``out`` (which must not exist).
+
+    ``flink_version`` ("1.20"): the Flink release the savepoint is for; by default a Flink
+    source's own, and the newest for statectl's format (:mod:`formats.flink.versions`).
+    """
     if to not in FORMATS:
         raise InvalidArgumentError(f"unknown target format {to!r} (one of {', '.join(FORMATS)})")
+    if checkpoint.format_name == "statectl":
+        bootstrap_release(flink_version)  # refuses a release before any work
+    else:
+        checkpoint.check_release(flink_version)
     check_target(out)
     started = time.perf_counter()
     if checkpoint.format_name == "statectl":
-        written = write_flink_savepoint(checkpoint, out, compress=compress)
+        written = write_flink_savepoint(checkpoint, out, compress=compress,
+                                        flink_version=flink_version)
     else:  # already Flink's: rewritten at the same parallelism, as a canonical savepoint
         parallelism = max((op.parallelism for op in checkpoint.metadata.operators), default=1)
         plan = plan_checkpoint(checkpoint, parallelism)
-        written = checkpoint.write_rescaled(plan, out, compress=compress)
+        written = checkpoint.write_rescaled(plan, out, compress=compress,
+                                            flink_version=flink_version)
     return ConvertResult(out, to, checkpoint.format_name, written.files, written.bytes,
-                         written.entries, time.perf_counter() - started)
+                         written.entries, time.perf_counter() - started, written.release,
+                         written.release_text)

@@ -114,7 +114,8 @@ def _identity(op_a: OperatorMetadata, op_b: OperatorMetadata) -> OperatorIdentit
     """An operator of both (one OperatorID): A's uid and name, or B's where A stored none."""
     a, b = op_a.identity, op_b.identity
     return OperatorIdentity(a.id, a.uid if a.uid is not None else b.uid,
-                            a.name if a.name is not None else b.name)
+                            a.name if a.name is not None else b.name,
+                            a.uid_from if a.uid is not None else b.uid_from)
 
 
 def _declaration(state: StateMetadata) -> dict[str, Any]:

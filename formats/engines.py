@@ -31,6 +31,7 @@ from formats.build import BuildSummary, build_state
 from formats.export import StateWriter
 from formats.model import Checkpoint
 from formats.open import open_checkpoint
+from formats.operator_names import OperatorNames
 from formats.rescale import KeyedWriter, RehashCounter
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 
@@ -46,7 +47,7 @@ class Engine:
 
     def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
                         max_parallelism: int | None = None, partial: bool = False,
-                        decode: bool = True) -> Checkpoint:
+                        decode: bool = True, names: OperatorNames | None = None) -> Checkpoint:
         """The checkpoint at ``location``, opened for this engine's commands.
 
         ``count``: the command needs entries per key group (``inspect``, plans; ``export``
@@ -57,7 +58,7 @@ class Engine:
         Locally: :func:`formats.open.open_checkpoint` (which decodes a Flink snapshot here).
         """
         return open_checkpoint(location, allow_pickle=allow_pickle, partial=partial,
-                               decode=decode or allow_pickle)
+                               decode=decode or allow_pickle, names=names)
 
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint this engine cannot read (every one is fine locally)."""
@@ -107,13 +108,13 @@ class SparkEngine(Engine):
 
     def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
                         max_parallelism: int | None = None, partial: bool = False,
-                        decode: bool = True) -> Checkpoint:
+                        decode: bool = True, names: OperatorNames | None = None) -> Checkpoint:
         """A Flink snapshot without decoding its keyed state here; others as locally.
 
         Spark tasks count a Flink snapshot's entries when ``count`` (:mod:`formats.spark.flink`).
         """
         checkpoint = open_checkpoint(location, allow_pickle=allow_pickle, decode=False,
-                                     partial=partial)
+                                     partial=partial, names=names)
         from formats.spark.flink import is_flink_snapshot, open_flink_on_spark
         if not is_flink_snapshot(checkpoint):
             return checkpoint

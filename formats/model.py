@@ -77,6 +77,10 @@ class WrittenSnapshot:
     files: int
     bytes: int
     entries: int
+    #: for which release of the format's engine it was written, as JSON (Flink:
+    #: ``formats.flink.versions.TargetRelease.to_json``), and in words; ``None``: no choice
+    release: dict[str, Any] | None = None
+    release_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -149,14 +153,22 @@ class Checkpoint(ABC):
         """Where a data file's state is, as the format stores it (plans show this)."""
         return (relative,)
 
+    def check_release(self, flink_version: str | None) -> None:
+        """Refuse, before any work, a ``flink_version`` that :meth:`write_rescaled` would.
+
+        Formats whose output has no release to choose accept anything.
+        """
+        return None
+
     def write_rescaled(self, plan: RescalePlan, location: str, *,
-                       checkpoint_id: int | None = None, compress: bool = False
-                       ) -> WrittenSnapshot:
+                       checkpoint_id: int | None = None, compress: bool = False,
+                       flink_version: str | None = None) -> WrittenSnapshot:
         """Write this checkpoint rescaled as ``plan`` says, in its own format's kind of output.
 
         A Flink snapshot writes a canonical savepoint that Flink restores
-        (:mod:`formats.flink.rewrite`); statectl's format has its own rewrite
-        (:func:`formats.rescale.rescale_checkpoint`), so the model has none.
+        (:mod:`formats.flink.rewrite`), for the Flink release ``flink_version`` ("1.20"; by
+        default the source's: :mod:`formats.flink.versions`); statectl's format has its own
+        rewrite (:func:`formats.rescale.rescale_checkpoint`), so the model has none.
         """
         raise UnsupportedFormatError(f"{self.format_name} snapshots are not rewritten this way")
 

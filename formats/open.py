@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 from formats.filesystems import is_storage_failure, resolve_filesystem, storage_errors
 from formats.flink.checkpoint import FLINK_METADATA_FILE, is_flink_checkpoint, open_flink_checkpoint
 from formats.model import Checkpoint
+from formats.operator_names import OperatorNames
 from formats.statectl.claims import CLAIMS_DIR, Claims
 from formats.statectl.publish import METADATA_FILE
 from formats.statectl.reader import open_statectl_checkpoint
@@ -28,7 +29,8 @@ _IN_STATE_DIRECTORY = re.compile(r"(?:chk|savepoint)-(\d{7,})")
 
 def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
                     strict: bool = True, allow_pickle: bool = False,
-                    decode: bool = True, partial: bool = False) -> Checkpoint:
+                    decode: bool = True, partial: bool = False,
+                    names: OperatorNames | None = None) -> Checkpoint:
     """Open and validate a checkpoint or savepoint, statectl's or Flink's (detected here).
 
     ``location`` is the directory, or its metadata file, as a local path or a URI pyarrow
@@ -41,22 +43,25 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
     snapshot whose bytes are damaged in places: what could be read, with the damaged parts in
     ``undecodable_parts()`` (without it: a :class:`~statecore.errors.CorruptCheckpointError`
     naming them). Values statectl has no decoder for never stop the opening (they are listed
-    there too, as unsupported).
+    there too, as unsupported). ``names``: uids for the operators of a Flink 1.x snapshot,
+    which stores none (:mod:`formats.operator_names`).
     """
     fs, root = resolve_filesystem(location, filesystem)
     root = root.rstrip("/") or root
     with storage_errors("reading", location):
-        return _open(fs, root, location, strict, allow_pickle, decode, partial)
+        return _open(fs, root, location, strict, allow_pickle, decode, partial, names)
 
 
 def _open(fs: pafs.FileSystem, root: str, location: str, strict: bool,
-          allow_pickle: bool, decode: bool, partial: bool) -> Checkpoint:
+          allow_pickle: bool, decode: bool, partial: bool,
+          names: OperatorNames | None = None) -> Checkpoint:
     for name in (METADATA_FILE, FLINK_METADATA_FILE):  # the metadata file itself: its directory
         if root.endswith("/" + name):
             root = root.rsplit("/", 1)[0]
     if not _exists(fs, f"{root}/{METADATA_FILE}") and is_flink_checkpoint(fs, root):
         return open_flink_checkpoint(fs, root, location, strict=strict,
-                                     allow_pickle=allow_pickle, decode=decode, partial=partial)
+                                     allow_pickle=allow_pickle, decode=decode, partial=partial,
+                                     names=names)
     return open_statectl_checkpoint(fs, root, location)
 
 

@@ -82,6 +82,9 @@ class RescaleResult:
     entries_dropped: int
     seconds: float
     files_copied: int = 0  # copies: by the server within an object store, else streamed
+    #: a Flink savepoint's target release (``WrittenSnapshot.release``), ``None`` for ours
+    release: dict[str, Any] | None = None
+    release_text: str = ""
 
 
 def check_source(checkpoint: Checkpoint) -> StatectlCheckpoint:
@@ -191,7 +194,7 @@ def rescale_checkpoint(
     checkpoint: Checkpoint, location: str, plan: RescalePlan, *, compact: bool = False,
     drop_expired: bool = False, now: int | None = None, checkpoint_id: int | None = None,
     kind: CheckpointKind | None = None, progress: Progress | None = None,
-    keyed_writer: KeyedWriter | None = None,
+    keyed_writer: KeyedWriter | None = None, flink_version: str | None = None,
 ) -> RescaleResult:
     """Write ``checkpoint`` rescaled as ``plan`` says to a new checkpoint at ``location``.
 
@@ -200,11 +203,17 @@ def rescale_checkpoint(
     ``drop_expired``. ``progress(done, total)`` is called per file or state written.
     ``keyed_writer`` rewrites one keyed state (default :func:`write_keyed_locally`; the Spark
     engine passes its own): metadata, operator state and publishing stay here.
+    ``flink_version``: the Flink release a Flink snapshot's savepoint is written for ("1.20";
+    default: the source's, :mod:`formats.flink.versions`); statectl's own output has none.
     """
     started = time.perf_counter()
     if not isinstance(checkpoint, StatectlCheckpoint):
         return _rewrite_in_own_format(checkpoint, location, plan, started, drop_expired,
-                                      checkpoint_id)
+                                      checkpoint_id, flink_version)
+    if flink_version is not None:
+        raise InvalidArgumentError(
+            "--flink-version: rescaling a statectl checkpoint writes statectl's format; "
+            "`statectl convert --to flink --flink-version X.Y` writes a Flink savepoint")
     source = checkpoint.metadata
     if len(plan.operators) != len(source.operators) or any(
             p.uid != op.uid for p, op in zip(plan.operators, source.operators, strict=True)):
@@ -245,7 +254,8 @@ def rescale_checkpoint(
 
 def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescalePlan,
                            started: float, drop_expired: bool,
-                           checkpoint_id: int | None) -> RescaleResult:
+                           checkpoint_id: int | None,
+                           flink_version: str | None = None) -> RescaleResult:
     """A source of another format writes its own kind of output.
 
     A Flink snapshot writes a canonical savepoint (:meth:`formats.model.Checkpoint.
@@ -255,7 +265,8 @@ def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescaleP
         raise UnsupportedFormatError(
             f"--drop-expired: a {checkpoint.format_name.capitalize()} snapshot does not record "
             f"its states' TTL, so statectl cannot tell what expired; rescale without it")
-    written = checkpoint.write_rescaled(plan, location, checkpoint_id=checkpoint_id)
+    written = checkpoint.write_rescaled(plan, location, checkpoint_id=checkpoint_id,
+                                        flink_version=flink_version)
     source = checkpoint.metadata
     operators = tuple(replace(op, parallelism=p.new_parallelism,
                               max_parallelism=p.new_max_parallelism, subtasks=())
@@ -264,7 +275,8 @@ def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescaleP
                                   else checkpoint_id, CheckpointKind.SAVEPOINT,
                                   int(time.time() * 1000), operators, ())
     return RescaleResult(location, "rehash" if plan.rehash else "compact", metadata, 0,
-                         written.files, written.entries, 0, time.perf_counter() - started)
+                         written.files, written.entries, 0, time.perf_counter() - started,
+                         release=written.release, release_text=written.release_text)
 
 
 @dataclass

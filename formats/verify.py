@@ -53,6 +53,7 @@ from formats.columns import operator_schema
 from formats.diff import canonical
 from formats.model import Checkpoint
 from formats.open import open_checkpoint
+from formats.operator_names import OperatorNames
 from statecore.checkpoint import KeyedStateHandle, OperatorIdentity, OperatorMetadata
 from statecore.errors import (
     CheckpointError,
@@ -119,8 +120,12 @@ class VerifyReport:
 
 
 def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None = None,
-                      allow_pickle: bool = False) -> VerifyReport:
+                      allow_pickle: bool = False, names: OperatorNames | None = None
+                      ) -> VerifyReport:
     """Verify the checkpoint at ``location``; a directory that is no checkpoint raises.
+
+    ``names``: uids for a Flink 1.x snapshot's operators (``open_checkpoint``), as problems
+    name them.
 
     Raises :class:`CheckpointError` only when ``location`` holds no ``_metadata.json`` at all;
     every other problem is reported.
@@ -128,7 +133,7 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
     report = VerifyReport(location)
     try:
         checkpoint = open_checkpoint(location, strict=False, allow_pickle=allow_pickle,
-                                     partial=True)
+                                     partial=True, names=names)
     except (CorruptCheckpointError, UnsupportedFormatError, UnsafePathError) as exc:
         report.add("metadata", "_metadata.json", str(exc))
         return report

@@ -157,10 +157,13 @@ class OperatorIdentity:
     id: str
     uid: str | None
     name: str | None
+    #: where the uid came from: ``"snapshot"`` (stored in it), ``"uid"`` / ``"uid-hash"`` (given
+    #: by the user for a snapshot that stores none: ``--uid``, ``--uid-hash``); ``None``: no uid
+    uid_from: str | None = "snapshot"
 
     def to_json(self) -> dict[str, str | None]:
-        """``{"id", "uid", "name"}``."""
-        return {"id": self.id, "uid": self.uid, "name": self.name}
+        """``{"id", "uid", "name", "uid_from"}``."""
+        return {"id": self.id, "uid": self.uid, "name": self.name, "uid_from": self.uid_from}
 
     @property
     def label(self) -> str:
@@ -189,12 +192,15 @@ class OperatorMetadata:
     operator_id: str | None = None
     #: whether ``uid`` is a uid the job set (a Flink operator without one is named by its id)
     has_uid: bool = True
+    #: where ``uid`` came from when ``has_uid`` (:attr:`OperatorIdentity.uid_from`)
+    uid_from: str = "snapshot"
 
     @property
     def identity(self) -> OperatorIdentity:
         """Its OperatorID (stored, or derived from the uid), and uid and name as stored."""
         return OperatorIdentity(self.operator_id or operator_id_of_uid(self.uid),
-                                self.uid if self.has_uid else None, self.name or None)
+                                self.uid if self.has_uid else None, self.name or None,
+                                self.uid_from if self.has_uid else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,12 @@ ROOTS = {
     "heap": ("STATECTL_FLINK_FIXTURES", "flink-fixtures"),
     "rocksdb": ("STATECTL_FLINK_ROCKSDB_FIXTURES", "flink-fixtures-rocksdb"),
     "types": ("STATECTL_FLINK_TYPES_FIXTURES", "flink-fixtures-types"),
+    "versions": ("STATECTL_FLINK_VERSIONS_FIXTURES", "flink-fixtures-versions"),
 }
+
+#: The sets of every release in the versions root (its README): job kind and backend.
+VERSION_SETS = {"java-heap": ("java", "hashmap"), "java-rocksdb": ("java", "rocksdb"),
+                "sql-heap": ("sql", "hashmap")}
 
 
 def fixtures_dir(root: str = "heap") -> Path:
@@ -34,6 +39,24 @@ def fixture_sets(root: str = "heap") -> list[Path]:
     if not base.is_dir():
         return []
     return sorted(p for p in base.iterdir() if (p / "expected.json").is_file())
+
+
+def release_fixtures() -> list[Path]:
+    """The release folders of the versions root (``1.20.5``, ...): the fixture jobs' snapshots
+    as that Flink release wrote them (no ``expected.json``: their README says what they hold)."""
+    base = fixtures_dir("versions")
+    if not base.is_dir():
+        return []
+    return sorted((p for p in base.iterdir() if p.is_dir() and p.name[:1].isdigit()),
+                  key=lambda p: tuple(int(x) for x in p.name.split(".") if x.isdigit()))
+
+
+def release_checkpoint(release: Path, name: str) -> Path:
+    """The retained p2 checkpoint of set ``name`` (``java-heap``, ...) of a release folder."""
+    found = sorted(release.glob(f"{name}/checkpoints/p2/*/chk-*"))
+    if len(found) != 1:
+        pytest.fail(f"expected one p2 checkpoint in {release / name}, found {found}")
+    return found[0]
 
 
 def require_fixtures(root: str = "heap") -> list[Path]:

@@ -121,6 +121,52 @@ class BootstrapState:
     states: str  # BootstrapJob's spec: name:kind:type[:type],...
     uid: str = "build"
     ttl_ms: int = 0
+    max_parallelism: int = 128  # the keyed operator's
+
+
+#: The aggregations of the ``statectl build`` a bootstrap restore starts from, and how
+#: BootstrapJob declares the states ``build`` keeps for them (name:kind:type).
+BOOTSTRAP_AGGREGATIONS = ("count", "sum:amount", "list:page", "map:channel=amount",
+                          "last:amount")
+BOOTSTRAP_SPEC = ("count:reducing:long,sum_amount:reducing:long,list_page:list:string,"
+                  "map_channel:map:string:long,last_amount:value:long")
+
+
+def built_for_bootstrap(tmp_path: Path, ttl: int | None) -> Path:
+    """A ``statectl build`` checkpoint of the docs' example events (p2), ``ttl`` ms TTL."""
+    state = tmp_path / "state"
+    args = [sys.executable, "-m", "cli.main", "build",
+            str(REPO_ROOT / "docs" / "examples" / "events.csv"), "--key", "user",
+            *[a for agg in BOOTSTRAP_AGGREGATIONS for a in ("--agg", agg)],
+            "--checkpoint-dir", str(state), "--parallelism", "2"]
+    if ttl:
+        args += ["--ttl", str(ttl)]
+    subprocess.run(args, check=True, cwd=REPO_ROOT, capture_output=True)
+    (checkpoint,) = sorted(state.glob("chk-*"))
+    return checkpoint
+
+
+def _plain(stored: Any) -> Any:
+    from statecore.ttl import TtlValue
+
+    if isinstance(stored, TtlValue):
+        return _plain(stored.user_value)
+    if isinstance(stored, list):
+        return [_plain(e) for e in stored]
+    if isinstance(stored, dict):
+        return {str(k): _plain(v) for k, v in sorted(stored.items())}
+    return stored
+
+
+def bootstrap_state(source: Any, ttl: int | None) -> BootstrapState:
+    """What BootstrapJob must print for every key of a :func:`built_for_bootstrap` checkpoint."""
+    (op,) = [o for o in source.metadata.operators if o.key_type is not None]
+    states: dict[str, dict[str, Any]] = {}
+    for name in ("count", "sum_amount", "list_page", "map_channel", "last_amount"):
+        for _kg, key, _ns, stored in source.keyed_entries(op.uid, name):
+            states.setdefault(key, {})[name] = _plain(stored)
+    return BootstrapState(states, BOOTSTRAP_SPEC, uid=op.uid, ttl_ms=ttl or 0,
+                          max_parallelism=op.max_parallelism)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,6 +322,13 @@ class Build:
     root: Path
     lib: Path
     venv: Path
+    version: str = FLINK_VERSION
+
+    @property
+    def unavailable(self) -> frozenset[str]:
+        """The job kinds (:data:`OPTIONAL_SOURCES`) this release's build could not compile."""
+        path = self.root / "unavailable"
+        return frozenset(path.read_text().split()) if path.is_file() else frozenset()
 
     @property
     def jobs(self) -> Path:
@@ -294,26 +347,52 @@ class Build:
         return self.venv / "bin" / "python"
 
 
-def build() -> Build:
+#: Sources compiled into every build: the driver and the java job's topology (from the fixture
+#: jobs' ``java/``, else their ``java-1x/`` variant for Flink 1.15 to 1.18).
+CORE_SOURCES = ("RestoreDriver.java",)
+#: Sources of one job kind each, compiled apart: on a release whose API they do not fit (the
+#: types job and the bootstrap job need Flink 1.19 or later, the TTL clock 2.x), the build goes
+#: on without them and :attr:`Build.unavailable` names them (the driver refuses those cases).
+OPTIONAL_SOURCES = {"types": ("TypesTopology.java", "jobs/java/TypesJob.java"),
+                    "bootstrap": ("BootstrapJob.java",),
+                    "ttl-clock": ("TtlClockBackend.java",),
+                    "vectors": ("SerializerVectors.java",)}
+
+
+def _javac(lib: Path, classes: Path, sources: list[Path]) -> str | None:
+    done = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{lib}/*:{classes}",
+                           *map(str, sources)], capture_output=True, text=True, check=False)
+    return None if done.returncode == 0 else f"{done.stdout}{done.stderr}"
+
+
+def build(version: str = FLINK_VERSION) -> Build:
     """Copies the fixture jobs and compiles RestoreDriver with them, once per content hash.
 
-    The cache key covers the fixture jobs, the drivers and the Flink jars' names and sizes, so
-    a change to any of them builds anew. Concurrent callers serialise on a lock file.
+    ``version``: the Flink release whose jars the drivers are compiled against and run on
+    (the Flink venv's 2.3.0, or ``apache-flink-libraries==version`` installed by
+    :func:`flink_versions.pyflink_lib`). The cache key covers the fixture jobs, the drivers,
+    the release and its jars' names and sizes, so a change to any of them builds anew.
+    Concurrent callers serialise on a lock file.
     """
     venv = flink_venv()
-    lib = pyflink_lib(venv)
+    if version == FLINK_VERSION:
+        lib = pyflink_lib(venv)
+    else:
+        from flink_versions import pyflink_lib as release_lib
+        lib = release_lib(version)
     jobs = fixture_jobs_dir()
     if not (jobs / "java" / "JavaStateJob.java").is_file():
         raise FlinkUnavailable(f"no fixture jobs in {jobs} (set $STATECTL_FLINK_FIXTURES)")
     if shutil.which("javac") is None or shutil.which("java") is None:
         raise FlinkUnavailable("java and javac (JDK 17) must be on PATH")
-    hasher = hashlib.sha256()
+    hasher = hashlib.sha256(version.encode())
     _tree_digest(hasher, jobs)
     _tree_digest(hasher, DRIVER_SOURCES)
     for jar in sorted(lib.glob("*.jar")):
         hasher.update(f"{jar.name}:{jar.stat().st_size}".encode())
-    root = cache_root() / f"build-{hasher.hexdigest()[:16]}"
-    result = Build(root=root, lib=lib, venv=venv)
+    suffix = "" if version == FLINK_VERSION else f"-{version}"
+    root = cache_root() / f"build{suffix}-{hasher.hexdigest()[:16]}"
+    result = Build(root=root, lib=lib, venv=venv, version=version)
     if (root / "ok").is_file():
         return result
     cache_root().mkdir(parents=True, exist_ok=True)
@@ -325,18 +404,27 @@ def build() -> Build:
         try:
             _copy_tree(jobs, staging / "jobs", skip=("__pycache__", ".jar"))
             for name in ("RestoreDriver.java", "BootstrapJob.java", "TtlClockBackend.java",
-                         "SerializerVectors.java", "pyds_driver.py", "log4j2.properties"):
+                         "TypesTopology.java", "SerializerVectors.java", "pyds_driver.py",
+                         "log4j2.properties"):
                 shutil.copyfile(DRIVER_SOURCES / name, staging / name)
-            (staging / "classes").mkdir()
-            sources = [staging / "RestoreDriver.java", staging / "BootstrapJob.java",
-                       staging / "TtlClockBackend.java", staging / "SerializerVectors.java",
-                       staging / "jobs/java/JavaStateJob.java",
-                       staging / "jobs/java/TypesJob.java"]
-            done = subprocess.run(["javac", "-nowarn", "-d", str(staging / "classes"),
-                                   "-cp", f"{lib}/*", *map(str, sources)],
-                                  capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                raise FlinkUnavailable(f"javac failed:\n{done.stdout}{done.stderr}")
+            classes = staging / "classes"
+            classes.mkdir()
+            failed = None
+            for job in ("jobs/java/JavaStateJob.java", "jobs/java-1x/JavaStateJob.java"):
+                if (staging / job).is_file():
+                    failed = _javac(lib, classes, [staging / "RestoreDriver.java", staging / job])
+                    if failed is None:
+                        break
+            if failed is not None:
+                raise FlinkUnavailable(f"javac failed on Flink {version}:\n{failed}")
+            unavailable = []
+            for kind, sources in OPTIONAL_SOURCES.items():
+                failed = _javac(lib, classes, [staging / name for name in sources])
+                if failed is not None:
+                    if version == FLINK_VERSION:  # the release the tests are written for
+                        raise FlinkUnavailable(f"javac failed ({kind}):\n{failed}")
+                    unavailable.append(kind)
+            (staging / "unavailable").write_text("\n".join(unavailable))
             (staging / "ok").write_text(datetime.datetime.now(datetime.UTC).isoformat())
             shutil.rmtree(root, ignore_errors=True)
             staging.rename(root)
@@ -482,7 +570,9 @@ class FlinkRestorer:
     while it starts). Not thread-safe.
     """
 
-    def __init__(self, workdir: Path | None = None, keep: bool = False) -> None:
+    def __init__(self, workdir: Path | None = None, keep: bool = False,
+                 version: str = FLINK_VERSION) -> None:
+        self.version = version  # the Flink release that restores (jars: see build())
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="statectl-flink-restore-"))
         self.keep = keep
@@ -512,8 +602,10 @@ class FlinkRestorer:
             return driver
         if driver is not None:
             driver.close()
-        self._build = self._build or build()
+        self._build = self._build or build(self.version)
         b = self._build
+        if family == "pyds" and self.version != FLINK_VERSION:
+            raise FlinkUnavailable(f"the pyds job runs on PyFlink {FLINK_VERSION} only")
         logs = self.workdir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from flink_restore import FlinkUnavailable, cache_root
 
-__all__ = ["FLINK_1X", "pyflink_lib", "serializer_vectors"]
+__all__ = ["FLINK_1X", "load_metadata", "pyflink_lib", "serializer_vectors"]
 
 #: The newest Flink 1.x release (the Kryo 2.24 era), whose forms statectl reads.
 FLINK_1X = "1.20.5"
@@ -97,3 +97,46 @@ def serializer_vectors(version: str = FLINK_1X) -> list[tuple[str, bytes, bytes]
                                                   done.stdout.splitlines()
                                                   if line.startswith(("VECTOR\t", "LEGACY\t")))]
     return vectors
+
+
+def load_metadata(version: str, paths: list[Path]) -> list[tuple[bool, str]]:
+    """Flink ``version``'s own ``Checkpoints.loadCheckpointMetadata`` on each ``_metadata``.
+
+    ``(loaded, what)`` per path: ``what`` is Flink's summary (checkpoint id, operators,
+    properties, bytes left unread) or the exception it threw
+    (``tests/flink_jobs/MetadataCheck.java``, compiled once per release).
+    """
+    import hashlib
+
+    from flink_restore import DRIVER_SOURCES, FLINK_VERSION
+    from flink_restore import pyflink_lib as venv_lib
+
+    lib = venv_lib() if version == FLINK_VERSION else pyflink_lib(version)
+    source = DRIVER_SOURCES / "MetadataCheck.java"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    classes = cache_root() / f"metadata-check-{version}-{digest}"
+    if not (classes / "MetadataCheck.class").is_file():
+        cache_root().mkdir(parents=True, exist_ok=True)
+        with open(cache_root() / f".flink-{version}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (classes / "MetadataCheck.class").is_file():
+                staging = Path(tempfile.mkdtemp(prefix="metadata-check-", dir=cache_root()))
+                try:
+                    done = subprocess.run(["javac", "-nowarn", "-d", str(staging), "-cp",
+                                           f"{lib}/*", str(source)],
+                                          capture_output=True, text=True, check=False)
+                    if done.returncode != 0:
+                        raise FlinkUnavailable(f"javac failed:\n{done.stdout}{done.stderr}")
+                    shutil.rmtree(classes, ignore_errors=True)
+                    staging.rename(classes)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+    done = subprocess.run(["java", "-cp", f"{lib}/*:{classes}", "MetadataCheck",
+                           *map(str, paths)], capture_output=True, text=True, check=False,
+                          timeout=300)
+    lines = [ln.split("\t") for ln in done.stdout.splitlines()
+             if ln.startswith(("OK\t", "FAIL\t"))]
+    if len(lines) != len(paths):
+        raise FlinkUnavailable(f"MetadataCheck on Flink {version} printed {len(lines)} results "
+                               f"for {len(paths)} files:\n{done.stdout}{done.stderr[-3000:]}")
+    return [(fields[0] == "OK", "\t".join(fields[2:])) for fields in lines]

@@ -25,15 +25,13 @@ Each written savepoint is also read back by statectl: ``diff`` with its source s
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from flink_fixtures import expected, fixture_sets
-from flink_restore import BootstrapState, FlinkRestorer, RestoreCase
+from flink_restore import FlinkRestorer, RestoreCase, bootstrap_state, built_for_bootstrap
 
 from formats.convert import convert_checkpoint
 from formats.diff import diff_checkpoints
@@ -197,72 +195,37 @@ def test_a_rocksdb_checkpoint_converted_restores_into_the_heap_backend(
 
 # -- bootstrap: statectl build -> Flink -------------------------------------------------------
 
-AGGREGATIONS = ("count", "sum:amount", "list:page", "map:channel=amount", "last:amount")
-#: How BootstrapJob declares the states ``build`` keeps for AGGREGATIONS (name:kind:type).
-SPEC = ("count:reducing:long,sum_amount:reducing:long,list_page:list:string,"
-        "map_channel:map:string:long,last_amount:value:long")
 WEEK_MS = 7 * 24 * 3600 * 1000
-
-
-def _plain(stored: Any) -> Any:
-    if isinstance(stored, TtlValue):
-        return _plain(stored.user_value)
-    if isinstance(stored, list):
-        return [_plain(e) for e in stored]
-    if isinstance(stored, dict):
-        return {str(k): _plain(v) for k, v in sorted(stored.items())}
-    return stored
-
-
-def _built(tmp_path: Path, ttl: int | None) -> Path:
-    state = tmp_path / "state"
-    args = [sys.executable, "-m", "cli.main", "build",
-            str(REPO / "docs" / "examples" / "events.csv"), "--key", "user",
-            *[a for agg in AGGREGATIONS for a in ("--agg", agg)],
-            "--checkpoint-dir", str(state), "--parallelism", "2"]
-    if ttl:
-        args += ["--ttl", str(ttl)]
-    subprocess.run(args, check=True, cwd=REPO, capture_output=True)
-    (checkpoint,) = sorted(state.glob("chk-*"))
-    return checkpoint
 
 
 @pytest.mark.parametrize(("ttl", "backend"), [(None, "hashmap"), (WEEK_MS, "rocksdb")],
                          ids=["no-ttl-hashmap", "ttl-rocksdb"])
 def test_flink_restores_a_bootstrapped_build(flink_restorer: FlinkRestorer, ttl: int | None,
                                              backend: str, tmp_path: Path) -> None:
-    checkpoint = _built(tmp_path, ttl)
+    checkpoint = built_for_bootstrap(tmp_path, ttl)
     source = open_checkpoint(str(checkpoint))
     out = tmp_path / "savepoint"
     convert_checkpoint(source, str(out))
     _written_equals_source(source, out)
-    (op,) = [o for o in source.metadata.operators if o.key_type is not None]
-    states = {}
-    for name in ("count", "sum_amount", "list_page", "map_channel", "last_amount"):
-        for _kg, key, _ns, stored in source.keyed_entries(op.uid, name):
-            states.setdefault(key, {})[name] = _plain(stored)
-    assert states
-    bootstrap = BootstrapState(states, SPEC, uid=op.uid, ttl_ms=ttl or 0)
+    bootstrap = bootstrap_state(source, ttl)
+    assert bootstrap.expected
     result = flink_restorer.restore(RestoreCase(
-        out, "bootstrap", parallelism=3, max_parallelism=op.max_parallelism, backend=backend,
+        out, "bootstrap", parallelism=3, max_parallelism=bootstrap.max_parallelism,
+        backend=backend,
         name=f"bootstrap-{backend}", bootstrap=bootstrap))
     assert result.ok, result.report()
 
 
 def test_the_bootstrap_check_can_fail(flink_restorer: FlinkRestorer, tmp_path: Path) -> None:
     """A negative control: one key's expected count off by one is found."""
-    checkpoint = _built(tmp_path, None)
+    checkpoint = built_for_bootstrap(tmp_path, None)
     source = open_checkpoint(str(checkpoint))
     out = tmp_path / "savepoint"
     convert_checkpoint(source, str(out))
-    (op,) = [o for o in source.metadata.operators if o.key_type is not None]
-    states: dict[str, dict[str, Any]] = {}
-    for name in ("count", "sum_amount", "list_page", "map_channel", "last_amount"):
-        for _kg, key, _ns, stored in source.keyed_entries(op.uid, name):
-            states.setdefault(key, {})[name] = _plain(stored)
-    victim = sorted(states)[0]
-    states[victim]["count"] += 1
+    bootstrap = bootstrap_state(source, None)
+    victim = sorted(bootstrap.expected)[0]
+    bootstrap.expected[victim]["count"] += 1
     result = flink_restorer.restore(RestoreCase(
-        out, "bootstrap", parallelism=2, max_parallelism=op.max_parallelism,
-        name="bootstrap-negative", bootstrap=BootstrapState(states, SPEC, uid=op.uid)))
+        out, "bootstrap", parallelism=2, max_parallelism=bootstrap.max_parallelism,
+        name="bootstrap-negative", bootstrap=bootstrap))
     assert not result.ok and any(victim in p for p in result.problems), result.report()

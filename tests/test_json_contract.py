@@ -46,10 +46,12 @@ def check(document: Any, definition: str) -> None:
 
 
 def test_the_checker_rejects_what_the_contract_forbids() -> None:
-    good = {"id": "0" * 32, "uid": None, "name": "x"}
+    good = {"id": "0" * 32, "uid": None, "name": "x", "uid_from": None}
     check(good, "identity")
+    check({**good, "uid": "u", "uid_from": "uid-hash"}, "identity")
     for bad in ({**good, "id": "ABC"}, {**good, "uid": ""}, {"id": "0" * 32, "uid": None},
-                {**good, "extra": 1}):
+                {**good, "extra": 1}, {**good, "uid_from": "guessed"},
+                {"id": "0" * 32, "uid": None, "name": "x"}):
         with pytest.raises(AssertionError):
             check(bad, "identity")
 
@@ -60,7 +62,7 @@ def _identities(document: Any) -> list[dict[str, Any]]:
     if isinstance(document, dict):
         if {"id", "uid", "name"} <= document.keys() and isinstance(document["id"], str) \
                 and re.fullmatch(r"[0-9a-f]{32}", document["id"]):
-            found.append({k: document[k] for k in ("id", "uid", "name")})
+            found.append({k: document[k] for k in ("id", "uid", "name", "uid_from")})
         for value in document.values():
             found += _identities(value)
     elif isinstance(document, list):
@@ -86,7 +88,7 @@ def test_reading_commands_on_the_samples(sample: str, tmp_path: Path) -> None:
     out = run_json("rescale", sample, "-p", "3", "--out", str(tmp_path / "r"))
     check(out, "rescale")
     assert out["result"]["operators"] == [
-        {k: op[k] for k in ("id", "uid", "name")} | {"parallelism": 3,
+        {k: op[k] for k in ("id", "uid", "name", "uid_from")} | {"parallelism": 3,
                                                      "max_parallelism": op["max_parallelism"]}
         for op in document["operators"]]
     check(run_json("verify", sample), "verify")

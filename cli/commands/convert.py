@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import Location, allow_pickle, hold, reading
+from cli.params import Location, allow_pickle, hold, operator_names, reading
 from formats.convert import FORMATS, convert_checkpoint
 from formats.open import open_checkpoint
 
@@ -21,8 +21,12 @@ __all__ = ["convert_command"]
 @click.option("--compress", is_flag=True,
               help="Snappy-compress the keyed state, as Flink does with "
                    "execution.checkpointing.snapshot-compression.")
+@click.option("--flink-version", metavar="X.Y",
+              help="The Flink release (1.15 to 2.3) the savepoint is written for (default: a "
+                   "Flink source's own, the newest for a statectl checkpoint).")
 @click.pass_obj
-def convert_command(output: Output, source: str, to: str, out: str, compress: bool) -> None:
+def convert_command(output: Output, source: str, to: str, out: str, compress: bool,
+                    flink_version: str | None) -> None:
     """Write a checkpoint as a Flink canonical savepoint that Flink restores.
 
     A statectl checkpoint becomes the initial state of a Flink job (a bootstrap): operators
@@ -30,10 +34,13 @@ def convert_command(output: Output, source: str, to: str, out: str, compress: bo
     built-in serializers, TTL onto Flink's TTL serializer. A Flink snapshot (a RocksDB
     incremental checkpoint, a native savepoint) becomes a canonical savepoint, which restores
     into any state backend. Parallelism and max parallelism stay (statectl rescale changes
-    them). SOURCE is never modified.
+    them). SOURCE is never modified. The savepoint's _metadata is the one the chosen Flink
+    release reads (--flink-version).
     """
     hold(source)
-    checkpoint = reading(open_checkpoint(source, allow_pickle=allow_pickle(), partial=True))
+    checkpoint = reading(open_checkpoint(source, allow_pickle=allow_pickle(),
+                                         names=operator_names(), partial=True))
     with output.progress("converting"):
-        result = convert_checkpoint(checkpoint, out, to, compress=compress)
+        result = convert_checkpoint(checkpoint, out, to, compress=compress,
+                                    flink_version=flink_version)
     output.convert(result)

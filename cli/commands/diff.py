@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle, hold, reading
+from cli.params import allow_pickle, hold, operator_names, reading
 from formats.diff import diff_checkpoints
 from formats.open import open_checkpoint
 
@@ -28,7 +28,8 @@ def diff_command(ctx: click.Context, a: str, b: str, limit: int) -> None:
     """
     output: Output = ctx.obj
     hold(a, b)
-    left, right = (reading(open_checkpoint(path, allow_pickle=allow_pickle(), partial=True))
+    left, right = (reading(open_checkpoint(path, allow_pickle=allow_pickle(),
+                                           names=operator_names(), partial=True))
                    for path in (a, b))
     report = diff_checkpoints(left, right, left=a, right=b, limit=limit)
     output.diff(report)

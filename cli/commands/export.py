@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import Location, allow_pickle, engine_options, hold, reading
+from cli.params import Location, allow_pickle, engine_options, hold, operator_names, reading
 from formats.engines import open_engine
 from formats.export import FORMATS, export_checkpoint
 
@@ -35,7 +35,8 @@ def export_command(output: Output, path: str, out: str, fmt: str, states: tuple[
     """
     runner = open_engine(engine, spark_master, spark_conf)
     hold(path)
-    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(), count=False,
+    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(),
+                                                names=operator_names(), count=False,
                                                 partial=True))
     with output.progress("exporting") as progress:
         result = export_checkpoint(checkpoint, out, fmt, states or None, progress,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP, allow_pickle, engine_options, hold, reading
+from cli.params import TIMESTAMP, allow_pickle, engine_options, hold, operator_names, reading
 from formats.engines import open_engine
 from formats.inspect import inspect_checkpoint
 
@@ -68,7 +68,8 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
     # a summary of a Flink snapshot reads _metadata and the keyed streams' headers only
     summary_only = not (key_groups or top or now is not None or key is not None
                         or show_entries or everything)
-    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(), partial=True,
+    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(),
+                                                names=operator_names(), partial=True,
                                                 decode=not summary_only))
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,

@@ -5,9 +5,18 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP, Location, allow_pickle, engine_options, hold, reading
+from cli.params import (
+    TIMESTAMP,
+    Location,
+    allow_pickle,
+    engine_options,
+    hold,
+    operator_names,
+    reading,
+)
 from formats.engines import open_engine
 from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
+from statecore.errors import InvalidArgumentError
 
 __all__ = ["rescale_command"]
 
@@ -33,12 +42,15 @@ __all__ = ["rescale_command"]
 @click.option("--now", type=TIMESTAMP,
               help="The time in epoch ms that decides expiry for --drop-expired "
                    "(default: now).")
+@click.option("--flink-version", metavar="X.Y",
+              help="A Flink source: the Flink release (1.15 to 2.3) the savepoint is written "
+                   "for (default: the source's, from its _metadata version).")
 @engine_options
 @click.pass_obj
 def rescale_command(output: Output, source: str, parallelism: int, max_parallelism: int | None,
                     out: str | None, plan_only: bool, compact: bool, drop_expired: bool,
-                    now: int | None, engine: str, spark_master: str | None,
-                    spark_conf: tuple[str, ...]) -> None:
+                    now: int | None, flink_version: str | None, engine: str,
+                    spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
     """Redistribute a checkpoint's state to a new parallelism, as Flink would on restore.
 
     Keyed state moves by key group; split, union and broadcast operator state are
@@ -47,6 +59,9 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     hard-linked (copied across filesystems), and no record is rewritten. The plan (per new
     subtask: key groups, entries, bytes, bytes moved, skew, union blow-up) is printed first;
     with --plan it is the whole output. SOURCE is never modified.
+
+    A Flink snapshot is written as a canonical savepoint for the Flink release it came from
+    (--flink-version chooses another, 1.15 to 2.3).
     """
     if not plan_only and out is None:
         raise click.UsageError("give --out DIR for the rescaled checkpoint, or --plan for a "
@@ -56,10 +71,16 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     runner = open_engine(engine, spark_master, spark_conf)
     hold(source)
     checkpoint = reading(runner.open_checkpoint(source, allow_pickle=allow_pickle(),
+                                                names=operator_names(),
                                                 max_parallelism=max_parallelism,
                                                 partial=plan_only))
     if out is not None and not plan_only:
         check_target(out)
+        if flink_version is not None and checkpoint.format_name != "flink":
+            raise InvalidArgumentError(
+                "--flink-version: rescaling a statectl checkpoint writes statectl's format; "
+                "`statectl convert --flink-version X.Y` writes a Flink savepoint")
+        checkpoint.check_release(flink_version)  # refused before the plan is printed
     plan = plan_checkpoint(checkpoint, parallelism, max_parallelism,
                            runner.rehash_counter() if max_parallelism is not None else None)
     if plan_only:
@@ -72,6 +93,7 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
             rewrite = compact or drop_expired or plan.rehash
             return rescale_checkpoint(checkpoint, out, plan, compact=compact,
                                       drop_expired=drop_expired, now=now, progress=progress,
-                                      keyed_writer=runner.keyed_writer() if rewrite else None)
+                                      keyed_writer=runner.keyed_writer() if rewrite else None,
+                                      flink_version=flink_version)
 
     output.rescale(plan, run)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle, hold
+from cli.params import allow_pickle, hold, operator_names
 from formats.verify import verify_checkpoint
 
 __all__ = ["EXIT_PROBLEMS", "verify_command"]
@@ -29,7 +29,8 @@ def verify_command(ctx: click.Context, path: str) -> None:
     output: Output = ctx.obj
     hold(path)
     with output.progress("verifying") as progress:
-        report = verify_checkpoint(path, progress, allow_pickle=allow_pickle())
+        report = verify_checkpoint(path, progress, allow_pickle=allow_pickle(),
+                                   names=operator_names())
     output.verify(report)
     if not report.clean:
         ctx.exit(EXIT_PROBLEMS)

@@ -17,6 +17,7 @@ other than the void namespace, such as statectl's ``int64`` window starts, which
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from formats.flink.savepoint_writer import (
     Entry,
@@ -35,24 +36,40 @@ from formats.flink.snapshot_out import (
     ttl_serializer,
 )
 from formats.flink.types.encoders import Encoder, encoder_for
+from formats.flink.versions import TargetRelease, target_release
 from formats.model import Checkpoint, WrittenSnapshot
 from statecore.checkpoint import OperatorMetadata, StateMetadata
 from statecore.errors import UnsupportedFormatError
 from statecore.key_groups import KeyGroupRange
 
-__all__ = ["write_flink_savepoint"]
+__all__ = ["bootstrap_release", "write_flink_savepoint"]
 
 KEY_VALUE, OPERATOR, BROADCAST = 0, 1, 2
 _MODES = {"split": "SPLIT_DISTRIBUTE", "union": "UNION", "broadcast": "BROADCAST"}
 
 
+def bootstrap_release(flink_version: str | None) -> TargetRelease:
+    """The release a bootstrap savepoint is for: ``flink_version`` ("1.20"), else the newest.
+
+    Raises :class:`~statecore.errors.InvalidArgumentError` for one statectl does not write for.
+    """
+    return target_release(flink_version, None)
+
+
 def write_flink_savepoint(checkpoint: Checkpoint, location: str, *,
-                          checkpoint_id: int | None = None,
-                          compress: bool = False) -> WrittenSnapshot:
-    """Write ``checkpoint`` (statectl's format) as a Flink canonical savepoint at ``location``."""
+                          checkpoint_id: int | None = None, compress: bool = False,
+                          flink_version: str | None = None) -> WrittenSnapshot:
+    """Write ``checkpoint`` (statectl's format) as a canonical savepoint for ``flink_version``.
+
+    The serializers statectl's types map onto are written alike by every release it writes for
+    (:mod:`formats.flink.versions`); only ``_metadata`` differs. The default is the newest.
+    """
+    target = bootstrap_release(flink_version)
     operators = [_operator(checkpoint, op) for op in checkpoint.metadata.operators]
     new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
-    return write_savepoint(location, new_id, operators, compress=compress)
+    written = write_savepoint(location, new_id, operators, compress=compress,
+                              release=target.release)
+    return replace(written, release=target.to_json(), release_text=target.describe())
 
 
 def _encoder(serializer: FlinkSerializer) -> Encoder:

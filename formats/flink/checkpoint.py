@@ -57,6 +57,8 @@ from formats.flink.streams import read_snapshot_file
 from formats.flink.tables import DecodedTable, rehash_rows
 from formats.flink.types.codecs import Codec
 from formats.flink.types.flink_version import kryo_major_of, written_by
+from formats.flink.types.snapshots import SerializerSnapshot
+from formats.flink.versions import TargetRelease, check_target_holds, target_release
 from formats.model import (
     Checkpoint,
     DownloadUnit,
@@ -65,6 +67,7 @@ from formats.model import (
     rehash_refused,
     state_of,
 )
+from formats.operator_names import OperatorNames
 from formats.sources import SourceProgress
 from statecore.checkpoint import (
     CheckpointKind,
@@ -145,6 +148,10 @@ class FlinkCheckpoint(Checkpoint):
         #: how :meth:`write_rescaled` writes (``None``: :func:`rewrite_flink_savepoint` here;
         #: the Spark engine sets its own)
         self.rewriter: Callable[..., WrittenSnapshot] | None = None
+        #: uids given to name operators (``open_flink_checkpoint(names=)``), and those of them
+        #: that named none
+        self.names: OperatorNames | None = None
+        self.unmatched_names: list[str] = []
 
     # -- the virtual files ------------------------------------------------------------------
 
@@ -232,14 +239,18 @@ class FlinkCheckpoint(Checkpoint):
         return next(o for o in self.flink.operators if o.operator_id == op_id)
 
     def write_rescaled(self, plan: RescalePlan, location: str, *,
-                       checkpoint_id: int | None = None, compress: bool = False
-                       ) -> WrittenSnapshot:
+                       checkpoint_id: int | None = None, compress: bool = False,
+                       flink_version: str | None = None) -> WrittenSnapshot:
         """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.rewrite`).
 
-        Refused when values could not be read at all (a heap checkpoint's block past an
-        undecodable value): the savepoint would lose them. Values kept as undecodable markers
-        are written back as their bytes.
+        Written for ``flink_version`` ("1.20"), by default the source's release as far as its
+        ``_metadata`` version tells (:mod:`formats.flink.versions`); a release that cannot
+        restore the state (Kryo values across majors, a serializer it does not have) is
+        refused. Refused too when values could not be read at all (a heap checkpoint's block
+        past an undecodable value): the savepoint would lose them. Values kept as undecodable
+        markers are written back as their bytes.
         """
+        target = self.target_release(flink_version)
         lost = [p for p in self.undecodable if not p.kept]
         if lost:
             first = lost[0]
@@ -250,8 +261,45 @@ class FlinkCheckpoint(Checkpoint):
                 f"a canonical savepoint of the job, which delimits every value, can be "
                 f"rewritten)")
         write = self.rewriter or rewrite_flink_savepoint
-        with written_by(kryo_major_of(self.flink.version)):  # Kryo values as they were read
-            return write(self, plan, location, checkpoint_id=checkpoint_id, compress=compress)
+        with written_by(target.release.kryo_major):  # the same as read: checked above
+            written = write(self, plan, location, checkpoint_id=checkpoint_id,
+                            compress=compress, release=target.release)
+        return replace(written, release=target.to_json(), release_text=target.describe())
+
+    def check_release(self, flink_version: str | None) -> None:
+        self.target_release(flink_version)
+
+    def target_release(self, flink_version: str | None = None) -> TargetRelease:
+        """The release a savepoint of this snapshot is written for, checked that it holds it.
+
+        Raises :class:`~statecore.errors.InvalidArgumentError` for a release statectl does
+        not write for, :class:`~statecore.errors.UnsupportedFormatError` for one that cannot
+        restore this snapshot's state.
+        """
+        target = target_release(flink_version, self.flink.version)
+        check_target_holds(target, self.flink.version, self.carried_serializers())
+        return target
+
+    def carried_serializers(self) -> Iterator[tuple[str, SerializerSnapshot]]:
+        """``(what, snapshot)`` of every serializer a savepoint of this snapshot carries over."""
+        for op in self.metadata.operators:
+            where = f"operator {op.identity.label}"
+            header = self.keyed_header(op.uid)
+            if header is not None:
+                yield f"{where} (its keys)", header.key_snapshot
+                for info in header.states:
+                    for snapshot in info.serializers.values():
+                        yield f"{where}, state {info.name!r}", snapshot
+            seen: set[str] = set()
+            for st in op.subtasks:
+                for handle in st.operator:
+                    if handle.state in seen:
+                        continue
+                    seen.add(handle.state)
+                    op_info = self.decoded_operator_state(handle.file).info
+                    for snapshot in (op_info.serializers.values() if op_info is not None
+                                     else ()):
+                        yield f"{where}, operator state {handle.state!r}", snapshot
 
     def download_units(self, uid: str) -> list[DownloadUnit]:
         """An operator's incremental (RocksDB) handles: each is downloaded whole on restore."""
@@ -371,9 +419,13 @@ def open_flink_checkpoint(
     fs: pafs.FileSystem, root: str, location: str, *, strict: bool = True,
     allow_pickle: bool = False, decode: bool = True,
     counts: Mapping[tuple[int, int, int], dict[str, StateCounts]] | None = None,
-    partial: bool = False,
+    partial: bool = False, names: OperatorNames | None = None,
 ) -> FlinkCheckpoint:
     """Open the Flink snapshot in directory ``root``.
+
+    ``names``: uids for operators the snapshot stores none for (Flink 1.x), given by the user
+    (:mod:`formats.operator_names`); :attr:`FlinkCheckpoint.unmatched_names` lists
+    those that name no operator here.
 
     Nothing that cannot be decoded stops the reading of the rest (docs/flink-types.md,
     "Never all-or-nothing"): values, key groups, states and streams statectl could not decode
@@ -402,6 +454,9 @@ def open_flink_checkpoint(
     path = f"{root}/{FLINK_METADATA_FILE}"
     data = read_snapshot_file(fs, root, path, FLINK_METADATA_FILE, MAX_METADATA_BYTES)
     flink = parse_metadata(data, FLINK_METADATA_FILE)
+    named: dict[str, str] = {}
+    if names:
+        flink, named = _named(flink, names)
     try:
         created = int(fs.get_file_info(path).mtime_ns or 0) // 1_000_000
     except (OSError, TypeError):
@@ -411,6 +466,8 @@ def open_flink_checkpoint(
     with written_by(kryo):  # the codecs read the Kryo of the Flink that wrote the snapshot
         operators = tuple(builder.operator(i, op, flink.operators) for i, op in
                           enumerate(flink.operators))
+    operators = tuple(replace(op, uid_from=named[op.operator_id])
+                      if op.has_uid and op.operator_id in named else op for op in operators)
     kind = (CheckpointKind.SAVEPOINT if flink.is_savepoint
             or (flink.is_savepoint is None and "savepoint" in root.rsplit("/", 1)[-1])
             else CheckpointKind.CHECKPOINT)
@@ -427,9 +484,25 @@ def open_flink_checkpoint(
     checkpoint.file_sources = builder.file_sources
     checkpoint.counted = decode or counts is not None
     checkpoint.counts = counts
+    checkpoint.names = names
+    checkpoint.unmatched_names = names.unmatched(o.operator_id for o in flink.operators) \
+        if names else []
     if not partial:
         refuse_damage(builder.undecodable)
     return checkpoint
+
+
+def _named(flink: FlinkMetadata, names: OperatorNames) -> tuple[FlinkMetadata, dict[str, str]]:
+    """``flink`` with the operators it stores no uid for named; ``{OperatorID: how}``."""
+    named: dict[str, str] = {}
+    operators = []
+    for op in flink.operators:
+        given = names.uid_of(op.operator_id)
+        if given is not None and op.uid is None:
+            op = replace(op, uid=given[0])
+            named[op.operator_id] = given[1]
+        operators.append(op)
+    return replace(flink, operators=tuple(operators)), named
 
 
 def key_group_of(codec: Codec, key: Any, max_parallelism: int) -> int | None:

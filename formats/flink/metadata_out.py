@@ -1,11 +1,15 @@
-"""Writing Flink's ``_metadata``: ``MetadataV6Serializer`` as Flink 2.3 writes a savepoint.
+"""Writing Flink's ``_metadata`` of a savepoint, versions 3 to 6, as each Flink release writes it.
 
-The mirror of :mod:`formats.flink.metadata`: header (magic, version 6, checkpoint id), no master
-states, per operator its name, uid, OperatorID, parallelism, max parallelism, coordinator state
-and subtask states (managed operator state and managed keyed state handles; handles of type 7,
-``KeyGroupsSavepointStateHandle``, and operator state handles, each referencing a file beside
-``_metadata`` by its relative name), then the ``CheckpointProperties`` of a canonical savepoint,
-Java-serialized -- without them Flink would not take the directory for a savepoint.
+The mirror of :mod:`formats.flink.metadata`: header (magic, version, checkpoint id), no master
+states, per operator its name and uid (version 5 and later: Flink 2.x; 1.x stores neither), its
+OperatorID, parallelism, max parallelism, coordinator state and subtask states (managed operator
+state and managed keyed state handles; handles of type 7, ``KeyGroupsSavepointStateHandle``, and
+operator state handles, each referencing a file beside ``_metadata`` by its relative name), then
+(version 4 and later) the ``CheckpointProperties`` of a canonical savepoint, Java-serialized --
+without them Flink 1.16 and later would not take the directory for a savepoint. Which release
+writes which version: :mod:`formats.flink.versions`. Version 6 differs from 5 only in the channel
+state handles of unaligned checkpoints (``ChannelStateHandleSerializerV2``), of which a savepoint
+has none.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from statecore.errors import InvalidArgumentError
 __all__ = ["KeyedHandleOut", "OperatorHandleOut", "OperatorOut", "SubtaskOut",
            "savepoint_metadata", "savepoint_properties"]
 
-METADATA_VERSION = 6
+METADATA_VERSION = 6  # Flink 2.1 and later
+WRITTEN_VERSIONS = (3, 4, 5, 6)
 BYTE_STREAM = 1
 RELATIVE_STREAM = 6
 
@@ -77,25 +82,31 @@ class OperatorOut:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def savepoint_metadata(checkpoint_id: int, operators: Sequence[OperatorOut]) -> bytes:
-    """The bytes of a canonical savepoint's ``_metadata`` (``MetadataV6Serializer``)."""
+def savepoint_metadata(checkpoint_id: int, operators: Sequence[OperatorOut],
+                       version: int = METADATA_VERSION) -> bytes:
+    """The bytes of a canonical savepoint's ``_metadata`` (``MetadataV<version>Serializer``)."""
+    if version not in WRITTEN_VERSIONS:
+        raise InvalidArgumentError(f"_metadata version {version}: statectl writes versions "
+                                   f"{WRITTEN_VERSIONS[0]} to {WRITTEN_VERSIONS[-1]}")
     w = DataWriter()
     w.i32(HEADER_MAGIC)
-    w.i32(METADATA_VERSION)
+    w.i32(version)
     w.i64(checkpoint_id)
     w.i32(0)  # master states
     w.i32(len(operators))
     for op in operators:
-        _operator(w, op)
-    w.raw(savepoint_properties())
+        _operator(w, op, version)
+    if version >= 4:  # MetadataV4Serializer and later: the checkpoint's properties
+        w.raw(savepoint_properties())
     return w.getvalue()
 
 
-def _operator(w: DataWriter, op: OperatorOut) -> None:
+def _operator(w: DataWriter, op: OperatorOut, version: int) -> None:
     if len(op.operator_id) != 32:
         raise InvalidArgumentError(f"OperatorID {op.operator_id!r} is not 32 hex digits")
-    w.utf(op.name or "")
-    w.utf(op.uid or "")
+    if version >= 5:  # MetadataV5Serializer: name and uid before the OperatorID
+        w.utf(op.name or "")
+        w.utf(op.uid or "")
     w.raw(bytes.fromhex(op.operator_id))
     w.i32(op.parallelism)
     w.i32(op.max_parallelism)

@@ -39,6 +39,7 @@ from formats.flink.savepoint_writer import (
 )
 from formats.flink.types.encoders import Encoder, encoder_for
 from formats.flink.types.snapshots import SerializerSnapshot
+from formats.flink.versions import LATEST, FlinkRelease
 from formats.model import WrittenSnapshot
 from statecore.checkpoint import CheckpointMetadata, OperatorMetadata
 from statecore.errors import CheckpointError, UnsupportedFormatError
@@ -66,12 +67,12 @@ class FlinkSource(Protocol):
 
 
 def rewrite_flink_savepoint(checkpoint: FlinkSource, plan: RescalePlan, location: str, *,
-                            checkpoint_id: int | None = None,
-                            compress: bool = False) -> WrittenSnapshot:
-    """Write ``checkpoint`` as ``plan`` says, as a canonical savepoint at ``location``."""
+                            checkpoint_id: int | None = None, compress: bool = False,
+                            release: FlinkRelease = LATEST) -> WrittenSnapshot:
+    """Write ``checkpoint`` as ``plan`` says, as a canonical savepoint for ``release``."""
     operators = savepoint_operators(checkpoint, plan)
     new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
-    return write_savepoint(location, new_id, operators, compress=compress)
+    return write_savepoint(location, new_id, operators, compress=compress, release=release)
 
 
 def savepoint_operators(checkpoint: FlinkSource, plan: RescalePlan, *,
@@ -107,7 +108,8 @@ def _operator(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
               keyed_entries: bool = True) -> SavepointOperator:
     flink_op = checkpoint.flink_operator(op.uid)
     where = f"operator {op.identity.label}"
-    out = SavepointOperator(op.identity.id, flink_op.name, flink_op.uid, plan.new_parallelism,
+    # the uid as stored, or as the user named the operator (--uid: Flink 1.x stores none)
+    out = SavepointOperator(op.identity.id, flink_op.name, op.identity.uid, plan.new_parallelism,
                             plan.new_max_parallelism,
                             coordinator=None if flink_op.coordinator_state is None
                             else flink_op.coordinator_state.data)

@@ -46,6 +46,7 @@ from formats.flink.metadata_out import (
 )
 from formats.flink.rocksdb.checksums import crc32c_mask
 from formats.flink.types.encoders import Encoder, raw_encoder
+from formats.flink.versions import LATEST, FlinkRelease
 from formats.model import WrittenSnapshot
 from statecore.errors import (
     CheckpointError,
@@ -353,14 +354,19 @@ def frame_snappy(data: bytes) -> bytes:
 # -- operator state -----------------------------------------------------------------------------
 
 
-def operator_stream(states: Sequence[OperatorStateOut]
+def operator_stream(states: Sequence[OperatorStateOut], version: int = OPERATOR_PROXY_VERSION
                     ) -> tuple[bytes, dict[str, tuple[str, tuple[int, ...]]]]:
-    """One subtask's operator state file and, per state, its mode and element offsets."""
+    """One subtask's operator state file and, per state, its mode and element offsets.
+
+    ``version``: the ``OperatorBackendSerializationProxy`` version, 6 (Flink 1.18 and later:
+    a compression flag follows) or 5 (Flink 1.17 and older: none); the meta infos are the same.
+    """
     lists = [s for s in states if s.mode != "BROADCAST"]
     broadcasts = [s for s in states if s.mode == "BROADCAST"]
     out = bytearray()
-    out += _I32.pack(OPERATOR_PROXY_VERSION)
-    out.append(0)  # no compression
+    out += _I32.pack(version)
+    if version >= 6:
+        out.append(0)  # no compression
     for group in (lists, broadcasts):
         out += _I16.pack(len(group))
         for s in group:
@@ -395,11 +401,14 @@ KeyedFiles = Callable[[pafs.FileSystem, str], Mapping[tuple[int, int], tuple[Key
 
 def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[SavepointOperator],
                     *, compress: bool = False, filesystem: pafs.FileSystem | None = None,
-                    keyed_files: KeyedFiles | None = None) -> WrittenSnapshot:
+                    keyed_files: KeyedFiles | None = None,
+                    release: FlinkRelease = LATEST) -> WrittenSnapshot:
     """Write a canonical savepoint of ``operators`` at ``location`` (see the module doc).
 
     ``keyed_files`` writes keyed state files first (named with :func:`write_state_file`); a
-    subtask it wrote none for has its entries of ``op.keyed`` written here.
+    subtask it wrote none for has its entries of ``op.keyed`` written here. ``release``: the
+    Flink release the savepoint is for, which decides its ``_metadata`` version
+    (:mod:`formats.flink.versions`; the state files are the same for every release).
     """
     fs, final = resolve_filesystem(location, filesystem)
     files = size = entries = 0
@@ -427,7 +436,8 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
                     files, size, entries = files + 1, size + len(data), entries + written
                 if op.operator.get(index):
                     try:
-                        data, states = operator_stream(op.operator[index])
+                        data, states = operator_stream(op.operator[index],
+                                                       release.operator_proxy_version)
                     except (StatectlError, TypeError, ValueError, struct.error) as exc:
                         raise CheckpointError(f"operator {op.uid or op.operator_id}, subtask "
                                               f"{index}: {exc}") from exc
@@ -438,7 +448,7 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
             described.append(OperatorOut(op.operator_id, op.name, op.uid, op.parallelism,
                                          op.max_parallelism, tuple(subtasks), op.coordinator,
                                          f"{final}/{uuid.uuid4()}"))
-        metadata = savepoint_metadata(checkpoint_id, described)
+        metadata = savepoint_metadata(checkpoint_id, described, release.metadata_version)
         commit(fs, staging, final, METADATA_FILE, metadata)  # last: its presence means complete
     return WrittenSnapshot(location, files + 1, size + len(metadata), entries)
 

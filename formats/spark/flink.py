@@ -65,6 +65,7 @@ from formats.flink.savepoint_writer import (
 )
 from formats.flink.streams import SnapshotStreams
 from formats.flink.tables import keyed_table, rehash_rows
+from formats.flink.versions import LATEST, FlinkRelease
 from formats.model import Checkpoint, WrittenSnapshot
 from formats.rescale import RehashCounter, RehashTask
 from formats.spark import require_pyspark
@@ -197,7 +198,7 @@ def open_flink_on_spark(spark: Callable[[], Any], checkpoint: FlinkCheckpoint, *
         pieces = flink_pieces(session, checkpoint, piece_bytes)
         counts = scan_pieces(session, checkpoint, pieces, rehash_to)
         checkpoint = open_flink_checkpoint(checkpoint.fs, checkpoint.root, checkpoint.location,
-                                           decode=False, counts=counts)
+                                           decode=False, counts=counts, names=checkpoint.names)
     elif count:
         checkpoint.counted = True  # no keyed state: nothing to count
     rewrite = spark_flink_rewrite(spark, piece_bytes)
@@ -376,12 +377,14 @@ def spark_flink_rewrite(spark: Callable[[], Any], piece_bytes: int | None = None
                         ) -> Callable[..., WrittenSnapshot]:
     """A :attr:`FlinkCheckpoint.rewriter` that writes the keyed state files on Spark."""
     def rewrite(checkpoint: FlinkCheckpoint, plan: RescalePlan, location: str, *,
-                checkpoint_id: int | None = None, compress: bool = False) -> WrittenSnapshot:
+                checkpoint_id: int | None = None, compress: bool = False,
+                release: FlinkRelease = LATEST) -> WrittenSnapshot:
         operators = savepoint_operators(checkpoint, plan, keyed_entries=False)
         new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
         keyed = [i for i, op in enumerate(operators) if op.key_snapshot is not None]
         if not keyed:
-            return write_savepoint(location, new_id, operators, compress=compress)
+            return write_savepoint(location, new_id, operators, compress=compress,
+                                   release=release)
         session = spark()
         require_pyspark()
 
@@ -391,7 +394,7 @@ def spark_flink_rewrite(spark: Callable[[], Any], piece_bytes: int | None = None
                                   compress, piece_bytes)
 
         return write_savepoint(location, new_id, operators, compress=compress,
-                               keyed_files=keyed_files)
+                               keyed_files=keyed_files, release=release)
 
     return rewrite
 

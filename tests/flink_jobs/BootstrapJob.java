@@ -5,6 +5,13 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.connector.file.src.FileSource;
+import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.fs.Path;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.MapState;
@@ -34,6 +41,25 @@ import org.apache.flink.util.Collector;
  * string (null when absent), a list as a JSON array, a map as a JSON object with sorted keys.
  */
 public class BootstrapJob {
+
+    /** BootstrapJob: a savepoint statectl converted from a `statectl build` checkpoint. The
+     *  keyed operator has the build's uid; the spec names its states (BootstrapJob's doc). */
+    public static JobClient submit(Map<String, String> c) throws Exception {
+        String base = c.get("base");
+        StreamExecutionEnvironment env = RestoreDriver.environment(c);
+        env.setParallelism(Integer.parseInt(c.get("parallelism")));
+        env.setMaxParallelism(Integer.parseInt(c.get("max_parallelism")));
+        FileSource<String> src = FileSource.forRecordStreamFormat(new TextLineInputFormat("UTF-8"), new Path(base + "/input"))
+                .monitorContinuously(Duration.ofMillis(500)).build();
+        String uid = c.getOrDefault("uid", "build");
+        env.fromSource(src, WatermarkStrategy.noWatermarks(), "keys").uid("bootstrap-keys")
+                .keyBy((KeySelector<String, String>) k -> k, Types.STRING)
+                .process(new PrintState(c.get("states"), Long.parseLong(c.getOrDefault("ttl_ms", "0"))))
+                .uid(uid).name(uid)
+                .print().uid("bootstrap-print");
+        return env.executeAsync("restore-bootstrap-" + c.get("id"));
+    }
+
 
     /** One state of the spec. */
     static final class Spec implements java.io.Serializable {
