@@ -50,7 +50,7 @@ from flink_restore import pyflink_lib as venv_lib
 from flink_versions import FLINK_1X
 from flink_versions import pyflink_lib as release_lib
 
-__all__ = ["KINDS", "VERSIONS", "Coverage", "coverage", "flink_lib"]
+__all__ = ["KINDS", "VERSIONS", "Coverage", "coverage", "flink_lib", "restored_by_flink"]
 
 #: The Flink versions the job runs on: the Flink venv's and the newest 1.x (Kryo 2.24 era).
 VERSIONS = (FLINK_VERSION, FLINK_1X)
@@ -146,3 +146,28 @@ def _generate(version: str, lib: Path, root: Path) -> None:
         raise RuntimeError(f"the coverage job failed on Flink {version} (exit {run.returncode}, "
                            f"{time.monotonic() - started:.0f} s; {root}):\n{tail}\n{excerpt}")
     (root / "ok").write_text(f"{time.monotonic() - started:.1f} s\n")
+
+
+def restored_by_flink(version: str, snapshots: dict[str, Path], workdir: Path
+                      ) -> dict[str, list[dict[str, Any]]]:
+    """Flink ``version`` restores each snapshot (``{kind: path}``, e.g. savepoints statectl
+    wrote from the coverage snapshots) in the coverage job's verify mode: its reference lines
+    per kind, as for the job's own snapshots (``java CoverageJob OUT --verify KIND=PATH``)."""
+    cov = coverage(version)
+    lib = flink_lib(version)
+    out = workdir / "out"
+    log = workdir / "flink.log"
+    run = subprocess.run(
+        ["java", f"-Dlog.file={log}",
+         f"-Dlog4j.configurationFile={DRIVER_SOURCES / 'log4j2.properties'}", *JOB_JVM_OPTIONS,
+         "-cp", f"{lib}/*:{cov.root / 'classes'}", "CoverageJob", str(out), "--verify",
+         *(f"{kind}={path}" for kind, path in snapshots.items())],
+        capture_output=True, text=True, check=False, timeout=TIMEOUT)
+    if run.returncode != 0 or "DONE" not in run.stdout:
+        excerpt = log_excerpt(log.read_text(errors="replace")) if log.is_file() else ""
+        raise RuntimeError(f"Flink {version} could not restore {sorted(snapshots)} in the "
+                           f"coverage job (exit {run.returncode}):\n{run.stdout[-3000:]}"
+                           f"{run.stderr[-3000:]}\n{excerpt}")
+    return {kind: [json.loads(line) for line in
+                   (out / "reference" / f"{kind}.jsonl").read_text().splitlines() if line]
+            for kind in snapshots}

@@ -1115,17 +1115,19 @@ public class CoverageJob {
     static void run(String[] args) throws Exception {
         String out = new File(args[0]).getAbsolutePath();
         long t0 = System.currentTimeMillis();
-        Configuration cc = new Configuration();
-        cc.setString("rest.bind-port", "0");
-        cc.setString("rest.address", "localhost");
-        cc.setString("taskmanager.memory.managed.size", "256m");
-        cc.setString("io.tmp.dirs", out + "/tmp");
-        new File(out, "tmp").mkdirs();
-        cluster = new MiniCluster(new MiniClusterConfiguration.Builder().setConfiguration(cc)
-                .setNumTaskManagers(1).setNumSlotsPerTaskManager(PARALLELISM).build());
-        cluster.start();
-        restPort = cluster.getRestAddress().get().getPort();
+        startCluster(out);
         Map<String, Long> timings = new LinkedHashMap<>();
+        if (args.length > 1 && args[1].equals("--verify")) {
+            // verify only: restore each KIND=PATH (e.g. a savepoint statectl wrote) and write
+            // OUT/reference/KIND.jsonl, as for the generated snapshots
+            for (int i = 2; i < args.length; i++) {
+                String[] kv = args[i].split("=", 2);
+                verify(out, kv[0], kv[1], "hashmap", timings);
+            }
+            cluster.close();
+            System.out.println("DONE");
+            return;
+        }
         Map<String, String> snaps = new LinkedHashMap<>();
         snaps.putAll(generate(out, "hashmap", false, timings));
         snaps.putAll(generate(out, "rocksdb", true, timings));
@@ -1144,5 +1146,19 @@ public class CoverageJob {
         Files.writeString(new File(out, "result.json").toPath(), b.toString(), StandardCharsets.UTF_8);
         cluster.close();
         System.out.println("DONE");
+    }
+
+    /** The one MiniCluster of the run (REST on a free port). */
+    static void startCluster(String out) throws Exception {
+        Configuration cc = new Configuration();
+        cc.setString("rest.bind-port", "0");
+        cc.setString("rest.address", "localhost");
+        cc.setString("taskmanager.memory.managed.size", "256m");
+        cc.setString("io.tmp.dirs", out + "/tmp");
+        new File(out, "tmp").mkdirs();
+        cluster = new MiniCluster(new MiniClusterConfiguration.Builder().setConfiguration(cc)
+                .setNumTaskManagers(1).setNumSlotsPerTaskManager(PARALLELISM).build());
+        cluster.start();
+        restPort = cluster.getRestAddress().get().getPort();
     }
 }

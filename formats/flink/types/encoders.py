@@ -503,14 +503,21 @@ def _map(key: Encoder, value_encoder: Encoder) -> Encoder:
 def _tuple(parts: list[Encoder]) -> Encoder:
     """``TupleSerializer``: the fields back to back.
 
-    No null flags: Flink refuses a null field with ``NullFieldException``.
+    No null flags: a null field is written by its own serializer, which Flink's
+    ``StringSerializer`` does (length 0) and the primitive ones refuse (``NullFieldException``
+    in Flink; here an error naming the field).
     """
     def write(out: bytearray, value: Any) -> None:
         _check_fields(value, len(parts))
-        for part, field in zip(parts, value, strict=True):
-            if field is None:
-                raise InvalidArgumentError(f"{value!r}: a Flink tuple has no null fields")
-            part(out, field)
+        for index, (part, field) in enumerate(zip(parts, value, strict=True)):
+            try:
+                part(out, field)
+            except (InvalidArgumentError, TypeError, struct.error) as exc:
+                if field is None:
+                    raise InvalidArgumentError(
+                        f"{value!r}: field f{index} of a Flink tuple is null, which its "
+                        f"serializer cannot write") from exc
+                raise
     return write
 
 
