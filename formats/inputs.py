@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
@@ -171,24 +172,165 @@ def _open(path: str, schema: pa.Schema | None, first_row: int = 0) -> tuple[int,
             raise
 
 
-def _learn(path: str) -> tuple[pa.Schema, int]:
-    """The schema and row count of ``path`` (see the module doc for CSV and JSON Lines)."""
+def _learn(path: str, key: str | None = None) -> tuple[pa.Schema, int]:
+    """The schema and row count of ``path`` (see the module doc for CSV and JSON Lines).
+
+    What would silently give wrong results is refused, naming the file, row and column
+    (:class:`InputError`): text that is not UTF-8 (pyarrow reads such a CSV column as bytes,
+    which would change every key's type and key group; a JSON reader replaces the bytes with
+    U+FFFD), and a record whose ``key`` is null or empty (missing in JSON Lines, an empty CSV
+    field): Flink refuses a null key, and an empty one is no key a job means.
+    """
     if _kind(path) == "parquet":
         fs, located = resolve_filesystem(path)
         with _input_errors(path), pq.ParquetFile(located, filesystem=fs) as parquet:
+            if key is not None and key in parquet.schema_arrow.names:
+                _check_parquet_key(path, parquet, key)
             return parquet.schema_arrow, parquet.metadata.num_rows
+    check = _RecordCheck(path, key)
     _, reader = _open(path, None)
     try:
-        rows = sum(batch.num_rows for batch in reader)
+        rows = 0
+        for batch in reader:
+            check.batch(batch, rows)
+            rows += batch.num_rows
         MEMORY_POOL.release_unused()  # the reader's blocks: freed, but kept unless told
-        return reader.schema, rows
+        schema = reader.schema
     except InputError:  # a later block's values do not convert to the first block's types
         reader.close()
         table = read_input(path)  # infers over every row; raises if the file is malformed
-        schema, rows = table.schema, table.num_rows
+        check = _RecordCheck(path, key)
+        rows = 0
+        for batch in table.to_batches():
+            check.batch(batch, rows)
+            rows += batch.num_rows
+        schema = table.schema
         del table
         pa.default_memory_pool().release_unused()  # read_table's pool
-        return schema, rows
+    check.finish(schema)
+    return schema, rows
+
+
+class _RecordCheck:
+    """The checks of :func:`_learn` over a CSV or JSON Lines file's batches, as they stream."""
+
+    def __init__(self, path: str, key: str | None) -> None:
+        self.path, self.key, self.kind = path, key, _kind(path)
+        #: a JSON string column is not UTF-8, or holds U+FFFD (maybe a replaced invalid byte)
+        self.replaced = False
+
+    def where(self, row: int) -> str:
+        """Row ``row`` (0-based) for people: 1-based, and its line in a CSV file."""
+        line = f" (line {row + 2})" if self.kind == "csv" else f" (line {row + 1})"
+        return f"{redact(self.path)}: row {row + 1}{line}"
+
+    def batch(self, batch: pa.RecordBatch, first: int) -> None:
+        """Check the rows ``first ..`` (0-based) of the file."""
+        if self.key is not None and self.key in batch.schema.names:
+            column = batch.column(self.key)
+            index = _first_missing_key(column)
+            if index >= 0:
+                what = ("is empty or missing" if _is_text(column.type)
+                        else "has no value (null)")
+                raise InputError(
+                    f"{self.where(first + index)}: the key column {self.key!r} {what}; every "
+                    f"record needs a key (Flink refuses a null key)")
+        if self.kind == "json" and not self.replaced:
+            for field, column in zip(batch.schema, batch.columns, strict=True):
+                if not pa.types.is_string(field.type):
+                    continue
+                try:  # the streaming reader keeps the bytes as they are: not UTF-8 at times
+                    column.validate(full=True)
+                except pa.ArrowInvalid:
+                    self.replaced = True
+                    break
+                # the whole-file reader puts U+FFFD where the bytes were not UTF-8
+                if pc.max(pc.find_substring(column, pattern="\ufffd")).as_py() not in (-1, None):
+                    self.replaced = True
+
+    def finish(self, schema: pa.Schema) -> None:
+        """Columns that are not text: CSV bytes that are not UTF-8, JSON's replaced bytes."""
+        if self.kind == "csv":
+            for field in schema:
+                if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
+                    self._invalid_utf8(field.name)
+        elif self.replaced:
+            self._invalid_utf8(None)
+
+    def _invalid_utf8(self, column: str | None) -> None:
+        """Raise naming the first line that is not UTF-8 (and the column, for CSV)."""
+        fs, located = resolve_filesystem(self.path)
+        with _input_errors(self.path), fs.open_input_stream(located) as stream:
+            number, pending = 0, b""
+            while True:
+                chunk = stream.read(1 << 20)
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop() if chunk else b""
+                for line in lines:
+                    number += 1
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        named = f", column {column!r}" if column is not None else ""
+                        raise InputError(
+                            f"{redact(self.path)}: line {number}{named}: not valid UTF-8 "
+                            f"(byte 0x{line[exc.start]:02x} at character {exc.start + 1}); "
+                            f"statectl reads text inputs as UTF-8") from None
+                if not chunk:
+                    break
+        if column is not None:  # binary without a bad byte: cannot be, but never silent
+            raise InputError(f"{redact(self.path)}: column {column!r} is not text")
+
+
+def _is_text(arrow_type: pa.DataType) -> bool:
+    return bool(pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
+
+
+def _first_missing_key(column: pa.Array) -> int:
+    """The index of the first null (or, for text, empty) value of ``column``, else -1.
+
+    Arrow's kernels without Python scalars (a scalar argument makes pyarrow import pandas,
+    which a build never needs); the index is looked for only when there is one.
+    """
+    empty = _is_text(column.type) and pc.min(pc.utf8_length(column)).as_py() == 0
+    if not column.null_count and not empty:
+        return -1
+    values = column.to_pylist()
+    return next(i for i, v in enumerate(values) if v is None or (empty and v == ""))
+
+
+def _chunks(column: pa.ChunkedArray) -> Iterator[tuple[pa.Array, int]]:
+    offset = 0
+    for chunk in column.chunks:
+        yield chunk, offset
+        offset += len(chunk)
+
+
+def _check_parquet_key(path: str, parquet: pq.ParquetFile, key: str) -> None:
+    """Refuse a Parquet file's null or empty keys, naming the row.
+
+    The row groups' statistics clear most; a row group they do not clear has its key column
+    read to find the row.
+    """
+    field = parquet.schema_arrow.field(key)
+    names = parquet.metadata.schema.names
+    column_index = names.index(key) if key in names else -1
+    text = _is_text(field.type)
+    first = 0
+    for group in range(parquet.metadata.num_row_groups):
+        meta = parquet.metadata.row_group(group)
+        stats = meta.column(column_index).statistics if column_index >= 0 else None
+        cleared = (stats is not None and stats.has_null_count and stats.null_count == 0
+                   and (not text or (stats.has_min_max and stats.min not in ("", b""))))
+        if not cleared:
+            column = parquet.read_row_group(group, columns=[key]).column(0)
+            at = next((offset + found for chunk, offset in _chunks(column)
+                       if (found := _first_missing_key(chunk)) >= 0), -1)
+            if at >= 0:
+                raise InputError(f"{redact(path)}: row {first + at + 1}: the key column "
+                                 f"{key!r} is null or empty; every record needs a key (Flink "
+                                 f"refuses a null key)")
+        first += meta.num_rows
 
 
 class _Cursor:
@@ -236,14 +378,15 @@ class _Cursor:
 class FileSource:
     """Records of ``paths`` as dicts, file by file; positions are row numbers (streamed)."""
 
-    def __init__(self, paths: Sequence[str]) -> None:
+    def __init__(self, paths: Sequence[str], key: str | None = None) -> None:
+        """``key``: the column records are keyed by, checked in every record (:func:`_learn`)."""
         if not paths:
             raise InvalidArgumentError("give at least one input file")
         self._paths = list(paths)
         self._rows: dict[str, int] = {}
         schemas: dict[str, pa.Schema] = {}
         for path in self._paths:
-            schemas[path], self._rows[path] = _learn(path)
+            schemas[path], self._rows[path] = _learn(path, key)
         first = schemas[self._paths[0]]
         for path, schema in schemas.items():
             if not schema.equals(first):

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from formats.build import build_state
 from formats.fold import MIN_RUN_RECORDS, foldable
+from formats.inputs import FileSource, InputError
 from formats.open import open_checkpoint
 from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.aggregations import parse_aggregation
@@ -170,9 +171,18 @@ def test_a_null_key_fails_at_the_same_record_folded_or_not(tmp_path: Path) -> No
     keys[63] = None  # type: ignore[call-overload]
     path = tmp_path / "in.parquet"
     pq.write_table(pa.table({"k": pa.array(keys, pa.string()), "v": list(range(100))}), path)
-    errors = []
+    # build refuses the input before reading a record, naming the row, folded or not
     for fold in (True, False):
-        with pytest.raises(InvalidArgumentError) as caught:
+        with pytest.raises(InputError, match="row 64: the key column 'k'"):
+            build_state([str(path)], key="k", aggregations=["count", "sum:v"],
+                        checkpoint_dir=str(tmp_path / f"refused-{fold}"), fold=fold)
+        assert not list((tmp_path / f"refused-{fold}").glob("chk-*"))
+    # the job itself (a source that does not check its keys): the same record fails
+    errors = []
+    unchecked = FileSource
+    for fold in (True, False):
+        with mock.patch("formats.build.FileSource", lambda inputs, key: unchecked(inputs)), \
+                pytest.raises(InvalidArgumentError) as caught:
             build_state([str(path)], key="k", aggregations=["count", "sum:v"],
                         checkpoint_dir=str(tmp_path / str(fold)), parallelism=2,
                         checkpoint_every=10, keep=100, fold=fold, fold_records=8)
