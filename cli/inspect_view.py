@@ -24,6 +24,7 @@ from formats.key_group_stats import KeyGroupHistogram
 from formats.sources import SourceSplit
 from formats.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
 from statecore.serializers import VOID_NAMESPACE
+from statecore.wording import counted
 
 __all__ = ["CHART_COLUMNS", "CHART_ROWS", "chart_lines", "draw_inspect", "inspect_json"]
 
@@ -116,9 +117,10 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
             head += f" [dim](+{empty} empty)[/]"
         branch = tree.add(head)
         for state in shown:
-            counted = ("" if state.entries is None or state.bytes is None
-                       else f"  {state.entries:,} entries, {format_size(state.bytes)}")
-            branch.add(f"{escape(state.name)}  [dim]{state.scope} {state.kind}[/]{counted}")
+            shown_count = ("" if state.entries is None or state.bytes is None
+                           else f"  {counted(state.entries, 'entry')}, "
+                                f"{format_size(state.bytes)}")
+            branch.add(f"{escape(state.name)}  [dim]{state.scope} {state.kind}[/]{shown_count}")
     if stateless and not everything:
         names = [op.identity.uid or op.name or op.identity.id for op in stateless]
         listed = names[:1] + [n for i, n in enumerate(names[1:], 1)
@@ -330,7 +332,8 @@ def draw_inspect(console: Console, report: InspectReport) -> None:
         _lookup(console, report.lookup)
     for state in report.entries or ():
         console.print(_entries_table(f"{escape(state.uid)}/{escape(state.state)} ({state.scope} "
-                                     f"{state.kind}): first {len(state.entries)} entries",
+                                     f"{state.kind}): first "
+                                     f"{counted(len(state.entries), 'entry')}",
                                      state))
 
 

@@ -46,6 +46,7 @@ from statecore.rescale_plan import OperatorPlan, RescalePlan
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
 from statecore.state_map_layout import Chains, EntryView, MapLayout, SnapshotLayout
+from statecore.wording import counted
 
 if TYPE_CHECKING:
     from cli.walkthroughs import Walkthrough
@@ -228,18 +229,20 @@ class TextOutput(Output):
     def convert(self, result: ConvertResult) -> None:
         self.console.print(
             f"wrote {escape(result.location)}: a {result.format.capitalize()} canonical savepoint "
-            f"of {result.source_format}'s state, {result.entries:,} keyed entries in "
+            f"of {result.source_format}'s state, {counted(result.entries, 'keyed entry')} in "
             f"{result.files} files ({format_size(result.bytes)}) in {result.seconds:.2f} s")
         if result.release_text:
             self.console.print(f"a savepoint {escape(result.release_text)}")
 
     def verify(self, report: VerifyReport) -> None:
-        self.console.print(f"checked {report.location}: {report.files} files, "
-                           f"{format_size(report.bytes)}, {report.entries:,} keyed entries")
+        self.console.print(f"checked {report.location}: {counted(report.files, 'file')}, "
+                           f"{format_size(report.bytes)}, "
+                           f"{counted(report.entries, 'keyed entry')}")
         if report.clean:
             self.console.print("clean: no problems found", style="bold green")
         else:
-            table = Table(title=f"{sum(report.counts.values())} problems", title_justify="left")
+            table = Table(title=counted(sum(report.counts.values()), "problem"),
+                          title_justify="left")
             for column in ("kind", "where", "problem"):
                 table.add_column(column)
             for problem in report.problems:
@@ -349,7 +352,7 @@ def _step_lines(step: TraceStep) -> list[Text]:
 def _snapshot_heading(snapshot: SnapshotLayout) -> str:
     during = ", taken while rehashing" if snapshot.taken_during_rehash else ""
     return (f"  snapshot {snapshot.version}: {snapshot.array_length} buckets,"
-            f" {snapshot.number_of_entries} entries{during}")
+            f" {counted(snapshot.number_of_entries, 'entry')}{during}")
 
 
 def _chain_lines(chains: Chains, copied: set[tuple[Any, Any]], *, live: bool) -> list[Text]:

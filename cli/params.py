@@ -61,16 +61,18 @@ class Timestamp(click.ParamType[int]):
     """
 
     name = "TIME"
+    #: The times shown as dates: years 1 to 9999 (Python's ``datetime``), in epoch ms.
+    LOWEST, HIGHEST = -62_135_596_800_000, 253_402_300_799_999
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> int:
         if isinstance(value, int):
-            return value
+            return self._bounded(value, str(value), param, ctx)
         text = str(value).strip()
         if text == "now":
             return int(time.time() * 1000)
         if text.lstrip("-").isdigit():
-            return int(text)
+            return self._bounded(int(text), text, param, ctx)
         try:
             moment = datetime.fromisoformat(text)
         except ValueError:
@@ -79,7 +81,17 @@ class Timestamp(click.ParamType[int]):
                       "'now'", param, ctx)
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        return int(moment.timestamp() * 1000)
+        try:
+            return self._bounded(int(moment.timestamp() * 1000), text, param, ctx)
+        except OverflowError:
+            self.fail(f"{text!r} is outside the years 1 to 9999", param, ctx)
+
+    def _bounded(self, millis: int, text: str, param: click.Parameter | None,
+                 ctx: click.Context | None) -> int:
+        if not self.LOWEST <= millis <= self.HIGHEST:
+            self.fail(f"{text} is outside the years 1 to 9999 ({self.LOWEST} to {self.HIGHEST} "
+                      f"epoch ms)", param, ctx)
+        return millis
 
 
 TIMESTAMP = Timestamp()

@@ -54,6 +54,7 @@ import pyarrow as pa
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 from statecore.serializers import TIMESTAMP_UNITS, parse_type
 from statecore.values import Instant, LocalDateTime, LocalTime
+from statecore.wording import a
 
 __all__ = ["arrow_type", "from_arrow", "is_scalar", "pydict", "pylist", "pyrows",
            "split_spec", "storage_converter", "storage_type", "to_arrow", "value_from_text"]
@@ -420,13 +421,13 @@ def value_from_text(text: str, spec: str) -> Any:
         else:
             value = _from_json(json.loads(text), spec)
     except (ValueError, TypeError, RecursionError, ArithmeticError) as exc:
-        raise InvalidArgumentError(f"{text!r} is not a {spec} value: {exc}") from exc
+        raise InvalidArgumentError(f"{text!r} is not {a(spec)} value: {exc}") from exc
     try:
         parse_type(spec).check(value)  # the type check (ranges, one-unit chars...)
         if parse_type(spec).hashable:
             parse_type(spec).java_hash(value)
     except (OverflowError, struct.error) as exc:
-        raise InvalidArgumentError(f"{text!r} is not a {spec} value: {exc}") from exc
+        raise InvalidArgumentError(f"{text!r} is not {a(spec)} value: {exc}") from exc
     return value
 
 

@@ -54,8 +54,10 @@ from statecore.errors import (
     CheckpointError,
     CorruptCheckpointError,
     InvalidArgumentError,
+    ParallelismError,
     UnsupportedFormatError,
 )
+from statecore.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from statecore.operator_backend import OperatorStateMode
 from statecore.rescale_plan import OperatorPlan, RescalePlan, plan_rescale
 from statecore.ttl import LONG_MAX
@@ -135,6 +137,10 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
     """
     rehashed: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
     if max_parallelism is not None:
+        if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:  # before reading any key
+            raise ParallelismError(
+                f"--max-parallelism {max_parallelism}: Flink's max parallelism is 1 to "
+                f"{UPPER_BOUND_MAX_PARALLELISM} (KeyGroupRangeAssignment)")
         for op in checkpoint.metadata.operators:
             reason = checkpoint.unknown_key_hash(op)
             if op.key_type is not None and op.max_parallelism != max_parallelism and reason:

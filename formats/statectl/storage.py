@@ -245,7 +245,7 @@ class DirectoryCheckpointStorage:
         if not force and checkpoints and checkpoints[-1].checkpoint_id == checkpoint_id:
             raise CheckpointError(
                 f"checkpoint {checkpoint_id} is the latest: a resume would need it "
-                "(release it with force, or take a newer checkpoint first)")
+                "(release it with --force, or take a newer checkpoint first)")
         self._delete(target)
         return target
 
