@@ -18,6 +18,7 @@ from cli.commands import COMMANDS
 from cli.output import JsonOutput, Output, TextOutput
 from cli.params import (
     ALLOW_PICKLE,
+    INTERRUPTED_NOTE,
     OPERATOR_NAMES,
     PARTIAL,
     names_report,
@@ -31,6 +32,8 @@ __all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
 
 #: Exit code of a :class:`StatectlError` (bad, corrupt or unsupported input).
 EXIT_DOMAIN_ERROR = 3
+#: Exit code of a command interrupted by Ctrl-C (SIGINT), as shells report it (128 + 2).
+EXIT_INTERRUPTED = 130
 
 
 class StatectlGroup(click.Group):
@@ -50,6 +53,11 @@ class StatectlGroup(click.Group):
                 raise
             _report_undecodable(ctx)
             return result
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            # what the command kept, if it says (build: its latest complete checkpoint)
+            note = ctx.meta.get(INTERRUPTED_NOTE)
+            click.echo(f"statectl: interrupted{f'; {note}' if note else ''}", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
         except (StatectlError, OSError) as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exception(exc, file=sys.stderr)
@@ -92,7 +100,7 @@ def statectl(ctx: click.Context, output_format: str, verbose: bool, quiet: bool,
     """See the state of stream processors, built on Flink's heap state backend.
 
     Exit codes: 0 ok, 1 findings (verify problems, diff differences), 2 usage error,
-    3 bad or unsupported input.
+    3 bad or unsupported input, 130 interrupted (Ctrl-C).
     """
     output: Output = JsonOutput() if output_format == "json" else TextOutput(quiet=quiet)
     ctx.obj = output

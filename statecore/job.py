@@ -160,6 +160,9 @@ class PendingWrite(Protocol):
 
     def cancel(self) -> None: ...
 
+    def kill(self) -> None:
+        """Stop the write at once (Ctrl-C): what it wrote is incomplete and removed."""
+
 
 @dataclass(frozen=True)
 class CompletedCheckpoint:
@@ -382,14 +385,24 @@ class LocalJob:
         """
         try:
             return self._run(limit, on_record)
+        except KeyboardInterrupt:  # the user is waiting: stop the writers at once
+            self.abort_pending(kill=True)
+            raise
         except BaseException:
             self.abort_pending()
             raise
 
-    def abort_pending(self) -> None:
-        """Cancel the checkpoints in flight and wait until their writers have stopped."""
+    def abort_pending(self, kill: bool = False) -> None:
+        """Cancel the checkpoints in flight and wait until their writers have stopped.
+
+        ``kill``: stop them at once (a writer process is killed) instead of letting each
+        clean up at its next step; what a killed writer staged is removed all the same.
+        """
         for pending in self._pending:
-            pending.cancel()
+            if kill:
+                pending.kill()
+            else:
+                pending.cancel()
         for pending in self._pending:
             try:
                 pending.result()

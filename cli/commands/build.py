@@ -5,8 +5,11 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import Location, engine_options
+from cli.params import INTERRUPTED_NOTE, Location, engine_options
 from formats.engines import open_engine
+from formats.statectl.storage import DirectoryCheckpointStorage
+from statecore.checkpoint import CheckpointKind
+from statecore.errors import StatectlError
 
 __all__ = ["build_command"]
 
@@ -54,11 +57,29 @@ def build_command(output: Output, inputs: tuple[str, ...], key: str, key_type: s
     the one a local build writes (one pass: no --checkpoint-every, no --resume).
     """
     runner = open_engine(engine, spark_master, spark_conf)
-    with output.progress("building") as progress:
-        summary = runner.build(
-            inputs, key=key, key_type=key_type, aggregations=aggregations,
-            checkpoint_dir=checkpoint_dir, parallelism=parallelism,
-            max_parallelism=max_parallelism, uid=uid, ttl=ttl,
-            checkpoint_every=checkpoint_every, keep=keep, resume=_resume(resume),
-            progress=progress)
+    try:
+        with output.progress("building") as progress:
+            summary = runner.build(
+                inputs, key=key, key_type=key_type, aggregations=aggregations,
+                checkpoint_dir=checkpoint_dir, parallelism=parallelism,
+                max_parallelism=max_parallelism, uid=uid, ttl=ttl,
+                checkpoint_every=checkpoint_every, keep=keep, resume=_resume(resume),
+                progress=progress)
+    except KeyboardInterrupt:
+        click.get_current_context().meta[INTERRUPTED_NOTE] = _kept(checkpoint_dir)
+        raise
     output.build(summary)
+
+
+def _kept(checkpoint_dir: str) -> str:
+    """Which checkpoint an interrupted build can be resumed from (one phrase)."""
+    try:
+        completed = [c for c in DirectoryCheckpointStorage(checkpoint_dir, create=False)
+                     .completed() if c.kind is CheckpointKind.CHECKPOINT]
+    except StatectlError:
+        completed = []
+    if not completed:
+        return f"no checkpoint of this build was completed in {checkpoint_dir}"
+    latest = completed[-1]
+    return (f"the latest complete checkpoint is {latest.checkpoint_id} ({latest.location}): "
+            f"--resume continues from it")

@@ -128,6 +128,9 @@ class PendingCheckpoint:
         self.writer = writer
         self._cancel = threading.Event()
         self._cancel_fd: int | None = None  # the process writer's cancel pipe
+        #: the process writer's child, as a pidfd: signalled safely even once it has exited
+        self._pidfd: int | None = None
+        self._fds = threading.Lock()  # kill() and the waiting thread's closing of the fds
         self._future: Future[CheckpointMetadata] = Future()
         self._thread: threading.Thread | None = None
         # the process writer's heap collapse after its child exited (None: not tried)
@@ -165,6 +168,7 @@ class PendingCheckpoint:
         forking_thread_is_main = threading.current_thread() is threading.main_thread()
         parent = os.getpid()
         forked: list[int] = []  # the child's pid, once forked
+        interrupted: list[bool] = []  # a SIGINT that arrived during the fork
         ready = threading.Event()
 
         def wait() -> None:
@@ -219,7 +223,8 @@ class PendingCheckpoint:
                 warnings.filterwarnings("ignore", category=DeprecationWarning,
                                         message=".*fork.*")
                 try:
-                    pid = os.fork()
+                    with _sigint_deferred(interrupted):
+                        pid = os.fork()
                 except OSError:  # no memory or processes left for a child: write on a thread
                     for fd in (result_read, result_write, cancel_read, cancel_write):
                         os.close(fd)
@@ -232,20 +237,29 @@ class PendingCheckpoint:
                 _child(self, operators, kind, created_ms, filesystem, token, result_write,
                        cancel_read, parent, forking_thread_is_main)
             forked.append(pid)
+            try:
+                self._pidfd = os.pidfd_open(pid)
+            except (OSError, AttributeError):  # no pidfd (not Linux 5.3+): kill() cancels
+                self._pidfd = None
             os.close(result_write)
             os.close(cancel_read)
             self._cancel_fd = cancel_write
             self._future.set_running_or_notify_cancel()
         finally:
             ready.set()
+        if interrupted:  # Ctrl-C during the fork: raised now, with the child known (kill())
+            raise KeyboardInterrupt
 
     def _close_cancel_fd(self) -> None:
-        fd, self._cancel_fd = self._cancel_fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        with self._fds:
+            for name in ("_cancel_fd", "_pidfd"):
+                fd = getattr(self, name)
+                setattr(self, name, None)
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
 
     def result(self, timeout: float | None = None) -> CheckpointMetadata:
         return self._future.result(timeout)
@@ -273,10 +287,48 @@ class PendingCheckpoint:
             except OSError:
                 pass  # the writer has finished already
 
+    def kill(self) -> None:
+        """Stop the write at once: the process writer's child is killed (SIGKILL).
+
+        Its waiting thread reaps it and removes what it staged, as for any writer that
+        died; the result is an error. The thread writer cannot be killed: it is cancelled.
+        """
+        self.cancel()
+        with self._fds:
+            fd = self._pidfd
+            if fd is not None and not self.done():
+                try:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                except (OSError, AttributeError):
+                    pass  # exited already
+
     def __repr__(self) -> str:
         state = "done" if self.done() else "in flight"
         return (f"PendingCheckpoint({self.checkpoint_id}, {self.location!r}, {self.writer}, "
                 f"{state})")
+
+
+@contextmanager
+def _sigint_deferred(interrupted: list[bool]) -> Iterator[None]:
+    """Hold Ctrl-C off while the process forks (on the main thread; elsewhere: nothing).
+
+    A SIGINT handled during ``os.fork()`` runs Python's handler inside an at-fork hook
+    (``logging``'s, in the parent or the copy in the child), where the ``KeyboardInterrupt``
+    is printed and ignored: the build went on. It is recorded here instead, and the caller
+    raises it once the child is set up.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:  # someone else's handler: leave it
+        yield
+        return
+    signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _child(pending: PendingCheckpoint, operators: Sequence[OperatorSnapshot],
