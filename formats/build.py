@@ -32,7 +32,7 @@ from statecore.job import CONFIGURATION_STATE, LocalJob
 from statecore.key_groups import compute_default_max_parallelism
 from statecore.ttl import TtlConfig
 
-__all__ = ["BuildSeconds", "BuildSummary", "build_state", "continue_build",
+__all__ = ["BuildSeconds", "BuildSummary", "build_state", "continue_build", "refuse_another_build",
            "stored_build_settings"]
 
 
@@ -124,6 +124,10 @@ def _run(source: FileSource, storage: DirectoryCheckpointStorage,
          progress: Callable[[int, int], None] | None, fold: bool, fold_records: int,
          started: float) -> BuildSummary:
     resolved_key_type = key_type or source.column_types[key]
+    if resume is None:
+        refuse_another_build(storage, {"key": key, "key_type": resolved_key_type,
+                                      "aggregations": " ".join(aggregations),
+                                      "ttl": "" if ttl is None else str(ttl), "uid": uid})
     if max_parallelism is None:
         max_parallelism = compute_default_max_parallelism(parallelism)
     folder = (AggregationFolder(source, key, resolved_key_type, max_parallelism, parsed)
@@ -163,6 +167,31 @@ def _run(source: FileSource, storage: DirectoryCheckpointStorage,
         max_parallelism=job.max_parallelism, folded=folder is not None,
         seconds=BuildSeconds(setup=processing - started, processing=finishing - processing,
                              final_checkpoint=finished - finishing))
+
+
+def refuse_another_build(storage: DirectoryCheckpointStorage, settings: dict[str, str]) -> None:
+    """A new build (no ``--resume``) in a directory holding another job's checkpoints.
+
+    Its checkpoints would follow the other job's, and ``--resume`` or ``snapshot take``
+    would then mix them: refused, saying what differs. The same job started again (the same
+    key, aggregations, TTL and uid) is welcome: its checkpoints follow the earlier run's.
+    """
+    completed = [c for c in storage.completed() if c.kind is CheckpointKind.CHECKPOINT]
+    if not completed:
+        return
+    try:
+        stored = stored_build_settings(storage.base)
+    except CheckpointError as exc:
+        raise InvalidArgumentError(
+            f"--checkpoint-dir {storage.shown} holds checkpoints statectl build did not write "
+            f"({exc}): give a new --checkpoint-dir") from exc
+    differs = [f"{name} {stored.get(name) or '(none)'!r} there, {value or '(none)'!r} here"
+               for name, value in settings.items() if stored.get(name, "") != value]
+    if differs:
+        raise InvalidArgumentError(
+            f"--checkpoint-dir {storage.shown} holds the checkpoints of another build "
+            f"({'; '.join(differs)}): give a new --checkpoint-dir, or continue that build "
+            f"with its own settings and --resume")
 
 
 def stored_build_settings(checkpoint_dir: str) -> dict[str, str]:

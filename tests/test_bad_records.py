@@ -93,3 +93,46 @@ def test_valid_inputs_build_as_before(tmp_path: Path) -> None:
                    row_group_size=2)
     done = _build(tmp_path, data)
     assert done.returncode == 0 and "processed 3 of 3 records" in done.stdout, done.stderr
+
+
+def test_a_build_into_another_builds_directory_is_refused_saying_what_differs(
+        tmp_path: Path) -> None:
+    data = tmp_path / "events.parquet"
+    pq.write_table(pa.table({"user": ["a", "b", "a"], "page": ["x", "y", "z"],
+                             "amount": [1, 2, 3]}), data)
+    state = tmp_path / "state"
+
+    def build(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cli.main", "build", str(data), *args,
+                               "--checkpoint-dir", str(state)], cwd=REPO, capture_output=True,
+                              text=True, check=False)
+
+    assert build("--key", "user", "--agg", "count").returncode == 0
+    again = build("--key", "user", "--agg", "count")  # the same job started again: welcome
+    assert again.returncode == 0 and "checkpoint 2" in again.stdout, again.stderr
+    other = build("--key", "page", "--agg", "sum:amount")
+    assert other.returncode == 3 and other.stderr.count("\n") == 1, other.stderr
+    assert "key 'user' there, 'page' here" in other.stderr
+    assert "aggregations 'count' there, 'sum:amount' here" in other.stderr
+    assert sorted(p.name for p in state.glob("chk-*")) == ["chk-0000001", "chk-0000002"]
+    # another directory, or the other build's own settings with --resume, go on
+    assert build("--key", "user", "--agg", "count", "--resume").returncode == 0
+    elsewhere = subprocess.run([sys.executable, "-m", "cli.main", "build", str(data), "--key",
+                                "page", "--agg", "sum:amount", "--checkpoint-dir",
+                                str(tmp_path / "new")], cwd=REPO, capture_output=True,
+                               text=True, check=False)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+
+
+def test_a_directory_of_other_checkpoints_is_refused(tmp_path: Path) -> None:
+    """A statectl checkpoint directory that no build wrote (a rescale's output)."""
+    from cli_support import KEYED
+
+    state = tmp_path / "state"
+    state.mkdir()
+    import shutil
+    shutil.copytree(KEYED, state / "chk-0000001")
+    data = tmp_path / "events.parquet"
+    pq.write_table(pa.table({"user": ["a"], "amount": [1]}), data)
+    done = _build(tmp_path, data)
+    assert done.returncode == 3 and "did not write" in done.stderr, done.stderr

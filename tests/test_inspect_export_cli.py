@@ -203,7 +203,7 @@ def test_entries_are_the_first_rows_of_each_state() -> None:
     assert sizes["partition_offsets"] == summary["partition_offsets"]  # split: every element
     assert sizes["rules"] * 3 == summary["rules"]  # broadcast: one of three copies
     code, out, _ = run("inspect", OPERATOR, "--entries", "--limit", "1", "--state", "rules")
-    assert code == 0 and "events-source/rules (operator broadcast): first 1 entries" in out
+    assert code == 0 and "events-source/rules (operator broadcast): first 1 entry" in out
 
 
 def test_void_namespace_is_null_in_json_and_dash_in_text() -> None:
@@ -293,7 +293,7 @@ def _mistakes(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["inspect", KEYED, "--top", "1", "--state", "nope"], "its states: average_cents"),
         (["inspect", OPERATOR, "--key", "1"], "--key finds keyed state"),
         (["inspect", KEYED, "--key", "u", "--state", "clicks_per_minute", "--namespace", "x"],
-         "'x' is not a int64 value"),
+         "'x' is not an int64 value"),
         (["export", KEYED, "--out", str(tmp_path)], "choose another --out"),
         (["export", KEYED, "--out", str(tmp_path / "o"), "--state", "nope"], "no state named"),
     ]

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from formats.build import BuildSummary
+from formats.build import BuildSummary, refuse_another_build
 from formats.commit import staged
 from formats.filesystems import resolve_filesystem
 from formats.inputs import InputError, column_spec, read_input
@@ -172,6 +172,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     template.keyed.close()  # type: ignore[union-attr]
 
     storage = DirectoryCheckpointStorage(checkpoint_dir)
+    refuse_another_build(storage, {**configuration, "uid": uid})
     with storage.writing():  # one build per state directory; its checkpoint id claimed
         checkpoint_id = storage.claim(
             1 + max((c.checkpoint_id for c in storage.completed()), default=0))
