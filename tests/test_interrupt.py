@@ -82,3 +82,35 @@ def test_ctrl_c_exits_130_and_names_the_latest_complete_checkpoint(tmp_path: Pat
                                                                           tmp_path / "whole"))],
                           cwd=REPO, capture_output=True, text=True, check=False)
     assert json.loads(diff.stdout)["equal"], diff.stdout[:2000]
+
+
+def _statectl(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in __import__("os").environ.items()
+           if not k.startswith(("GOOGLE_", "CLOUDSDK_"))}
+    return subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_ctrl_c_stops_a_command_blocked_in_a_store_within_2_s() -> None:
+    """A Google Cloud Storage request without credentials blocks in native code, where Python
+    does not see the interrupt (it used to ignore Ctrl-C for more than 400 s)."""
+    process = _statectl("inspect", "gs://statectl-test-bucket/x")
+    time.sleep(2.0)
+    assert process.poll() is None, process.communicate()  # still blocked in the store
+    process.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _out, err = process.communicate(timeout=30)
+    took = time.monotonic() - sent
+    assert process.returncode == 130, err
+    assert took < 2.0, f"{took:.1f} s after Ctrl-C"
+    assert err.strip().splitlines()[-1].startswith("statectl: interrupted"), err
+
+
+def test_a_store_without_credentials_fails_within_30_s_with_one_line() -> None:
+    started = time.monotonic()
+    process = _statectl("inspect", "gs://statectl-test-bucket/x")
+    _out, err = process.communicate(timeout=60)
+    took = time.monotonic() - started
+    assert process.returncode == 3, err
+    assert took < 30, f"{took:.0f} s"
+    assert err.count("\n") == 1 and err.startswith("Error: ") and "Google Cloud" in err, err
