@@ -268,14 +268,19 @@ def test_damaged_sources_are_rewritten_or_refused(tmp_path: Path) -> None:
                     source = open_checkpoint(str(root))
                     parallelism = source.metadata.operators[0].parallelism + 1
                     rescale_checkpoint(source, str(out), plan_checkpoint(source, parallelism))
-                    checked = verify_checkpoint(str(root))
-                    known = {p.kind for p in checked.problems}
-                    # broadcast copies that differ: the rescale gives each new subtask one
-                    differing_copies = any(w.kind == "broadcast-copies" for w in checked.warnings)
-                    if not differing_copies and not diff_checkpoints(
-                            source, open_checkpoint(str(out))).equal:
-                        failures.append(f"{case}: the savepoint written differs from its source")
+                    # the source's own verify only where it decides (most outputs are equal and
+                    # clean): it reads the whole source again
+                    checked = None
+                    if not diff_checkpoints(source, open_checkpoint(str(out))).equal:
+                        checked = verify_checkpoint(str(root))
+                        # broadcast copies that differ: the rescale gives each new subtask one
+                        if not any(w.kind == "broadcast-copies" for w in checked.warnings):
+                            failures.append(f"{case}: the savepoint written differs from its "
+                                            f"source")
                     found = {p.kind for p in verify_checkpoint(str(out)).problems}
+                    if found and checked is None:
+                        checked = verify_checkpoint(str(root))
+                    known = {p.kind for p in checked.problems} if checked is not None else set()
                     if not found <= known:
                         failures.append(f"{case}: the savepoint written has problems its source "
                                         f"has not: {sorted(found - known)}")
