@@ -21,8 +21,9 @@ from formats.operator_names import OperatorNames
 from formats.statectl.claims import CLAIMS_DIR, Claims
 from formats.statectl.publish import METADATA_FILE
 from formats.statectl.reader import open_statectl_checkpoint
+from statecore.errors import StatectlError
 
-__all__ = ["open_checkpoint", "pinned"]
+__all__ = ["metadata_file_of", "open_checkpoint", "pinned"]
 
 _IN_STATE_DIRECTORY = re.compile(r"(?:chk|savepoint)-(\d{7,})")
 
@@ -63,6 +64,28 @@ def _open(fs: pafs.FileSystem, root: str, location: str, strict: bool,
                                      allow_pickle=allow_pickle, decode=decode, partial=partial,
                                      names=names)
     return open_statectl_checkpoint(fs, root, location)
+
+
+def metadata_file_of(location: str) -> str:
+    """The name of the metadata file of the snapshot at ``location``, as its format calls it.
+
+    ``_metadata`` for Flink's, ``_metadata.json`` for statectl's (also when neither is there).
+    """
+    try:
+        fs, root = resolve_filesystem(location, None)
+    except StatectlError:
+        return METADATA_FILE
+    root = root.rstrip("/") or root
+    for name in (METADATA_FILE, FLINK_METADATA_FILE):
+        if root.endswith("/" + name):
+            return name
+    try:
+        if not _exists(fs, f"{root}/{METADATA_FILE}") and _exists(
+                fs, f"{root}/{FLINK_METADATA_FILE}"):
+            return FLINK_METADATA_FILE
+    except OSError:
+        pass
+    return METADATA_FILE
 
 
 def _exists(fs: pafs.FileSystem, path: str) -> bool:

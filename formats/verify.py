@@ -3,7 +3,8 @@
 Unlike opening a checkpoint (which stops at the first inconsistency it must refuse), verify
 keeps going and reports each problem with a kind, so scripts can gate on it. Kinds:
 
-* ``metadata``: ``_metadata.json`` is unreadable or invalid (nothing else can be checked);
+* ``metadata``: the metadata file (``_metadata.json``, a Flink snapshot's ``_metadata``) is
+  unreadable or invalid (nothing else can be checked);
 * ``unsafe-path``: a file path leads out of the checkpoint directory (symlink);
 * ``missing-file``, ``size``, ``checksum``: a data file is absent, has another byte size, or
   its SHA-256 differs from the metadata;
@@ -18,8 +19,9 @@ keeps going and reports each problem with a kind, so scripts can gate on it. Kin
 * ``key-placement``: a key is stored in another key group than its Java hash gives
   (reference §1.2: ``murmurHash(key.hashCode()) % maxParallelism``);
 * ``duplicate-key``: a (key, namespace) appears twice in one state;
-* ``flink``: a state of a Flink snapshot cannot be read (a missing, truncated or corrupt file,
-  a serializer statectl cannot decode); the message says which.
+* ``unreadable`` also for a state of a Flink snapshot that cannot be read (a truncated or
+  corrupt file); a Flink file that is missing or has another size than ``_metadata`` says is
+  ``missing-file`` or ``size``, named by its path in the snapshot directory.
 
 Warnings are listed apart and do not make a checkpoint unclean (nor ``verify`` exit with 1):
 they say what could not be checked, or what the job did that Flink allows but a rescale may
@@ -32,9 +34,17 @@ not keep, not that the checkpoint is damaged. Kinds:
   per subtask and expects them equal (the job's contract, not checked by Flink); on a rescale
   each new subtask restores one of them (``RoundRobinOperatorStateRepartitioner``), so which
   content survives depends on the parallelism. A warning: the snapshot itself is intact.
+* ``trailing-bytes``: bytes after the end of a Flink ``_metadata`` (its checkpoint
+  properties), which Flink's loader leaves unread;
+* ``unchecked``: the coordinator state of a source statectl does not know (its envelope was
+  checked, not the enumerator's checkpoint inside).
 
 A Flink checkpoint or savepoint gets the same checks on its decoded state (its files are read
-and decoded completely when it is opened; it has no checksums to compare).
+and decoded completely when it is opened; it has no checksums to compare), and every byte of
+its ``_metadata`` is parsed as Flink reads it: master states and operator states when opening,
+the checkpoint properties and the source coordinators' states here
+(:mod:`formats.flink.metadata_check`); what Flink would refuse is a ``metadata`` problem
+(``unreadable`` for a coordinator's state).
 """
 
 from __future__ import annotations
@@ -52,7 +62,7 @@ from formats.arrow_types import pyrows
 from formats.columns import operator_schema
 from formats.diff import canonical
 from formats.model import Checkpoint
-from formats.open import open_checkpoint
+from formats.open import metadata_file_of, open_checkpoint
 from formats.operator_names import OperatorNames
 from statecore.checkpoint import KeyedStateHandle, OperatorIdentity, OperatorMetadata
 from statecore.errors import (
@@ -71,7 +81,12 @@ PROBLEM_KINDS = ("metadata", "unsafe-path", "missing-file", "size", "checksum", 
                  "duplicate-key")
 
 #: Kinds of warnings (see the module doc): they do not make a checkpoint unclean.
-WARNING_KINDS = ("key-hash-unknown", "broadcast-copies", "undecodable")
+WARNING_KINDS = ("key-hash-unknown", "broadcast-copies", "undecodable", "trailing-bytes",
+                 "unchecked")
+
+#: Kinds that concern one stored file (``where`` is its path): what else fails because of it is
+#: not reported again.
+FILE_KINDS = ("unsafe-path", "missing-file", "size")
 
 #: At most this many problems of one kind are listed (all are counted).
 MAX_LISTED = 100
@@ -135,18 +150,23 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
         checkpoint = open_checkpoint(location, strict=False, allow_pickle=allow_pickle,
                                      partial=True, names=names)
     except (CorruptCheckpointError, UnsupportedFormatError, UnsafePathError) as exc:
-        report.add("metadata", "_metadata.json", str(exc))
+        report.add("metadata", metadata_file_of(location), str(exc))
         return report
     except CheckpointError as exc:
         if "not a checkpoint" in str(exc) or "cannot read" in str(exc):
             raise
-        report.add("metadata", "_metadata.json", str(exc))
+        report.add("metadata", metadata_file_of(location), str(exc))
         return report
     files = checkpoint.metadata.files
     bad_files: set[str] = set()
     for kind, where, message in checkpoint.open_problems():
+        if kind in WARNING_KINDS:
+            report.warn(kind, where, message)
+            continue
         report.add(kind, where, message)
-    _check_undecodable(checkpoint, report)
+        if kind in FILE_KINDS:
+            bad_files.add(where)
+    _check_undecodable(checkpoint, report, bad_files)
     owners = {file: op.identity for op in checkpoint.metadata.operators
               for st in op.subtasks
               for file in [*(h.file for h in st.keyed), *(h.file for h in st.operator)]}
@@ -168,14 +188,18 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
     return report
 
 
-def _check_undecodable(checkpoint: Checkpoint, report: VerifyReport) -> None:
+def _check_undecodable(checkpoint: Checkpoint, report: VerifyReport,
+                       bad_files: set[str]) -> None:
     """What could not be decoded, with counts: damage is a problem (``unreadable``).
 
     Values statectl has no decoder for are a warning (``undecodable``: the snapshot is intact).
+    Damage whose reason is a file already reported (missing, another size) is not repeated.
     """
     identities = {op.uid: op.identity for op in checkpoint.metadata.operators}
     for operator, state, damaged, values, key_groups, cls, reason in summarize_parts(
             checkpoint.undecodable_parts()):
+        if damaged and any(reason.startswith((f"{file} ", f"{file}:")) for file in bad_files):
+            continue
         report.current = identities.get(operator)
         count = "values" if values < 0 else f"{values} value{'s' if values != 1 else ''}"
         groups = f" in {key_groups} key group{'s' if key_groups != 1 else ''}" if (

@@ -9,6 +9,7 @@ use, under a lock file, so concurrent tests install it once; later calls return 
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from flink_restore import FlinkUnavailable, cache_root
 
-__all__ = ["FLINK_1X", "load_metadata", "pyflink_lib", "serializer_vectors"]
+__all__ = ["FLINK_1X", "load_metadata", "load_mutations", "pyflink_lib", "serializer_vectors"]
 
 #: The newest Flink 1.x release (the Kryo 2.24 era), whose forms statectl reads.
 FLINK_1X = "1.20.5"
@@ -99,6 +100,14 @@ def serializer_vectors(version: str = FLINK_1X) -> list[tuple[str, bytes, bytes]
     return vectors
 
 
+def load_mutations(version: str, path: Path, masks: tuple[int, ...]) -> list[tuple[bool, str]]:
+    """:func:`load_metadata` of ``path`` cut at every offset, then with every byte XORed with
+    each of ``masks`` (in that order), mutated and loaded in memory by one JVM."""
+    return _metadata_check(version, ["--mutations", str(path),
+                                     ",".join(f"{m:x}" for m in masks)],
+                           len(path.read_bytes()) * (1 + len(masks)))
+
+
 def load_metadata(version: str, paths: list[Path]) -> list[tuple[bool, str]]:
     """Flink ``version``'s own ``Checkpoints.loadCheckpointMetadata`` on each ``_metadata``.
 
@@ -106,6 +115,10 @@ def load_metadata(version: str, paths: list[Path]) -> list[tuple[bool, str]]:
     properties, bytes left unread) or the exception it threw
     (``tests/flink_jobs/MetadataCheck.java``, compiled once per release).
     """
+    return _metadata_check(version, [f'"{p}"' for p in paths], len(paths))
+
+
+def _metadata_check(version: str, args: list[str], expected: int) -> list[tuple[bool, str]]:
     import hashlib
 
     from flink_restore import DRIVER_SOURCES, FLINK_VERSION
@@ -131,12 +144,21 @@ def load_metadata(version: str, paths: list[Path]) -> list[tuple[bool, str]]:
                     staging.rename(classes)
                 finally:
                     shutil.rmtree(staging, ignore_errors=True)
-    done = subprocess.run(["java", "-cp", f"{lib}/*:{classes}", "MetadataCheck",
-                           *map(str, paths)], capture_output=True, text=True, check=False,
-                          timeout=300)
+    # the paths in an argument file (``java @file``): thousands exceed a command line
+    with tempfile.NamedTemporaryFile("w", suffix=".args", delete=False) as argfile:
+        argfile.write("\n".join(["MetadataCheck", *args]))
+    # (the launcher expands an argument file only up to the main class: it is in it). A small
+    # heap: a damaged count makes Flink allocate a huge list before the stream ends, which
+    # fails at once (OutOfMemoryError) instead of zeroing gigabytes first
+    try:
+        done = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp",
+                               f"{lib}/*:{classes}", f"@{argfile.name}"],
+                              capture_output=True, text=True, check=False, timeout=600)
+    finally:
+        os.unlink(argfile.name)
     lines = [ln.split("\t") for ln in done.stdout.splitlines()
              if ln.startswith(("OK\t", "FAIL\t"))]
-    if len(lines) != len(paths):
+    if len(lines) != expected:
         raise FlinkUnavailable(f"MetadataCheck on Flink {version} printed {len(lines)} results "
-                               f"for {len(paths)} files:\n{done.stdout}{done.stderr[-3000:]}")
+                               f"for {expected} files:\n{done.stdout}{done.stderr[-3000:]}")
     return [(fields[0] == "OK", "\t".join(fields[2:])) for fields in lines]

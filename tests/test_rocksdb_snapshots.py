@@ -72,7 +72,10 @@ def test_a_damaged_shared_file_is_a_verify_problem(tmp_path: Path, damage: str) 
     else:
         victim.write_bytes(victim.read_bytes()[:-20])
     report = run_json("verify", str(moved), code=1)
-    assert any(victim.name in p["message"] for p in report["problems"]), report["problems"]
+    # the file, by its kind and its path (verify's kinds)
+    kind = {"missing": "missing-file", "truncated": "size"}[damage]
+    assert any(p["kind"] == kind and p["where"] == f"../shared/{victim.name}"
+               for p in report["problems"]), report["problems"]
     code, out, err = run("inspect", str(moved))
     assert code == 3 and err.startswith("Error: ") and victim.name in err
     assert "Traceback" not in out + err

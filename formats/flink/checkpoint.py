@@ -45,6 +45,7 @@ from formats.flink.metadata import (
     FlinkOperator,
     parse_metadata,
 )
+from formats.flink.metadata_check import metadata_problems
 from formats.flink.operator import DecodedOperatorState
 from formats.flink.pieces import (
     KeyedSource,
@@ -53,7 +54,7 @@ from formats.flink.pieces import (
 from formats.flink.rewrite import rewrite_flink_savepoint
 from formats.flink.snapshot_model import Problem, SnapshotBuilder, refuse_damage
 from formats.flink.sources import READER_STATE, source_progress
-from formats.flink.streams import read_snapshot_file
+from formats.flink.streams import SnapshotStreams, read_snapshot_file
 from formats.flink.tables import DecodedTable, rehash_rows
 from formats.flink.types.codecs import Codec
 from formats.flink.types.flink_version import kryo_major_of, written_by
@@ -315,7 +316,21 @@ class FlinkCheckpoint(Checkpoint):
         return None
 
     def open_problems(self) -> list[tuple[str, str, str]]:
-        return [(p.kind, p.where, p.detail) for p in self.problems]
+        """What opening found, and what is wrong in ``_metadata`` and the files it names.
+
+        Files: missing, of another size, or leading out of the snapshot (``verify``'s kinds,
+        each file once); ``_metadata``: :mod:`formats.flink.metadata_check`.
+        """
+        found = [(p.kind, p.where, p.detail) for p in self.problems]
+        found.extend(metadata_problems(self.flink, [op.uid for op in self.metadata.operators]))
+        seen: set[str] = set()
+        streams = SnapshotStreams(self.fs, self.root)
+        for held, stream in self.flink.stream_handles():
+            problem = streams.problem(stream)
+            if problem is not None and problem[1] not in seen:
+                seen.add(problem[1])
+                found.append((problem[0], problem[1], f"{problem[2]} ({held})"))
+        return found
 
     def uncounted_keyed_bytes(self) -> dict[tuple[str, int], int] | None:
         """The keyed streams' bytes per ``(uid, subtask)`` when keyed state was not counted."""

@@ -13,6 +13,7 @@ handle type against the known ones, and any inconsistency is a ``CorruptCheckpoi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from formats.flink.javaio import DataReader
@@ -170,6 +171,30 @@ class FlinkMetadata:
     savepoint_format: str | None = None  # "CANONICAL" | "NATIVE", savepoints only
     properties_offset: int = 0  # where the (unparsed) Java-serialized properties start
     extra: dict[str, str] = field(default_factory=dict)
+    #: the bytes after the operator states: the Java-serialized ``CheckpointProperties``
+    #: (versions >= 4; checked by :mod:`formats.flink.checkpoint_properties`)
+    properties: bytes = b""
+
+    def stream_handles(self) -> Iterator[tuple[str, StreamHandle]]:
+        """Every stream the snapshot refers to, with what it holds.
+
+        ``("keyed state of operator X, subtask 1", stream)``: coordinator state, then each
+        subtask's handles (an incremental handle's metadata and files).
+        """
+        for op in self.operators:
+            name = op.uid or op.name or op.operator_id
+            if op.coordinator_state is not None:
+                yield f"coordinator state of operator {name}", op.coordinator_state
+            for st in op.subtasks:
+                for handle in (*st.managed_operator, *st.raw_operator):
+                    yield f"operator state of operator {name}, subtask {st.index}", handle.stream
+                held = f"keyed state of operator {name}, subtask {st.index}"
+                for keyed in (*st.managed_keyed, *st.raw_keyed):
+                    if isinstance(keyed, FlinkIncrementalHandle):
+                        yield held, keyed.meta
+                        yield from ((held, stream) for _name, stream in keyed.files)
+                    else:
+                        yield held, keyed.stream
 
 
 def parse_metadata(data: bytes, where: str = "_metadata") -> FlinkMetadata:
@@ -193,7 +218,8 @@ def parse_metadata(data: bytes, where: str = "_metadata") -> FlinkMetadata:
     masters = tuple(_master_state(r) for _ in range(r.count("master states", 8)))
     operators = tuple(_operator(r, version) for _ in range(r.count("operator states", 24)))
     is_savepoint, fmt = _properties(r.data[r.pos:r.end]) if version >= 4 else (None, None)
-    return FlinkMetadata(version, checkpoint_id, masters, operators, is_savepoint, fmt, r.pos)
+    return FlinkMetadata(version, checkpoint_id, masters, operators, is_savepoint, fmt, r.pos,
+                         properties=r.data[r.pos:r.end])
 
 
 def _master_state(r: DataReader) -> tuple[str, int, bytes]:

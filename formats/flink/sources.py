@@ -28,19 +28,28 @@ Other connectors (Kafka's ``KafkaPartitionSplitSerializer`` and ``KafkaSourceEnu
 are public too) fit :class:`SourceSplit` -- a split names what it reads, where it starts and how
 far it got -- but no fixture holds their state, so statectl does not claim them: their state is
 reported as not decoded, with its size.
+
+Apart from decoding, :func:`check_coordinator_state` checks a coordinator state as a restore
+reads it (``SourceCoordinator.deserializeCheckpoint``: a serde version above 1 refused, with
+version 1 nothing after the enumerator checkpoint; FileSource's enumerator checkpoint as
+``PendingSplitsCheckpointSerializer`` reads it, a path as ``Path(String)`` takes it), for
+``verify``. Deliberately: a coordinator whose state is not a source coordinator's is reported
+as damaged (statectl cannot tell the two apart; jobs rarely have other coordinators).
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from formats.flink.javaio import DataReader
 from formats.sources import SourceProgress, SourceSplit
 from statecore.errors import StatectlError
 
-__all__ = ["CONNECTORS", "READER_STATE", "decode_enumerator", "decode_reader_split",
-           "source_progress"]
+__all__ = ["CONNECTORS", "READER_STATE", "CoordinatorCheck", "check_coordinator_state",
+           "decode_enumerator", "decode_reader_split", "path_problem", "source_progress"]
 
 #: The operator list state of a ``SourceOperator`` (``SourceOperator.SPLITS_STATE_DESC``).
 READER_STATE = "SourceReaderState"
@@ -117,17 +126,8 @@ def _file_enumerator(data: bytes, version: int, where: str
         return None
     if n_splits > MAX_ENTRIES or n_paths > MAX_ENTRIES:
         return None
-    pos = _LE.size
-    chunks: list[bytes] = []
-    for _ in range(n_splits + n_paths):
-        if pos + 4 > len(data):
-            return None
-        size = _LE_INT.unpack_from(data, pos)[0]
-        if size < 0 or pos + 4 + size > len(data):
-            return None
-        chunks.append(data[pos + 4:pos + 4 + size])
-        pos += 4 + size
-    if pos != len(data):
+    chunks, pos = _length_prefixed(data, n_splits + n_paths)
+    if isinstance(chunks, str) or pos != len(data):
         return None
     splits = [_file_split(chunk, split_version, where) for chunk in chunks[:n_splits]]
     if any(s is None for s in splits):
@@ -137,6 +137,25 @@ def _file_enumerator(data: bytes, version: int, where: str
     except UnicodeDecodeError:
         return None
     return [s for s in splits if s is not None], paths
+
+
+def _length_prefixed(data: bytes, count: int) -> tuple[list[bytes] | str, int]:
+    """``count`` chunks after ``PendingSplitsCheckpoint``'s header, and where they end.
+
+    Each is a little-endian int32 length and its bytes; instead of the chunks, why they do not
+    fit.
+    """
+    pos = _LE.size
+    chunks: list[bytes] = []
+    for index in range(count):
+        if pos + 4 > len(data):
+            return f"cut before entry {index} of {count}", pos
+        size = _LE_INT.unpack_from(data, pos)[0]
+        if size < 0 or pos + 4 + size > len(data):
+            return f"entry {index} of {size} bytes, {len(data) - pos - 4} left", pos
+        chunks.append(data[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return chunks, pos
 
 
 #: Connector formats statectl decodes: (name, split decoder, enumerator decoder).
@@ -219,3 +238,116 @@ def source_progress(uid: str, coordinator_state: bytes | None,
         notes.append(f"state of several connectors: {', '.join(sorted(connectors))}")
     return SourceProgress(uid, connector, tuple(readers), tuple(pending), tuple(processed),
                           tuple(notes))
+
+
+# -- what a restore refuses -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CoordinatorCheck:
+    """What the check found.
+
+    ``problem``: what the restore would refuse, else ``None``; ``unchecked``: the enumerator
+    checkpoint is of a source statectl does not know (its envelope was checked).
+    """
+
+    problem: str | None
+    unchecked: bool = False
+
+
+def check_coordinator_state(data: bytes) -> CoordinatorCheck:
+    """Check a source coordinator's state bytes as Flink's restore reads them."""
+    if len(data) < 12:
+        return CoordinatorCheck(f"{len(data)} bytes, cut before the source coordinator's "
+                                f"12-byte header")
+    serde, enum_version, size = struct.unpack_from(">iii", data)
+    if serde > COORDINATOR_SERDE_VERSION:
+        return CoordinatorCheck(f"source coordinator serde version {serde} (Flink reads up "
+                                f"to {COORDINATOR_SERDE_VERSION})")
+    if size < 0 or 12 + size > len(data):
+        return CoordinatorCheck(f"an enumerator checkpoint of {size} bytes, {len(data) - 12} "
+                                f"follow")
+    if serde != 0 and 12 + size != len(data):
+        return CoordinatorCheck(f"{len(data) - 12 - size} bytes after the enumerator "
+                                f"checkpoint (Flink: unexpected trailing bytes)")
+    enumerator = data[12:12 + size]
+    if len(enumerator) < 4:
+        return CoordinatorCheck(None, unchecked=True)
+    magic = struct.unpack_from("<I", enumerator)[0]
+    if magic != PENDING_SPLITS_MAGIC:
+        if _fits_file_source(enumerator):
+            # every count and length of FileSource's layout holds to the last byte: its
+            # checkpoint with a damaged magic number (Flink: "Invalid magic number")
+            return CoordinatorCheck(f"file source enumerator checkpoint: magic number "
+                                    f"{magic:08X}, FileSource's is {PENDING_SPLITS_MAGIC:08X}")
+        return CoordinatorCheck(None, unchecked=True)
+    problem = _check_file_enumerator(enum_version, enumerator)
+    return CoordinatorCheck(None if problem is None else f"file source enumerator "
+                                                         f"checkpoint: {problem}")
+
+
+def _fits_file_source(data: bytes) -> bool:
+    """Whether ``data`` has FileSource's layout to its last byte, the magic number aside.
+
+    With at least one split or path.
+    """
+    if len(data) < _LE.size:
+        return False
+    _magic, _version, splits, paths = _LE.unpack_from(data)
+    if not 0 < splits + paths <= len(data) // 4:
+        return False
+    chunks, pos = _length_prefixed(data, splits + paths)
+    return not isinstance(chunks, str) and pos == len(data)
+
+
+def _check_file_enumerator(version: int, data: bytes) -> str | None:
+    """``PendingSplitsCheckpointSerializer.deserializeV1``'s checks.
+
+    Bytes after the last path are left unread, as there; a split's own bytes are not parsed.
+    """
+    if version != PENDING_SPLITS_VERSION:
+        return f"serializer version {version} (Flink's: Unknown version)"
+    if len(data) < _LE.size:
+        return f"cut within its {_LE.size}-byte header"
+    _magic, _split_version, splits, paths = struct.unpack_from("<Iiii", data)
+    if splits < 0 or paths < 0:
+        return f"{splits} splits and {paths} paths"
+    chunks, _pos = _length_prefixed(data, splits + paths)
+    if isinstance(chunks, str):
+        return chunks
+    for index, chunk in enumerate(chunks[splits:]):
+        problem = path_problem(chunk.decode("utf-8", "replace"))
+        if problem is not None:
+            return f"path {index}: {problem}"
+    return None
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+
+
+def path_problem(text: str) -> str | None:
+    """What Flink's ``Path(String)`` refuses in ``text``, else ``None``.
+
+    As there: empty is refused; a scheme is what precedes the first ``:`` when no ``/`` comes
+    before it, and must be a URI scheme (``java.net.URI``: a letter, then letters, digits,
+    ``+``, ``-``, ``.``); with a scheme, the path after an optional ``//authority`` must be
+    empty or absolute ("Relative path in absolute URI"), and not all empty ("Expected
+    scheme-specific part"). The authority's own syntax is not checked here.
+    """
+    if not text:
+        return "empty (Flink: cannot create a Path from an empty string)"
+    colon, slash = text.find(":"), text.find("/")
+    if colon == -1 or (slash != -1 and slash < colon):
+        return None
+    scheme, rest = text[:colon], text[colon + 1:]
+    if not _SCHEME.fullmatch(scheme):
+        return f"{text!r}: scheme {scheme!r} is no URI scheme (Flink: URISyntaxException)"
+    path = rest
+    if rest.startswith("//"):
+        end = rest.find("/", 2)
+        path = "" if end == -1 else rest[end:]
+    elif not rest:
+        return f"{text!r}: nothing after the scheme (Flink: URISyntaxException)"
+    if path and not path.startswith("/"):
+        return f"{text!r}: a relative path after a scheme (Flink: URISyntaxException)"
+    return None

@@ -153,6 +153,39 @@ class SnapshotStreams:
             raise CorruptCheckpointError(f"{relative} has {size} bytes, the metadata says "
                                          f"{stream.size}")
 
+    def problem(self, stream: StreamHandle) -> tuple[str, str, str] | None:
+        """``(kind, file, message)`` of what is wrong with a stream's file, or ``None``.
+
+        Kinds as ``verify`` names them (``unsafe-path``, ``missing-file``, ``size``); nothing
+        is read.
+
+        The kinds and messages are statectl's own format's (:mod:`formats.verify`).
+        """
+        if stream.kind in ("inline", "empty"):
+            return None
+        try:
+            relative = self.locate(stream)
+            root, path = self._where(relative)
+            if isinstance(self.fs, pafs.LocalFileSystem) and not _inside(root, path):
+                return "unsafe-path", relative, "it leads out of the checkpoint directory"
+        except UnsafePathError as exc:
+            return "unsafe-path", stream.path, str(exc)
+        try:
+            info = self.fs.get_file_info(path)
+        except OSError as exc:
+            raise_if_storage_failure(exc, "reading", f"{root}/{relative}")
+            return "missing-file", relative, f"cannot stat it: {exc}"
+        if info.type != pafs.FileType.File:
+            return "missing-file", relative, "the file is missing"
+        size = info.size if info.size is not None else 0
+        if stream.kind == "segment":
+            if stream.start + stream.size > size:
+                return ("size", relative, f"{size} bytes, the metadata has a segment to byte "
+                                          f"{stream.start + stream.size}")
+        elif size != stream.size:
+            return "size", relative, f"{size} bytes, the metadata says {stream.size}"
+        return None
+
     def read_range(self, stream: StreamHandle, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of a stream (``0 <= start <= end <= stream.size``)."""
         if not 0 <= start <= end <= stream.size:
