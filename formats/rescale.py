@@ -139,7 +139,7 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
     if max_parallelism is not None:
         if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:  # before reading any key
             raise ParallelismError(
-                f"--max-parallelism {max_parallelism}: Flink's max parallelism is 1 to "
+                f"--max-parallelism {max_parallelism}: Flink's max parallelism is between 1 and "
                 f"{UPPER_BOUND_MAX_PARALLELISM} (KeyGroupRangeAssignment)")
         for op in checkpoint.metadata.operators:
             reason = checkpoint.unknown_key_hash(op)

@@ -66,5 +66,5 @@ def test_a_max_parallelism_out_of_bounds_names_the_option_not_a_file() -> None:
                                                    "--max-parallelism", bad])
             assert result.exit_code == 3, result.stderr
             assert result.stderr.startswith(f"Error: --max-parallelism {bad}: Flink's max "
-                                            f"parallelism is 1 to 32768"), result.stderr
+                                            f"parallelism is between 1 and 32768"), result.stderr
             assert ".parquet" not in result.stderr

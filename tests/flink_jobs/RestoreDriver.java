@@ -452,7 +452,7 @@ public class RestoreDriver {
                 if (kind.equals("types") && typesExtra > 0) {
                     // fire every restored window once the extra records arrived (TypesJob's
                     // verification mode)
-                    Class.forName("TypesTopology").getMethod("fireWhenSeen", int.class).invoke(null, typesExtra);
+                    Class.forName("TypesTopology").getMethod("fireWhenSeen", int.class).invoke(null, (int) typesExtra);
                 }
                 if (router.matched() >= expect) break;
                 // not all lines: give up once every task has restored and nothing came for `quiet`
