@@ -93,8 +93,13 @@ class Output(ABC):
         """Say what prune released, kept (being read) and which leftovers it removed."""
 
     @abstractmethod
-    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> None:
-        """Show a rescale plan, then (``run`` given) carry it out and show what was written."""
+    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None,
+                show_all: bool = False) -> None:
+        """Show a rescale plan, then (``run`` given) carry it out and show what was written.
+
+        ``show_all``: every operator's per-subtask table (text; by default the plan fits a
+        screen).
+        """
 
     @abstractmethod
     def convert(self, result: ConvertResult) -> None:
@@ -207,13 +212,9 @@ class TextOutput(Output):
         self.console.print(f"final state: checkpoint {summary.final_checkpoint} at "
                            f"{summary.final_location}")
 
-    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> None:
-        for op in plan.operators:
-            self.console.print(_plan_table(op))
-            self.console.print(
-                f"bytes moved {format_size(op.bytes_moved)} of {format_size(op.bytes)}, skew "
-                f"{op.skew:.2f} (max/mean bytes), union state {op.union_elements:,} elements "
-                f"x {op.new_parallelism} subtasks = {op.union_blowup:,} restored")
+    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None,
+                show_all: bool = False) -> None:
+        draw_plan(self.console, plan, show_all)
         if run is None:
             return
         result = run()
@@ -432,6 +433,78 @@ def _with_chains_json(layout: MapLayout | SnapshotLayout) -> dict[str, Any]:
     return out
 
 
+#: Lines the default plan may take (a 40-line terminal, with the command and its other output).
+PLAN_LINES = 34
+#: Rows of the one-table plan before the rest are counted on one line.
+PLAN_ROWS = 20
+
+
+def _has_state(op: OperatorPlan) -> bool:
+    return any(st.entries or st.bytes or st.states for st in op.subtasks)
+
+
+def _detail_lines(op: OperatorPlan) -> int:
+    """Lines of an operator's per-subtask table: title, borders, header, rows, summary."""
+    return 6 + len(op.subtasks)
+
+
+def draw_plan(console: Console, plan: RescalePlan, show_all: bool = False) -> None:
+    """A rescale plan that fits a screen.
+
+    Operators with state get a per-subtask table each when those fit in :data:`PLAN_LINES`,
+    else one row each in one table (the :data:`PLAN_ROWS` largest by bytes; the rest counted);
+    operators without state are counted on one line. ``show_all``: every operator's
+    per-subtask table, stateless ones included.
+    """
+    with_state = [op for op in plan.operators if show_all or _has_state(op)]
+    stateless = [op for op in plan.operators if op not in with_state]
+    if show_all or sum(map(_detail_lines, with_state)) + 2 <= PLAN_LINES:
+        for op in with_state:
+            console.print(_plan_table(op))
+            console.print(
+                f"bytes moved {format_size(op.bytes_moved)} of {format_size(op.bytes)}, skew "
+                f"{op.skew:.2f} (max/mean bytes), union state {op.union_elements:,} elements "
+                f"x {op.new_parallelism} subtasks = {op.union_blowup:,} restored",
+                markup=False, highlight=False)
+    else:
+        _plan_summary(console, with_state)
+    if stateless:
+        names = [op.uid for op in stateless]
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        console.print(f"{counted(len(stateless), 'operator')} without state: {shown}",
+                      markup=False, highlight=False)
+
+
+def _plan_summary(console: Console, ops: list[OperatorPlan]) -> None:
+    """One row per operator (the largest first), totals below; ``--all`` for every subtask."""
+    table = Table(title=f"{counted(len(ops), 'operator')} with state (--all: every subtask)",
+                  title_justify="left")
+    for column in ("operator", "parallelism", "max parallelism", "entries", "elements",
+                   "bytes", "bytes moved", "skew", "union restored"):
+        table.add_column(column, justify="left" if column in (
+            "operator", "parallelism", "max parallelism") else "right")
+    largest = sorted(ops, key=lambda op: -op.bytes)
+    for op in largest[:PLAN_ROWS]:
+        elements = sum(s.entries for st in op.subtasks for s in st.states
+                       if s.scope == "operator")
+        max_parallelism = (f"{op.old_max_parallelism} -> {op.new_max_parallelism}" if op.rehash
+                           else str(op.old_max_parallelism))
+        table.add_row(escape(op.uid), f"{op.old_parallelism} -> {op.new_parallelism}",
+                      max_parallelism, f"{sum(st.entries for st in op.subtasks):,}",
+                      f"{elements:,}", format_size(op.bytes), format_size(op.bytes_moved),
+                      f"{op.skew:.2f}", f"{op.union_blowup:,}")
+    console.print(table)
+    rest = largest[PLAN_ROWS:]
+    if rest:
+        console.print(f"and {counted(len(rest), 'more operator')} with state: "
+                      f"{format_size(sum(op.bytes for op in rest))}, "
+                      f"{format_size(sum(op.bytes_moved for op in rest))} moved",
+                      markup=False, highlight=False)
+    console.print(f"bytes moved {format_size(sum(op.bytes_moved for op in ops))} of "
+                  f"{format_size(sum(op.bytes for op in ops))}",
+                  markup=False, highlight=False)
+
+
 def _plan_table(op: OperatorPlan) -> Table:
     title = (f"{op.uid}: parallelism {op.old_parallelism} -> {op.new_parallelism}, max "
              f"parallelism {op.old_max_parallelism}"
@@ -611,7 +684,8 @@ class JsonOutput(Output):
     def trace(self, result: TraceResult) -> None:
         self._emit(trace_json(result))
 
-    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> None:
+    def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None,
+                show_all: bool = False) -> None:
         document: dict[str, Any] = {"plan": plan_json(plan)}
         if run is not None:
             document["result"] = rescale_result_json(run())

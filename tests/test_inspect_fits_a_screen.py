@@ -1,4 +1,4 @@
-"""``inspect`` of a real-sized job fits a screen; ``--all`` still lists everything.
+"""``inspect`` and ``rescale --plan`` of a real-sized job fit a screen; ``--all`` lists everything.
 
 A 30-operator SQL job has a dozen operators with state and many without. The default summary
 draws the operator tree with one line per stateful operator and per non-empty state, a keyed
@@ -98,5 +98,42 @@ def test_a_forty_operator_job_fits_a_screen(tmp_path: Path) -> None:
 def test_every_flink_snapshot_fits_a_screen(fixture: Path, snap: dict[str, object]) -> None:
     require_fixtures()
     code, out, err = run("inspect", str(fixture / str(snap["path"])))
+    assert code == 0, err
+    assert len(out.splitlines()) <= SCREEN, out
+
+
+def test_a_forty_operator_rescale_plan_fits_a_screen(tmp_path: Path) -> None:
+    """One row per operator with state, the stateless ones counted on one line (issue 32)."""
+    stateful = sql_like_job(tmp_path / "c")
+    code, out, err = run("rescale", str(tmp_path / "c"), "-p", "3", "--plan")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) <= SCREEN, out
+    assert f"{stateful} operators with state" in out
+    assert "24 operators without state" in out
+    assert sum(1 for line in lines if "│ agg-" in line or "│ join-" in line
+               or "│ source-" in line) == stateful
+    code, everything, _ = run("rescale", str(tmp_path / "c"), "-p", "3", "--plan", "--all")
+    assert code == 0
+    assert all(f"calc-{c}: parallelism 4 -> 3" in everything for c in range(24))
+    assert len(everything.splitlines()) > 40 * 3  # one table row per new subtask
+
+
+def test_a_plan_of_many_stateful_operators_counts_the_rest(tmp_path: Path) -> None:
+    operators = [_keyed(f"keyed-{i:02d}", {value_state("count", "int64"): i}, 3 + i)
+                 for i in range(30)]
+    write_checkpoint(str(tmp_path / "c"), 1, operators)
+    code, out, err = run("rescale", str(tmp_path / "c"), "-p", "2", "--plan")
+    assert code == 0, err
+    assert len(out.splitlines()) <= SCREEN, out
+    assert "30 operators with state" in out and "and 10 more operators with state" in out
+    assert "keyed-29" in out and "keyed-00" not in out  # the largest shown first
+
+
+@pytest.mark.parametrize(("fixture", "snap"), snapshots("heap", "rocksdb", "types"),
+                         ids=snapshot_ids("heap", "rocksdb", "types"))
+def test_every_flink_rescale_plan_fits_a_screen(fixture: Path, snap: dict[str, object]) -> None:
+    require_fixtures()
+    code, out, err = run("rescale", str(fixture / str(snap["path"])), "-p", "3", "--plan")
     assert code == 0, err
     assert len(out.splitlines()) <= SCREEN, out

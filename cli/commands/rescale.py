@@ -45,11 +45,14 @@ __all__ = ["rescale_command"]
 @click.option("--flink-version", metavar="X.Y",
               help="A Flink source: the Flink release (1.15 to 2.3) the savepoint is written "
                    "for (default: the source's, from its _metadata version).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Show every operator's per-subtask plan (stateless operators included); "
+                   "by default the plan fits a screen.")
 @engine_options
 @click.pass_obj
 def rescale_command(output: Output, source: str, parallelism: int, max_parallelism: int | None,
                     out: str | None, plan_only: bool, compact: bool, drop_expired: bool,
-                    now: int | None, flink_version: str | None, engine: str,
+                    now: int | None, flink_version: str | None, show_all: bool, engine: str,
                     spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
     """Redistribute a checkpoint's state to a new parallelism, as Flink would on restore.
 
@@ -57,8 +60,9 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     redistributed exactly as Flink's repartitioner does. Within one max parallelism this is a
     metadata operation: the new checkpoint's metadata references the old files, which are
     hard-linked (copied across filesystems), and no record is rewritten. The plan (per new
-    subtask: key groups, entries, bytes, bytes moved, skew, union blow-up) is printed first;
-    with --plan it is the whole output. SOURCE is never modified.
+    subtask: key groups, entries, bytes, bytes moved, skew, union blow-up) is printed first,
+    one row per operator when the subtasks' tables would not fit a screen (--all shows them
+    all); with --plan it is the whole output. SOURCE is never modified.
 
     A Flink snapshot is written as a canonical savepoint for the Flink release it came from
     (--flink-version chooses another, 1.15 to 2.3).
@@ -84,7 +88,7 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     plan = plan_checkpoint(checkpoint, parallelism, max_parallelism,
                            runner.rehash_counter() if max_parallelism is not None else None)
     if plan_only:
-        output.rescale(plan, None)
+        output.rescale(plan, None, show_all)
         return
 
     def run() -> object:
@@ -96,4 +100,4 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
                                       keyed_writer=runner.keyed_writer() if rewrite else None,
                                       flink_version=flink_version)
 
-    output.rescale(plan, run)  # type: ignore[arg-type]
+    output.rescale(plan, run, show_all)  # type: ignore[arg-type]
