@@ -18,7 +18,13 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from cli.values import format_size, format_value, to_json_value
+from cli.values import (
+    format_duration,
+    format_epoch_ms,
+    format_size,
+    format_value,
+    to_json_value,
+)
 from formats.inspect import CheckpointSummary, InspectReport, OperatorSummary
 from formats.key_group_stats import KeyGroupHistogram
 from formats.sources import SourceSplit
@@ -37,8 +43,6 @@ _SUBTASK_STYLES = ("cyan", "magenta")
 LOOKUP_NAMESPACES = 10
 #: Longest value drawn in a table cell before it is cut with "…".
 CELL_WIDTH = 48
-#: Longest value ``--key`` draws (one key's state, one line each: a POJO shows whole).
-LOOKUP_WIDTH = 2000
 #: Characters of names on the summary's line of operators without state (one line).
 STATELESS_WIDTH = 60
 
@@ -259,7 +263,7 @@ def _entries_table(title: str, state: StateEntries, *, rank: bool = False) -> Ta
     table = Table(title=title, title_justify="left")
     keyed = state.scope == "keyed"
     columns = (["#"] if rank else []) + ["subtask"] + (["key group"] if keyed else []) + \
-        ["key", "namespace", "value", "ttl", "bytes"]
+        ["key", "namespace", "value", "last access (TTL)", "bytes"]
     for column in columns:
         table.add_column(column, justify="right" if column in ("#", "subtask", "key group",
                                                               "bytes") else "left")
@@ -267,7 +271,7 @@ def _entries_table(title: str, state: StateEntries, *, rank: bool = False) -> Ta
         cells = ([str(i)] if rank else []) + [str(e.subtask)] + (
             [str(e.key_group)] if keyed else []) + [
             "-" if e.key is None else _cell(e.key), _cell(e.namespace), _cell(e.value),
-            "-" if e.ttl_timestamp is None else _cell(e.ttl_timestamp), format_size(e.bytes)]
+            "-" if e.ttl_timestamp is None else _ttl_time(e.ttl_timestamp), format_size(e.bytes)]
         table.add_row(*cells)
     return table
 
@@ -283,7 +287,7 @@ def _expired(console: Console, now: int, shares: Sequence[ExpiredShare]) -> None
         table.add_column(column, justify="left" if column in ("operator", "state", "kind")
                          else "right")
     for s in shares:
-        table.add_row(s.uid, s.state, s.kind, f"{s.ttl:,} ms",
+        table.add_row(s.uid, s.state, s.kind, format_duration(s.ttl),
                       f"{s.entries_expired:,} of {s.entries:,}",
                       f"{s.elements_expired:,} of {s.elements:,}",
                       f"{format_size(s.bytes_expired)} of {format_size(s.bytes)}",
@@ -291,30 +295,80 @@ def _expired(console: Console, now: int, shares: Sequence[ExpiredShare]) -> None
     console.print(table)
 
 
-def _lookup(console: Console, found: KeyLookup) -> None:
+def _ttl_time(timestamp: Any) -> str:
+    """A TTL timestamp (Flink's last access: a write, or a read that refreshed it) as ISO.
+
+    A list's or map's (one per element or entry): the oldest and the newest.
+    """
+    if isinstance(timestamp, int) and not isinstance(timestamp, bool):
+        return format_epoch_ms(timestamp)
+    values = list(timestamp.values()) if isinstance(timestamp, dict) else timestamp
+    if isinstance(values, list | tuple) and values and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in values):
+        oldest, newest = min(values), max(values)
+        if oldest == newest:
+            return format_epoch_ms(oldest)
+        return f"{format_epoch_ms(oldest)} to {format_epoch_ms(newest)}"
+    return _cell(timestamp)
+
+
+def _lookup(console: Console, found: KeyLookup, width: int | None) -> None:
+    """One key's state, grouped by operator: its key group, then each state's entries.
+
+    Values longer than ``width`` characters are cut, saying how much is left (``None``: the
+    whole value, on one line).
+    """
+    by_operator: dict[str, list[StateEntries]] = {}
+    for state in found.states:
+        by_operator.setdefault(state.uid, []).append(state)
     for uid, key, key_group, subtask in found.locations:
         if key_group is None:
             console.print(f"{escape(uid)}: key {_cell(key)} is in no key group of this snapshot",
                           style="bold")
-            continue
-        console.print(f"{escape(uid)}: key {_cell(key)} is in key group {key_group}, subtask "
-                      f"{subtask}", style="bold")
-    for state in found.states:
-        if not state.entries:
-            console.print(f"  {escape(state.state)}: no entry")
-            continue
-        for e in state.entries[:LOOKUP_NAMESPACES]:
-            where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
-            ttl = "" if e.ttl_timestamp is None else f"  (ttl timestamp {_cell(e.ttl_timestamp)})"
-            console.print(f"  {escape(state.state)}{where}: {_cell(e.value, LOOKUP_WIDTH)}{ttl}")
-        if len(state.entries) > LOOKUP_NAMESPACES:
-            console.print(f"  {state.state}: {len(state.entries) - LOOKUP_NAMESPACES:,} more "
-                          "namespaces (--namespace NS shows one; --output json lists all)",
-                          style="italic dim")
+        else:
+            console.print(f"{escape(uid)}: key {_cell(key)} is in key group {key_group}, "
+                          f"subtask {subtask}", style="bold")
+        empty = [state.state for state in by_operator.get(uid, ()) if not state.entries]
+        for state in by_operator.pop(uid, ()):
+            _lookup_state(console, state, width)
+        if empty:
+            console.print(f"  {escape(', '.join(empty))}: no entry", markup=True)
+    for states in by_operator.values():  # (states of an operator without a location)
+        for state in states:
+            _lookup_state(console, state, width)
 
 
-def draw_inspect(console: Console, report: InspectReport) -> None:
-    """The text of ``inspect``: the summary, or (views asked for) a header and the views."""
+def _lookup_state(console: Console, state: StateEntries, width: int | None) -> None:
+    for e in state.entries[:LOOKUP_NAMESPACES]:
+        where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
+        ttl = "" if e.ttl_timestamp is None else f"(last access {_ttl_time(e.ttl_timestamp)})"
+        prefix = f"  {state.state}{where}: "
+        text = format_value(e.value)
+        if width is not None:
+            room = max(width - len(prefix), 20)
+            if len(text) > room:
+                kept = max(room - len(f"… (+{len(text):,} characters; --full shows all)"), 10)
+                text = (f"{text[:kept]}… (+{len(text) - kept:,} characters; --full shows "
+                        f"all)")
+        line = f"  {escape(state.state)}{where}: {escape(text)}"
+        if ttl and (width is None or len(prefix) + len(text) + 2 + len(ttl) <= width):
+            line += f"  {ttl}"
+            ttl = ""
+        console.print(line, soft_wrap=width is None)
+        if ttl:  # on a line of its own rather than wrapped
+            console.print(f"    {ttl}", soft_wrap=True)
+    if len(state.entries) > LOOKUP_NAMESPACES:
+        console.print(f"  {escape(state.state)}: {len(state.entries) - LOOKUP_NAMESPACES:,} more "
+                      "namespaces (--namespace NS shows one; --output json lists all)",
+                      style="italic dim")
+
+
+def draw_inspect(console: Console, report: InspectReport, width: int | None = 0) -> None:
+    """The text of ``inspect``: the summary, or (views asked for) a header and the views.
+
+    ``width``: the line ``--key`` cuts a value's line at (``0``: the console's width,
+    ``None``: never cut).
+    """
     summary = report.summary
     if not report.views:
         _summary(console, summary, report.everything)
@@ -329,7 +383,7 @@ def draw_inspect(console: Console, report: InspectReport) -> None:
         assert report.now is not None
         _expired(console, report.now, report.expired)
     if report.lookup is not None:
-        _lookup(console, report.lookup)
+        _lookup(console, report.lookup, console.width if width == 0 else width)
     for state in report.entries or ():
         console.print(_entries_table(f"{escape(state.uid)}/{escape(state.state)} ({state.scope} "
                                      f"{state.kind}): first "

@@ -73,8 +73,12 @@ class Output(ABC):
         """Show what a build processed and wrote."""
 
     @abstractmethod
-    def inspect(self, report: InspectReport) -> None:
-        """Show a checkpoint: its summary, or the views asked for (key groups, top...)."""
+    def inspect(self, report: InspectReport, width: int | None = 0) -> None:
+        """Show a checkpoint: its summary, or the views asked for (key groups, top...).
+
+        ``width``: where text cuts one key's long values (``0``: the terminal's width;
+        ``None``: never).
+        """
 
     @abstractmethod
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
@@ -193,8 +197,8 @@ class TextOutput(Output):
             self.console.print(f"removed {leftover.what} {leftover.location}{by}",
                                markup=False, highlight=False)
 
-    def inspect(self, report: InspectReport) -> None:
-        draw_inspect(self.console, report)
+    def inspect(self, report: InspectReport, width: int | None = 0) -> None:
+        draw_inspect(self.console, report, width)
 
     def build(self, summary: BuildSummary) -> None:
         resumed = ("" if summary.restored_from is None
@@ -661,7 +665,7 @@ class JsonOutput(Output):
     def build(self, summary: BuildSummary) -> None:
         self._emit(build_json(summary))
 
-    def inspect(self, report: InspectReport) -> None:
+    def inspect(self, report: InspectReport, width: int | None = 0) -> None:
         self._emit(inspect_json(report))
 
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:

@@ -6,6 +6,7 @@ import datetime
 import decimal
 import json
 import re
+import uuid
 from typing import Any
 
 from formats.export import jsonable
@@ -14,7 +15,8 @@ from statecore.state_map import StateEntry
 from statecore.undecodable import Undecodable
 from statecore.values import Instant, LocalDateTime, LocalTime
 
-__all__ = ["format_size", "format_value", "to_json_value", "undecodable_text"]
+__all__ = ["format_duration", "format_epoch_ms", "format_size", "format_value", "to_json_value",
+           "undecodable_text"]
 
 _PLAIN_WORD = re.compile(r"[^\s\"'\[\]{}#,:@()]+")
 
@@ -33,10 +35,53 @@ def format_value(value: Any) -> str:
             json.loads(value)
         except ValueError:
             return value  # would read back as the same bare word
+    if not isinstance(value, str) and _is_typed_scalar(value):
+        return str(_readable(value))  # a date, time or decimal reads as itself: no quotes
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_readable)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _is_typed_scalar(value: Any) -> bool:
+    return isinstance(value, Instant | LocalTime | LocalDateTime | decimal.Decimal
+                      | datetime.date | uuid.UUID)
+
+
+def format_epoch_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC (``2023-11-14T22:13:20.250Z``); out of range: as is."""
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+    text = when.strftime("%Y-%m-%dT%H:%M:%S")
+    return text + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
+
+
+_DURATION_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000),
+                   ("ms", 1))
+
+
+def format_duration(ms: int) -> str:
+    """A duration in milliseconds for people: ``1 d 2 h``, ``30 min``, ``1.5 s``, ``250 ms``.
+
+    The two largest units that are not zero (``90061000`` is ``1 d 1 h``: the rest dropped).
+    """
+    if ms < 0:
+        return f"-{format_duration(-ms)}"
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:g} s"
+    parts: list[str] = []
+    rest = ms
+    for unit, size in _DURATION_UNITS:
+        if rest >= size and len(parts) < 2:
+            parts.append(f"{rest // size} {unit}")
+            rest %= size
+        elif parts:
+            break
+    return " ".join(parts)
 
 
 def _readable(value: Any) -> Any:
@@ -44,7 +89,7 @@ def _readable(value: Any) -> Any:
 
     Anything else is refused (``format_value`` then shows its ``repr``).
     """
-    if isinstance(value, Instant | LocalTime | LocalDateTime | decimal.Decimal):
+    if isinstance(value, Instant | LocalTime | LocalDateTime | decimal.Decimal | uuid.UUID):
         return str(value)
     if isinstance(value, datetime.date):
         return value.isoformat()

@@ -465,7 +465,8 @@ def test_inspect_shows_instants_readably_and_json_as_epoch_millis() -> None:
     entries = expected(fixture_set)["operators"]["pojo-keyed"]["keyed_states"]["last-event"][
         "entries"]
     key, value = entries[0]
-    code, out, err = run("inspect", str(root), "--key", key, "--state", "last-event")
+    code, out, err = run("inspect", str(root), "--key", key, "--state", "last-event",
+                         "--full")  # whole: long values are cut by default
     assert code == 0, err
     assert str(Instant.of_epoch_milli(value["ts"])) in out  # ISO-8601, not a repr
     assert "Instant(" not in out

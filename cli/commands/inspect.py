@@ -41,12 +41,18 @@ __all__ = ["inspect_command"]
               help="List every operator (also those without state), every state (also empty "
                    "ones) and a table of every subtask, instead of a summary that fits a "
                    "screen.")
+@click.option("--width", type=click.IntRange(min=40), metavar="N",
+              help="With --key: cut each value's line at N characters (default: the "
+                   "terminal's width), saying how much is left.")
+@click.option("--full", is_flag=True,
+              help="With --key: every value whole, on one line each.")
 @engine_options
 @click.pass_obj
 def inspect_command(output: Output, path: str, key_groups: bool, measure: str, top: int | None,
                     now: int | None, states: tuple[str, ...], key: str | None,
                     namespace: str | None, show_entries: bool, limit: int, everything: bool,
-                    engine: str, spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
+                    width: int | None, full: bool, engine: str, spark_master: str | None,
+                    spark_conf: tuple[str, ...]) -> None:
     """Show a checkpoint: operators, their states with entries and bytes, and subtasks.
 
     PATH is a checkpoint or savepoint directory (one with _metadata.json, or a Flink snapshot's
@@ -57,6 +63,10 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
     """
     if namespace is not None and key is None:
         raise click.UsageError("--namespace needs --key")
+    if (width is not None or full) and key is None:
+        raise click.UsageError("--width and --full apply to --key")
+    if width is not None and full:
+        raise click.UsageError("give --width N or --full, not both")
     if states and not (top or now is not None or key is not None or show_entries):
         raise click.UsageError("--state selects states for --top, --now, --key or --entries; "
                                "give one of them")
@@ -75,4 +85,5 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,
         limit=limit if show_entries else None,
-        footers=runner.footers(checkpoint) if key_groups else None, everything=everything))
+        footers=runner.footers(checkpoint) if key_groups else None, everything=everything),
+        width=None if full else 0 if width is None else width)
