@@ -99,7 +99,7 @@ def build_state(
     it (the same state).
     """
     started = time.perf_counter()
-    source = FileSource(inputs, key)
+    source = FileSource(inputs, key, typed_key=key_type is not None)
     if key not in source.column_types:
         raise InvalidArgumentError(f"--key {key!r} is not a column of the input "
                                    f"(columns: {', '.join(sorted(source.column_types))})")

@@ -21,6 +21,7 @@ Inputs are streamed, never held whole: memory stays bounded by a run of records 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -127,7 +128,20 @@ def _input_errors(path: str) -> Iterator[None]:
         with storage_errors("reading input", path):
             yield
     except (pa.ArrowException, OSError) as exc:
+        changed = _TYPE_CHANGED.search(str(exc))
+        if changed:  # Arrow's JSON reader: its row is 0-based, its column a JSON pointer
+            row = int(changed["row"])
+            raise InputError(
+                f"{redact(path)}: row {row + 1} (line {row + 1}), column "
+                f"{changed['column'].lstrip('/')!r}: a {changed['new']} where the rows before "
+                f"have a {changed['old']}; every record needs one type per column") from exc
         raise InputError(f"cannot read {redact(path)}: {exc}") from exc
+
+
+_TYPE_CHANGED = re.compile(r"Column\((?P<column>[^)]*)\) changed from (?P<old>\w+) to "
+                           r"(?P<new>\w+) in row (?P<row>\d+)")
+#: Text that Arrow's CSV reader would read as a number (its type inference)
+_NUMBER_LIKE = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 
 
 def _open(path: str, schema: pa.Schema | None, first_row: int = 0) -> tuple[int, _Reader]:
@@ -172,7 +186,8 @@ def _open(path: str, schema: pa.Schema | None, first_row: int = 0) -> tuple[int,
             raise
 
 
-def _learn(path: str, key: str | None = None) -> tuple[pa.Schema, int]:
+def _learn(path: str, key: str | None = None, typed_key: bool = False
+           ) -> tuple[pa.Schema, int]:
     """The schema and row count of ``path`` (see the module doc for CSV and JSON Lines).
 
     What would silently give wrong results is refused, naming the file, row and column
@@ -187,7 +202,7 @@ def _learn(path: str, key: str | None = None) -> tuple[pa.Schema, int]:
             if key is not None and key in parquet.schema_arrow.names:
                 _check_parquet_key(path, parquet, key)
             return parquet.schema_arrow, parquet.metadata.num_rows
-    check = _RecordCheck(path, key)
+    check = _RecordCheck(path, key, typed_key)
     _, reader = _open(path, None)
     try:
         rows = 0
@@ -199,7 +214,7 @@ def _learn(path: str, key: str | None = None) -> tuple[pa.Schema, int]:
     except InputError:  # a later block's values do not convert to the first block's types
         reader.close()
         table = read_input(path)  # infers over every row; raises if the file is malformed
-        check = _RecordCheck(path, key)
+        check = _RecordCheck(path, key, typed_key)
         rows = 0
         for batch in table.to_batches():
             check.batch(batch, rows)
@@ -214,10 +229,15 @@ def _learn(path: str, key: str | None = None) -> tuple[pa.Schema, int]:
 class _RecordCheck:
     """The checks of :func:`_learn` over a CSV or JSON Lines file's batches, as they stream."""
 
-    def __init__(self, path: str, key: str | None) -> None:
+    def __init__(self, path: str, key: str | None, typed_key: bool = False) -> None:
         self.path, self.key, self.kind = path, key, _kind(path)
         #: a JSON string column is not UTF-8, or holds U+FFFD (maybe a replaced invalid byte)
         self.replaced = False
+        #: the key's type is given (``--key-type``), not inferred from the values
+        self.typed_key = typed_key
+        #: a CSV text key column's first number-like and first other value: (row, value)
+        self.number_like: tuple[int, str] | None = None
+        self.other: tuple[int, str] | None = None
 
     def where(self, row: int) -> str:
         """Row ``row`` (0-based) for people: 1-based, and its line in a CSV file."""
@@ -235,6 +255,8 @@ class _RecordCheck:
                 raise InputError(
                     f"{self.where(first + index)}: the key column {self.key!r} {what}; every "
                     f"record needs a key (Flink refuses a null key)")
+            if self.kind == "csv" and not self.typed_key and _is_text(column.type):
+                self._mixed(column, first)
         if self.kind == "json" and not self.replaced:
             for field, column in zip(batch.schema, batch.columns, strict=True):
                 if not pa.types.is_string(field.type):
@@ -248,8 +270,41 @@ class _RecordCheck:
                 if pc.max(pc.find_substring(column, pattern="\ufffd")).as_py() not in (-1, None):
                     self.replaced = True
 
+    def _mixed(self, column: pa.Array, first: int) -> None:
+        """Note the first number-like and the first other key of a CSV text key column."""
+        if self.number_like is not None and self.other is not None:
+            return
+        # kernels without Python scalars (a scalar argument makes pyarrow import pandas); the
+        # column has no nulls (checked before)
+        numeric = pc.match_substring_regex(column, _NUMBER_LIKE)
+        for wanted, seen in ((True, self.number_like), (False, self.other)):
+            if seen is not None:
+                continue
+            hits = pc.indices_nonzero(numeric if wanted else pc.invert(numeric))
+            if not len(hits):
+                continue
+            index = hits[0].as_py()
+            found = (first + index, str(column[index].as_py()))
+            if wanted:
+                self.number_like = found
+            else:
+                self.other = found
+
     def finish(self, schema: pa.Schema) -> None:
-        """Columns that are not text: CSV bytes that are not UTF-8, JSON's replaced bytes."""
+        """Columns that are not text: CSV bytes that are not UTF-8, JSON's replaced bytes.
+
+        A CSV key column of numbers and other text: one record would change every key's type
+        (and key group), so it is refused unless the key type is given.
+        """
+        if self.number_like is not None and self.other is not None:
+            minority = max(self.number_like, self.other)  # the later one breaks the pattern
+            kind = "a number" if minority is self.number_like else "no number"
+            earlier = "no number" if minority is self.number_like else "numbers"
+            raise InputError(
+                f"{self.where(minority[0])}: the key column {self.key!r} holds {kind} "
+                f"({minority[1]!r}) where row {min(self.number_like, self.other)[0] + 1} "
+                f"holds {earlier}: one record would decide every key's type and key group; "
+                f"give --key-type (string keys them all as text)")
         if self.kind == "csv":
             for field in schema:
                 if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
@@ -378,15 +433,20 @@ class _Cursor:
 class FileSource:
     """Records of ``paths`` as dicts, file by file; positions are row numbers (streamed)."""
 
-    def __init__(self, paths: Sequence[str], key: str | None = None) -> None:
-        """``key``: the column records are keyed by, checked in every record (:func:`_learn`)."""
+    def __init__(self, paths: Sequence[str], key: str | None = None,
+                 typed_key: bool = False) -> None:
+        """Learn every file's columns and rows, checking each record (:func:`_learn`).
+
+        ``key``: the column records are keyed by; ``typed_key``: its type is given, not
+        inferred.
+        """
         if not paths:
             raise InvalidArgumentError("give at least one input file")
         self._paths = list(paths)
         self._rows: dict[str, int] = {}
         schemas: dict[str, pa.Schema] = {}
         for path in self._paths:
-            schemas[path], self._rows[path] = _learn(path, key)
+            schemas[path], self._rows[path] = _learn(path, key, typed_key)
         first = schemas[self._paths[0]]
         for path, schema in schemas.items():
             if not schema.equals(first):

@@ -62,6 +62,35 @@ def test_a_json_record_without_the_key_is_refused_naming_the_row(tmp_path: Path)
     _refused(_build(tmp_path, data), tmp_path, str(data), "row 2 (line 2)", "'user'")
 
 
+def test_a_json_column_of_two_types_is_refused_naming_row_and_column(tmp_path: Path) -> None:
+    data = tmp_path / "events.jsonl"
+    data.write_text('{"user": "a", "amount": 1}\n{"user": "b", "amount": 2}\n'
+                    '{"user": 7, "amount": 3}\n')
+    _refused(_build(tmp_path, data), tmp_path, str(data), "row 3 (line 3)", "column 'user'",
+             "a number where the rows before have a string")
+
+
+@pytest.mark.parametrize(("users", "row", "holds"), [
+    (["1", "2", "x", "3"], "row 3 (line 4)", "holds no number ('x')"),
+    (["a", "b", "c", "12"], "row 4 (line 5)", "holds a number ('12')")])
+def test_a_csv_key_of_numbers_and_text_is_refused_unless_typed(
+        tmp_path: Path, users: list[str], row: str, holds: str) -> None:
+    """One record would turn every key's type (and key group): int64 keys become strings."""
+    data = tmp_path / "events.csv"
+    data.write_text("user,amount\n" + "".join(f"{u},1\n" for u in users))
+    _refused(_build(tmp_path, data), tmp_path, str(data), row, "'user'", holds, "--key-type")
+    typed = _build(tmp_path, data, "--key-type", "string")
+    assert typed.returncode == 0, typed.stderr
+
+
+@pytest.mark.parametrize("users", [["1", "2", "3"], ["user-1", "2b", "x"], ["1.5", "-2", "3e3"]])
+def test_a_csv_key_of_one_kind_builds(tmp_path: Path, users: list[str]) -> None:
+    data = tmp_path / "events.csv"
+    data.write_text("user,amount\n" + "".join(f"{u},1\n" for u in users))
+    done = _build(tmp_path, data)
+    assert done.returncode == 0, done.stderr
+
+
 def test_json_bytes_that_are_not_utf8_are_refused(tmp_path: Path) -> None:
     data = tmp_path / "events.jsonl"
     data.write_bytes(b'{"user": "a", "amount": 1}\n{"user": "\xffb", "amount": 2}\n')

@@ -181,7 +181,7 @@ def test_a_null_key_fails_at_the_same_record_folded_or_not(tmp_path: Path) -> No
     errors = []
     unchecked = FileSource
     for fold in (True, False):
-        with mock.patch("formats.build.FileSource", lambda inputs, key: unchecked(inputs)), \
+        with mock.patch("formats.build.FileSource", lambda inputs, key, **_: unchecked(inputs)), \
                 pytest.raises(InvalidArgumentError) as caught:
             build_state([str(path)], key="k", aggregations=["count", "sum:v"],
                         checkpoint_dir=str(tmp_path / str(fold)), parallelism=2,
