@@ -40,8 +40,8 @@ import pyarrow.fs as pafs
 
 from statecore.errors import InvalidArgumentError, StatectlError, StorageError
 
-__all__ = ["GCS_RETRY_SECONDS", "S3_DEFAULTS", "explain", "fsync", "is_storage_failure",
-           "join_location", "raise_if_storage_failure", "redact",
+__all__ = ["GCS_RETRY_SECONDS", "S3_DEFAULTS", "absolute_location", "explain", "fsync",
+           "is_storage_failure", "join_location", "raise_if_storage_failure", "redact",
            "renames_atomically", "resolve_filesystem", "s3_settings", "storage_errors",
            "unwrap"]
 
@@ -53,6 +53,16 @@ S3_DEFAULTS: dict[str, float] = {"connect_timeout": 1.0, "request_timeout": 3.0,
 #: server for credentials that never come: a command without credentials seemed to hang. With
 #: 8 s it fails in about 12-20 s, with one line.
 GCS_RETRY_SECONDS = 8
+
+
+def absolute_location(location: str) -> str:
+    """A local path made absolute; a URI as it is.
+
+    What a process in another working directory must be given: a Spark executor runs in a
+    directory of its own (a standalone worker's ``work/app-.../N``), where a relative path
+    names nothing.
+    """
+    return location if "://" in location else os.path.abspath(location)
 
 
 def resolve_filesystem(location: str, filesystem: pafs.FileSystem | None = None

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from formats.build import BuildSummary, refuse_another_build
 from formats.commit import staged
-from formats.filesystems import resolve_filesystem
+from formats.filesystems import absolute_location, resolve_filesystem
 from formats.inputs import InputError, column_spec, read_input
 from formats.key_hash import key_groups
 from formats.spark import require_pyspark
@@ -131,7 +131,9 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
         raise InvalidArgumentError("give at least one input file")
     if not aggregations:
         raise InvalidArgumentError("give at least one --agg (e.g. --agg count)")
-    described = _inputs_described(spark, inputs)
+    # the tasks open the inputs in their own working directory (a cluster's executor)
+    shipped = [absolute_location(path) for path in inputs]
+    described = _inputs_described(spark, shipped)
     first = described[0][0]
     for path, (schema, _) in zip(inputs, described, strict=True):
         if not schema.equals(first):
@@ -190,7 +192,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
         mode = exchange_mode(spark, exchange)
         with staged(fs, final, location, "writing checkpoint") as staging:
             def prepare(j: int) -> tuple[pa.Table, np.ndarray[Any, Any]]:
-                table = read_input(inputs[j])
+                table = read_input(shipped[j])
                 groups = key_groups(table.column(key), spec, m)
                 targets = groups.astype(np.int64) * p // m
                 n = table.num_rows

@@ -5,8 +5,10 @@
   ``local[*]`` (an embedded Spark using every core, no cluster needed); ``--spark-conf
   key=value`` settings on top; Python workers run the driver's interpreter (so they have
   statectl and pyarrow); for an embedded Spark the web UI and console progress are off and
-  its JVM compiles with its quick compiler only (:data:`JIT_OPTIONS`), and Spark logs only
-  errors (``--spark-conf statectl.log.level=INFO`` for more).
+  its JVM compiles with its quick compiler only (:data:`JIT_OPTIONS`); console progress is off
+  on any master (statectl draws its own), Spark logs only errors, and what Spark's launcher and
+  JVM print themselves goes to :func:`spark_log_path`, not among statectl's output
+  (``--spark-conf statectl.log.level=INFO`` logs more, on stderr).
 
 Either way the driver's object-store settings reach the Python workers: the ``AWS_*``
 variables (credentials, region, profile, ...) are put in the environment Spark gives the
@@ -19,14 +21,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from formats.spark import require_pyspark
 from statecore.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_MASTER", "MASTER_VARIABLE", "STORAGE_VARIABLES",
-           "forward_storage_environment", "parse_conf", "spark_session"]
+           "forward_storage_environment", "parse_conf", "spark_log_path", "spark_session"]
 
 #: Environment variables (prefixes) that say how to reach object stores.
 STORAGE_VARIABLES = ("AWS_",)
@@ -62,6 +66,35 @@ def parse_conf(pairs: Sequence[str]) -> dict[str, str]:
     return conf
 
 
+def spark_log_path() -> str:
+    """Where the JVM statectl starts for Spark writes its own output (one file per user)."""
+    return os.path.join(tempfile.gettempdir(), f"statectl-spark-{os.getuid()}.log")
+
+
+@contextmanager
+def _jvm_output_to(path: str) -> Iterator[None]:
+    """Start the JVM (and what it forks) with its stdout and stderr in ``path``.
+
+    Spark's launcher and JVM print their own lines (the log4j profile, "Setting default log
+    level", native-library warnings, stage progress) on the file descriptors they inherit:
+    while the JVM starts, ours point at the log file; they are ours again at once.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    target = os.open(path, flags, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
+
+
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> Any:
     """The active session, or a new one (see the module doc)."""
     require_pyspark()
@@ -84,9 +117,15 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
                      # over in files: formats.spark.jobs.exchange_mode), and it lives for one
                      # command: its C2 compiler threads cost more CPU than they ever win back
                      "spark.driver.extraJavaOptions": JIT_OPTIONS}
+    settings["spark.ui.showConsoleProgress"] = "false"  # statectl draws its own progress
     for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel((conf or {}).get("statectl.log.level", "ERROR"))
+    level = (conf or {}).get("statectl.log.level")
+    if level is None:
+        with _jvm_output_to(spark_log_path()):
+            session = builder.getOrCreate()
+    else:
+        session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(level or "ERROR")
     forward_storage_environment(session)
     return session
