@@ -41,8 +41,12 @@ system-deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(ROCKSDB_DEBS) >/dev/null; \
 	fi
 
+# Tests run on every core (pytest-xdist; TEST_WORKERS=0 runs them in this process): the
+# longest ones (Flink restores, Spark, the kill trials) are spread over the workers.
+TEST_WORKERS ?= auto
+
 test: lint $(FLINK_STAMP) system-deps
-	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q
+	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-slow: $(STAMP) $(FLINK_STAMP) system-deps
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q -m slow
