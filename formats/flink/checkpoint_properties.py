@@ -5,7 +5,7 @@ serialization, and ``Checkpoints.loadCheckpointMetadata`` reads it back with
 ``ObjectInputStream`` before anything is restored. Java then refuses a class that does not
 exist, a ``serialVersionUID`` other than the class's, a field whose type is not the class's
 field of that name, an enum constant the enum has not, and a stream cut short. This module
-reads the stream (:mod:`formats.flink.java_serialization`, no class is ever loaded) and checks
+reads the stream (:mod:`formats.flink.javaser`, no class is ever loaded) and checks
 it against the classes Flink 1.16 to 2.3 write there (below, from Flink's sources: the same in
 every release), so that ``verify`` reports what Flink's loader would refuse.
 
@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from formats.flink.java_serialization import ClassDesc, JavaEnum, JavaObject, read_object_stream
+from formats.flink.javaio import DataReader
+from formats.flink.javaser import ClassDesc, JavaEnum, JavaObject, read_java_object
 from statecore.errors import CorruptCheckpointError
 
 __all__ = ["PropertiesCheck", "check_properties"]
@@ -102,8 +103,10 @@ def check_properties(data: bytes, where: str = "_metadata") -> PropertiesCheck:
     ``data``: all bytes of ``_metadata`` after the operator states (Java-serialized).
     """
     try:
-        value, used = read_object_stream(data, f"{where}: checkpoint properties")
-        if not isinstance(value, JavaObject) or value.desc.name != (
+        reader = DataReader(data, f"{where}: checkpoint properties")
+        value = read_java_object(reader)
+        used = reader.pos
+        if not isinstance(value, JavaObject) or value.class_name != (
                 f"{_CHECKPOINT}CheckpointProperties"):
             raise CorruptCheckpointError(
                 f"{where}: checkpoint properties: the stream holds {_what(value)}, not "
@@ -116,9 +119,9 @@ def check_properties(data: bytes, where: str = "_metadata") -> PropertiesCheck:
 
 def _what(value: Any) -> str:
     if isinstance(value, JavaObject):
-        return f"an object of class {value.desc.name}"
+        return f"an object of class {value.class_name}"
     if isinstance(value, JavaEnum):
-        return f"an enum constant of {value.desc.name}"
+        return f"an enum constant of {value.class_name}"
     return "a string" if isinstance(value, str) else "nothing (null)" if value is None else (
         "a class descriptor")
 
@@ -136,17 +139,18 @@ def _check_desc(desc: ClassDesc, where: str) -> _Known:
     if desc.flags != known.flags:
         raise CorruptCheckpointError(f"{prefix}: class {desc.name} has descriptor flags "
                                      f"{desc.flags:#04x}, Flink's {known.flags:#04x}")
-    for code, name, signature in desc.fields:
+    for code, name in desc.fields:
+        signature = desc.signatures.get(name)
         if known.fields.get(name) != (code, signature):
             raise CorruptCheckpointError(f"{prefix}: class {desc.name} has no field {name!r} "
                                          f"of type {signature or code}")
     expected_parent = "java.lang.Enum" if known.constants else None
-    parent = desc.parent.name if desc.parent is not None else None
+    parent = desc.superclass.name if desc.superclass is not None else None
     if parent != expected_parent:
         raise CorruptCheckpointError(f"{prefix}: class {desc.name} extends {parent}, in Flink "
                                      f"{expected_parent or 'nothing serializable'}")
-    if desc.parent is not None:
-        _check_desc(desc.parent, where)
+    if desc.superclass is not None:
+        _check_desc(desc.superclass, where)
     return known
 
 
@@ -157,25 +161,27 @@ def _check_value(value: Any, where: str, seen: set[int]) -> None:
     seen.add(id(value))
     prefix = f"{where}: checkpoint properties"
     if isinstance(value, JavaEnum):
+        assert value.desc is not None  # (read from a stream)
         known = _check_desc(value.desc, where)
         if value.constant not in known.constants:
-            raise CorruptCheckpointError(f"{prefix}: enum {value.desc.name} has no constant "
+            raise CorruptCheckpointError(f"{prefix}: enum {value.class_name} has no constant "
                                          f"{value.constant!r} (Java: IllegalArgumentException)")
         return
-    if not isinstance(value, JavaObject):
-        raise CorruptCheckpointError(f"{prefix}: a class descriptor where a value is expected")
+    if not isinstance(value, JavaObject) or value.desc is None:
+        raise CorruptCheckpointError(f"{prefix}: {_what(value)} where a value is expected")
     known = _check_desc(value.desc, where)
     for name, (_code, signature) in known.fields.items():
-        field_value = value.values.get(value.desc.name, {}).get(name)
+        field_value = value.fields.get(name)
         if signature is None or field_value is None:
             continue
         _check_value(field_value, where, seen)  # its own classes first (Java resolves them)
         if signature == _STRING:
             fits = isinstance(field_value, str)
         else:
-            owner = field_value.desc if isinstance(field_value, (JavaObject, JavaEnum)) else None
+            owner = (field_value.class_name if isinstance(field_value, JavaObject | JavaEnum)
+                     else None)
             fits = owner is not None and (
-                signature in KNOWN_CLASSES.get(owner.name, _Known(0, 0, {})).assignable_to)
+                signature in KNOWN_CLASSES.get(owner, _Known(0, 0, {})).assignable_to)
         if not fits:
-            raise CorruptCheckpointError(f"{prefix}: field {name} of {value.desc.name} holds "
+            raise CorruptCheckpointError(f"{prefix}: field {name} of {value.class_name} holds "
                                          f"{_what(field_value)} (Java: ClassCastException)")

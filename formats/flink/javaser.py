@@ -16,7 +16,7 @@ from typing import Any
 
 from formats.flink.javaio import DataReader
 
-__all__ = ["JavaEnum", "JavaObject", "read_java_object"]
+__all__ = ["ClassDesc", "JavaEnum", "JavaObject", "read_java_object"]
 
 STREAM_MAGIC = 0xACED
 TC_NULL, TC_REFERENCE, TC_CLASSDESC, TC_OBJECT, TC_STRING, TC_ARRAY = range(0x70, 0x76)
@@ -29,10 +29,15 @@ MAX_DEPTH = 64
 
 @dataclass
 class ClassDesc:
+    """A class descriptor as the stream gives it (the class itself is never looked up)."""
+
     name: str
     flags: int
     fields: list[tuple[str, str]]  # (type code, field name)
     superclass: ClassDesc | None
+    suid: int = 0  # serialVersionUID
+    #: an object or array field's type signature (``Ljava/lang/String;``), by field name
+    signatures: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -42,6 +47,8 @@ class JavaObject:
     class_name: str
     fields: dict[str, Any] = field(default_factory=dict)
     annotations: list[Any] = field(default_factory=list)
+    #: its class's descriptor as the stream gave it
+    desc: ClassDesc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,8 @@ class JavaEnum:
 
     class_name: str
     constant: str
+    #: its enum class's descriptor as the stream gave it
+    desc: ClassDesc | None = field(default=None, compare=False, repr=False)
 
 
 class _Stream:
@@ -88,7 +97,7 @@ class _Stream:
             desc = self.class_desc(depth + 1)
             if desc is None:
                 raise r.fail("Java object stream: object without a class")
-            obj = JavaObject(desc.name)
+            obj = JavaObject(desc.name, desc=desc)
             self.new_handle(obj)
             chain = []
             d: ClassDesc | None = desc
@@ -115,7 +124,7 @@ class _Stream:
             name = self.content(depth + 1)
             if desc is None or not isinstance(name, str):
                 raise r.fail("Java object stream: malformed enum constant")
-            self.handles[slot] = JavaEnum(desc.name, name)
+            self.handles[slot] = JavaEnum(desc.name, name, desc)
             return self.handles[slot]
         if tc == TC_ARRAY:
             desc = self.class_desc(depth + 1)
@@ -162,15 +171,18 @@ class _Stream:
         if tc != TC_CLASSDESC:
             raise r.fail(f"Java object stream: expected a class descriptor, got {tc:#x}")
         name = r.utf()
-        r.i64()  # serialVersionUID
-        desc = ClassDesc(name, 0, [], None)
+        desc = ClassDesc(name, 0, [], None, suid=r.i64())
         self.new_handle(desc)
         desc.flags = r.u8()
         for _ in range(r.count("Java fields", 3, r.u16())):
             code = chr(r.u8())
             field_name = r.utf()
-            if code in "L[":
-                self.content(depth + 1)  # the field's class name, a string
+            if code in ("L", "["):
+                signature = self.content(depth + 1)  # the field's type, a string
+                if not isinstance(signature, str):
+                    raise r.fail(f"Java object stream: field {field_name!r} of {name} has no "
+                                 f"type signature")
+                desc.signatures[field_name] = signature
             elif code not in "BCDFIJSZ":
                 raise r.fail(f"Java object stream: unknown field type {code!r}")
             desc.fields.append((code, field_name))
@@ -220,7 +232,10 @@ class _Stream:
 
 
 def read_java_object(r: DataReader) -> Any:
-    """Read one stream (``AC ED 00 05``) holding one top-level object; the parsed object."""
+    """Read one stream (``AC ED 00 05``) holding one top-level object; the parsed object.
+
+    ``r`` is left after the object (what follows is the caller's).
+    """
     if r.u16() != STREAM_MAGIC or r.u16() != 5:
         raise r.fail("not a Java object serialization stream")
     return _Stream(r).content(0)
