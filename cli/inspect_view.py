@@ -332,7 +332,7 @@ def _lookup(console: Console, found: KeyLookup, width: int | None) -> None:
         for state in by_operator.pop(uid, ()):
             _lookup_state(console, state, width)
         if empty:
-            console.print(f"  {escape(', '.join(empty))}: no entry", markup=True)
+            console.print(f"  {escape(', '.join(empty))}: no entry", soft_wrap=True)
     for states in by_operator.values():  # (states of an operator without a location)
         for state in states:
             _lookup_state(console, state, width)

@@ -473,18 +473,42 @@ def draw_plan(console: Console, plan: RescalePlan, show_all: bool = False) -> No
     else:
         _plan_summary(console, with_state)
     if stateless:
-        names = [op.uid for op in stateless]
-        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        console.print(f"{counted(len(stateless), 'operator')} without state: {shown}",
+        console.print(_named_on_one_line(f"{counted(len(stateless), 'operator')} without "
+                                         f"state: ", [op.uid for op in stateless],
+                                         console.width),
                       markup=False, highlight=False)
 
 
+def _named_on_one_line(prefix: str, names: list[str], width: int) -> str:
+    """``prefix`` and as many of ``names`` as fit ``width`` (at least one), the rest counted."""
+    for shown in range(len(names), 0, -1):
+        rest = len(names) - shown
+        line = prefix + ", ".join(names[:shown]) + (f" and {rest} more" if rest else "")
+        if len(line) <= width or shown == 1:
+            return line
+    return prefix.rstrip(": ")
+
+
 def _plan_summary(console: Console, ops: list[OperatorPlan]) -> None:
-    """One row per operator (the largest first), totals below; ``--all`` for every subtask."""
+    """One row per operator (the largest first), totals below; ``--all`` for every subtask.
+
+    Parallelisms shared by every operator go in the title (columns otherwise), the union
+    elements restored (each new subtask gets them all) only when there is union state: the
+    table fits 80 columns.
+    """
+    shared = {(op.old_parallelism, op.new_parallelism, op.old_max_parallelism,
+               op.new_max_parallelism) for op in ops}
+    if len(shared) == 1:
+        old_p, new_p, old_m, new_m = next(iter(shared))
+        console.print(f"parallelism {old_p} -> {new_p}, max parallelism {old_m}"
+                      + (f" -> {new_m} (keys re-hashed)" if old_m != new_m else ""),
+                      markup=False, highlight=False)
     table = Table(title=f"{counted(len(ops), 'operator')} with state (--all: every subtask)",
                   title_justify="left")
-    for column in ("operator", "parallelism", "max parallelism", "entries", "elements",
-                   "bytes", "bytes moved", "skew", "union restored"):
+    union = any(op.union_elements for op in ops)
+    columns = ["operator", *(("parallelism", "max parallelism") if len(shared) > 1 else ()),
+               "entries", "elements", "bytes", "moved", "skew", *(("union",) if union else ())]
+    for column in columns:
         table.add_column(column, justify="left" if column in (
             "operator", "parallelism", "max parallelism") else "right")
     largest = sorted(ops, key=lambda op: -op.bytes)
@@ -493,10 +517,11 @@ def _plan_summary(console: Console, ops: list[OperatorPlan]) -> None:
                        if s.scope == "operator")
         max_parallelism = (f"{op.old_max_parallelism} -> {op.new_max_parallelism}" if op.rehash
                            else str(op.old_max_parallelism))
-        table.add_row(escape(op.uid), f"{op.old_parallelism} -> {op.new_parallelism}",
-                      max_parallelism, f"{sum(st.entries for st in op.subtasks):,}",
-                      f"{elements:,}", format_size(op.bytes), format_size(op.bytes_moved),
-                      f"{op.skew:.2f}", f"{op.union_blowup:,}")
+        table.add_row(escape(op.uid), *((f"{op.old_parallelism} -> {op.new_parallelism}",
+                                         max_parallelism) if len(shared) > 1 else ()),
+                      f"{sum(st.entries for st in op.subtasks):,}", f"{elements:,}",
+                      format_size(op.bytes), format_size(op.bytes_moved), f"{op.skew:.2f}",
+                      *((f"{op.union_blowup:,}",) if union else ()))
     console.print(table)
     rest = largest[PLAN_ROWS:]
     if rest:

@@ -3,6 +3,7 @@ real S3 server (``s3_server.py``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,12 @@ from oracle import oracle_files, resolve_flink_fixtures_dir, resolve_oracle_dir
 
 # A real S3 server (SeaweedFS) for the tests that need one: see s3_server.py.
 from s3_server import s3, s3_server, s3_server_factory  # noqa: F401
+
+# pytest-xdist's workers set COLUMNS=80 (and LINES): the commands the tests run would then
+# draw for an 80-column terminal, not as for a pipe (cli.output.PIPED_WIDTH), as in one
+# process. The tests see the environment a user's pipe has.
+for _variable in ("COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
 
 #: Test arguments that are parametrized with every oracle file of one kind, by file name.
 ORACLE_FILE_ARGUMENTS = {

@@ -137,3 +137,20 @@ def test_every_flink_rescale_plan_fits_a_screen(fixture: Path, snap: dict[str, o
     code, out, err = run("rescale", str(fixture / str(snap["path"])), "-p", "3", "--plan")
     assert code == 0, err
     assert len(out.splitlines()) <= SCREEN, out
+
+
+def test_a_plan_fits_an_80_column_terminal(tmp_path: Path) -> None:
+    """The one-table plan names every operator whole on an 80-column terminal."""
+    from click.testing import CliRunner
+
+    from cli.main import statectl
+
+    sql_like_job(tmp_path / "c")
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(
+        statectl, ["rescale", str(tmp_path / "c"), "-p", "3", "--plan"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), result.stdout
+    assert len(lines) <= SCREEN
+    for a in range(8):
+        assert any(f"│ agg-{a} " in line for line in lines), result.stdout
