@@ -185,6 +185,14 @@ class Checkpoint(ABC):
         """``(kind, where, message)`` of what could not be read when opening (``verify``)."""
         return []
 
+    def verify_findings(self) -> list[tuple[str, str, str]]:
+        """``(kind, where, message)`` of a format's own deeper checks, which only verify runs.
+
+        Problems, and warnings (kinds in :data:`formats.verify.WARNING_KINDS`); a rewrite does
+        not refuse a source for them (:meth:`open_problems` it does).
+        """
+        return []
+
     def key_group_of(self, op: OperatorMetadata, key: Any) -> int | None:
         """The key group of ``key`` in ``op`` (reference §1.2); ``None``: not computable."""
         assert op.key_type is not None

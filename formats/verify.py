@@ -159,7 +159,7 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
         return report
     files = checkpoint.metadata.files
     bad_files: set[str] = set()
-    for kind, where, message in checkpoint.open_problems():
+    for kind, where, message in [*checkpoint.open_problems(), *checkpoint.verify_findings()]:
         if kind in WARNING_KINDS:
             report.warn(kind, where, message)
             continue

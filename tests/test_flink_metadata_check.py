@@ -158,3 +158,16 @@ def test_verify_names_missing_and_resized_flink_files_by_kind(tmp_path: Path) ->
     found = sorted((p.kind, p.where) for p in report.problems)
     assert found == sorted([("missing-file", files[0]), ("size", files[1])]), report.problems
     assert all("operator" in p.message for p in report.problems)
+
+
+def test_what_only_verify_warns_of_never_stops_a_rescale(tmp_path: Path) -> None:
+    """Trailing bytes in ``_metadata`` are a verify warning; the source still rescales."""
+    from formats.open import open_checkpoint
+    from formats.rescale import plan_checkpoint, rescale_checkpoint
+
+    source = _copy(_heap_metadata().parent, tmp_path / "source")
+    (source / "_metadata").write_bytes((source / "_metadata").read_bytes() + b"\0\0")
+    assert [w.kind for w in verify_checkpoint(str(source)).warnings] == ["trailing-bytes"]
+    checkpoint = open_checkpoint(str(source))
+    rescale_checkpoint(checkpoint, str(tmp_path / "out"), plan_checkpoint(checkpoint, 3))
+    assert verify_checkpoint(str(tmp_path / "out")).clean

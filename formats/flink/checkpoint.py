@@ -316,13 +316,16 @@ class FlinkCheckpoint(Checkpoint):
         return None
 
     def open_problems(self) -> list[tuple[str, str, str]]:
-        """What opening found, and what is wrong in ``_metadata`` and the files it names.
+        return [(p.kind, p.where, p.detail) for p in self.problems]
 
-        Files: missing, of another size, or leading out of the snapshot (``verify``'s kinds,
-        each file once); ``_metadata``: :mod:`formats.flink.metadata_check`.
+    def verify_findings(self) -> list[tuple[str, str, str]]:
+        """What is wrong in ``_metadata`` and the files it names, as only ``verify`` checks.
+
+        ``_metadata`` beyond what opening parsed (:mod:`formats.flink.metadata_check`:
+        checkpoint properties, source coordinator state, trailing bytes); files missing, of
+        another size, or leading out of the snapshot (``verify``'s kinds, each file once).
         """
-        found = [(p.kind, p.where, p.detail) for p in self.problems]
-        found.extend(metadata_problems(self.flink, [op.uid for op in self.metadata.operators]))
+        found = metadata_problems(self.flink, [op.uid for op in self.metadata.operators])
         seen: set[str] = set()
         streams = SnapshotStreams(self.fs, self.root)
         for held, stream in self.flink.stream_handles():
