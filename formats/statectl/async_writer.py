@@ -426,7 +426,15 @@ def write_checkpoint_async(
                                    f"{', '.join(WRITERS)}")
     pending = PendingCheckpoint(checkpoint_id, location, chosen)
     if chosen == "process":
-        pending._start_process(operators, kind, created_ms, filesystem, huge_pages)
+        try:
+            pending._start_process(operators, kind, created_ms, filesystem, huge_pages)
+        except KeyboardInterrupt:
+            # Ctrl-C held off during the fork, raised now: the caller never gets this write to
+            # abort, so it is killed here and its staging removed before the interrupt goes on
+            # (else the child would complete a checkpoint after the build said which is last)
+            pending.kill()
+            pending.join()
+            raise
     else:
         pending._start(operators, kind, created_ms, filesystem)
     return pending
