@@ -8,21 +8,17 @@ any other exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
-import threading
-import time
 import traceback
 from typing import Any, TextIO
 
 import click
 
+from cli import interrupt
 from cli.commands import COMMANDS
 from cli.output import JsonOutput, Output, TextOutput
 from cli.params import (
     ALLOW_PICKLE,
-    INTERRUPTED_NOTE,
     OPERATOR_NAMES,
     PARTIAL,
     names_report,
@@ -36,8 +32,6 @@ __all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
 
 #: Exit code of a :class:`StatectlError` (bad, corrupt or unsupported input).
 EXIT_DOMAIN_ERROR = 3
-#: Exit code of a command interrupted by Ctrl-C (SIGINT), as shells report it (128 + 2).
-EXIT_INTERRUPTED = 130
 
 
 class StatectlGroup(click.Group):
@@ -59,9 +53,8 @@ class StatectlGroup(click.Group):
             return result
         except (KeyboardInterrupt, click.exceptions.Abort):
             # what the command kept, if it says (build: its latest complete checkpoint)
-            note = ctx.meta.get(INTERRUPTED_NOTE)
-            click.echo(f"statectl: interrupted{f'; {note}' if note else ''}", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
+            interrupt.report(lambda line: click.echo(line, err=True))
+            ctx.exit(interrupt.EXIT_INTERRUPTED)
         except (StatectlError, OSError) as exc:
             if ctx.params.get("verbose"):
                 traceback.print_exception(exc, file=sys.stderr)
@@ -136,44 +129,9 @@ for _command in COMMANDS:
     statectl.add_command(_command)
 
 
-#: After Ctrl-C, how long a command has to stop by itself (its ``KeyboardInterrupt``: clean-up,
-#: the line naming what was kept) before the process ends anyway: a call blocked in native code
-#: (a store that does not answer) does not return to Python to see the interrupt.
-INTERRUPT_GRACE_SECONDS = 1.2
-
-
-def _stop_on_interrupt() -> None:
-    """Make Ctrl-C end the process within :data:`INTERRUPT_GRACE_SECONDS`, whatever it does.
-
-    Python's handler runs only between bytecodes; the wakeup fd is written by the C-level
-    handler at once, so a thread sees every SIGINT. It exits with 130 after the grace period
-    unless the command has ended first (checkpoint writers die with the process; what they
-    staged never looks complete).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-    read, write = os.pipe()
-    os.set_blocking(write, False)
-    try:
-        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-    except ValueError:
-        os.close(read)
-        os.close(write)
-        return
-
-    def watch() -> None:
-        while data := os.read(read, 512):
-            if signal.SIGINT in data:
-                time.sleep(INTERRUPT_GRACE_SECONDS)
-                os.write(2, b"statectl: interrupted\n")
-                os._exit(EXIT_INTERRUPTED)
-
-    threading.Thread(target=watch, name="statectl-interrupt", daemon=True).start()
-
-
 def main() -> None:
     """Entry point of the ``statectl`` script (``pyproject.toml``)."""
-    _stop_on_interrupt()
+    interrupt.install_watchdog()
     statectl(prog_name="statectl")
 
 

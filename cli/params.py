@@ -116,9 +116,6 @@ def engine_options(command: F) -> F:
     return command
 
 
-#: ``ctx.meta`` key of what a command says it kept when Ctrl-C interrupts it (one phrase).
-INTERRUPTED_NOTE = "statectl.interrupted_note"
-
 #: ``ctx.meta`` key of the global ``--allow-pickle`` flag.
 ALLOW_PICKLE = "statectl.allow_pickle"
 

@@ -84,6 +84,46 @@ def test_ctrl_c_exits_130_and_names_the_latest_complete_checkpoint(tmp_path: Pat
     assert json.loads(diff.stdout)["equal"], diff.stdout[:2000]
 
 
+#: ``statectl`` whose own clean-up after Ctrl-C never ends (a machine too busy to unwind within
+#: the grace period, as seen on CI): the watchdog ends the process and names what was kept.
+STUCK_CLEANUP = ("import sys, time\n"
+                 "import cli.interrupt\n"
+                 "cli.interrupt.report = lambda write: time.sleep(60)\n"
+                 "from cli.main import main\n"
+                 "sys.argv[0] = 'statectl'\n"
+                 "main()\n")
+
+
+def test_a_clean_up_too_slow_still_names_the_latest_complete_checkpoint(
+        tmp_path: Path) -> None:
+    """Before: the watchdog printed a bare "statectl: interrupted" (CI, stop 36), and a
+    checkpoint writer in flight could complete a checkpoint after the line was printed."""
+    data = _input(tmp_path)
+    for trial, delay in enumerate((0.0, 0.2)):
+        state = tmp_path / f"state-{trial}"
+        command = _build(data, state, "--checkpoint-every", "5000", "--keep", "1000")
+        process = subprocess.Popen([sys.executable, "-c", STUCK_CLEANUP, *command[3:]],
+                                   cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        deadline = time.monotonic() + 120
+        while not list(state.glob("chk-*/_metadata.json")):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no checkpoint completed in 120 s"
+            time.sleep(0.01)
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _out, err = process.communicate(timeout=60)
+        took = time.monotonic() - sent
+        assert process.returncode == 130, err
+        assert took < 5.0, f"{took:.1f} s"
+        lines = [ln for ln in err.splitlines() if ln.startswith("statectl: interrupted")]
+        assert len(lines) == 1, err
+        time.sleep(0.5)  # a writer that outlived the process would complete one by now
+        completed = sorted(int(p.parent.name[4:]) for p in state.glob("chk-*/_metadata.json"))
+        assert f"the latest complete checkpoint is {completed[-1]} " in lines[0], lines[0]
+
+
 def _statectl(*args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in __import__("os").environ.items()
            if not k.startswith(("GOOGLE_", "CLOUDSDK_"))}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from cli import interrupt
 from cli.output import Output
-from cli.params import INTERRUPTED_NOTE, Location, engine_options
+from cli.params import Location, engine_options
 from formats.engines import open_engine
 from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.checkpoint import CheckpointKind
@@ -57,17 +58,16 @@ def build_command(output: Output, inputs: tuple[str, ...], key: str, key_type: s
     the one a local build writes (one pass: no --checkpoint-every, no --resume).
     """
     runner = open_engine(engine, spark_master, spark_conf)
-    try:
-        with output.progress("building") as progress:
-            summary = runner.build(
-                inputs, key=key, key_type=key_type, aggregations=aggregations,
-                checkpoint_dir=checkpoint_dir, parallelism=parallelism,
-                max_parallelism=max_parallelism, uid=uid, ttl=ttl,
-                checkpoint_every=checkpoint_every, keep=keep, resume=_resume(resume),
-                progress=progress)
-    except KeyboardInterrupt:
-        click.get_current_context().meta[INTERRUPTED_NOTE] = _kept(checkpoint_dir)
-        raise
+    # what an interrupted build kept, asked (by cli.interrupt) once its writers were stopped
+    interrupt.keep_note(lambda: _kept(checkpoint_dir))
+    with output.progress("building") as progress:
+        summary = runner.build(
+            inputs, key=key, key_type=key_type, aggregations=aggregations,
+            checkpoint_dir=checkpoint_dir, parallelism=parallelism,
+            max_parallelism=max_parallelism, uid=uid, ttl=ttl,
+            checkpoint_every=checkpoint_every, keep=keep, resume=_resume(resume),
+            progress=progress)
+    interrupt.keep_note(None)
     output.build(summary)
 
 

@@ -40,6 +40,7 @@ import select
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
@@ -64,7 +65,7 @@ from statecore.checkpoint import (
 from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError
 
 __all__ = ["WRITERS", "PendingCheckpoint", "children_alive", "collapses_paused",
-           "default_writer", "write_checkpoint_async"]
+           "default_writer", "kill_writers", "write_checkpoint_async"]
 
 WRITERS = ("process", "thread")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -72,11 +73,35 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _children_lock = threading.Lock()
 _children_alive = 0  # the process writers' children not yet reaped, in this process
 _collapsing = threading.Lock()  # one heap collapse at a time
+_in_flight: set[PendingCheckpoint] = set()  # process writers whose child may still write
 
 
 def children_alive() -> int:
     """How many process writers' children of this process are running (or not yet reaped)."""
     return _children_alive
+
+
+def kill_writers(timeout: float = 1.0) -> None:
+    """Kill every process writer's child still writing, and wait (``timeout``) until it died.
+
+    For the end of an interrupted process: once this returns, no checkpoint completes any
+    more (a writer's child commits its checkpoint itself). Thread writers are cancelled.
+    """
+    with _children_lock:
+        pending = list(_in_flight)
+    pidfds = []
+    for writer in pending:
+        writer.kill()
+        with writer._fds:
+            if writer._pidfd is not None:
+                pidfds.append(os.dup(writer._pidfd))
+    deadline = time.monotonic() + timeout
+    try:
+        for fd in pidfds:  # a pidfd turns readable once its process has exited
+            select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+    finally:
+        for fd in pidfds:
+            os.close(fd)
 
 
 def _count_child(delta: int) -> None:
@@ -241,6 +266,8 @@ class PendingCheckpoint:
                 self._pidfd = os.pidfd_open(pid)
             except (OSError, AttributeError):  # no pidfd (not Linux 5.3+): kill() cancels
                 self._pidfd = None
+            with _children_lock:
+                _in_flight.add(self)
             os.close(result_write)
             os.close(cancel_read)
             self._cancel_fd = cancel_write
@@ -251,6 +278,8 @@ class PendingCheckpoint:
             raise KeyboardInterrupt
 
     def _close_cancel_fd(self) -> None:
+        with _children_lock:
+            _in_flight.discard(self)
         with self._fds:
             for name in ("_cancel_fd", "_pidfd"):
                 fd = getattr(self, name)
