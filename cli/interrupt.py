@@ -68,7 +68,7 @@ def _ask_note(timeout: float | None) -> str | None:
     return answer[0] if answer else None
 
 
-def _print_once(line: str, write: Callable[[str], None], wait: float) -> None:
+def _print_once(line: str, write: Callable[[str], object], wait: float) -> None:
     """Print the line unless either path printed it (``wait``: at most this long for the lock)."""
     global _reported
     if not _lock.acquire(timeout=wait):
@@ -81,7 +81,7 @@ def _print_once(line: str, write: Callable[[str], None], wait: float) -> None:
         _lock.release()
 
 
-def report(write: Callable[[str], None]) -> None:
+def report(write: Callable[[str], object]) -> None:
     """Stop the checkpoint writers and print the interrupted line with ``write`` (once)."""
     kill_writers()
     _print_once(_line(_ask_note(None)), write, -1)
