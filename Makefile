@@ -14,7 +14,7 @@ FLINK_STAMP   := $(FLINK_VENV)/.installed-$(FLINK_VERSION)
 # (written through ctypes: merges and single deletions); from Debian, installed when missing.
 ROCKSDB_DEBS := librocksdb-dev rocksdb-tools
 
-.PHONY: demo test test-slow test-flink-versions bench lint venv flink-venv system-deps clean
+.PHONY: demo test test-slow test-flink-versions bench json-docs lint venv flink-venv system-deps clean
 
 venv: $(STAMP)
 
@@ -65,6 +65,9 @@ demo: $(STAMP)
 bench: $(STAMP) $(FLINK_STAMP)
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) bench/flink_big.py
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) bench/run.py
+
+json-docs: $(STAMP)
+	$(PY) docs/schema/render.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check statecore formats cli tests bench

@@ -160,7 +160,7 @@ def run_statectl(directory: Path, records: int, totals: dict[str, int], fold: bo
     summary = json.loads(done.stdout)
     assert summary["records"] == records and summary["folded"] == fold, summary
     check_statectl(summary["location"], totals)
-    seconds = summary["seconds"]
+    seconds = summary["phases"]
     shutil.rmtree(out)
     return Run("statectl" if fold else "statectl one by one", records, wall,
                seconds["setup"] + seconds["processing"] + seconds["final_checkpoint"], cpu,

@@ -271,7 +271,7 @@ def _entries_table(title: str, state: StateEntries, *, rank: bool = False) -> Ta
         cells = ([str(i)] if rank else []) + [str(e.subtask)] + (
             [str(e.key_group)] if keyed else []) + [
             "-" if e.key is None else _cell(e.key), _cell(e.namespace), _cell(e.value),
-            "-" if e.ttl_timestamp is None else _ttl_time(e.ttl_timestamp), format_size(e.bytes)]
+            "-" if e.ttl_timestamp is None else ttl_time(e.ttl_timestamp), format_size(e.bytes)]
         table.add_row(*cells)
     return table
 
@@ -295,7 +295,7 @@ def _expired(console: Console, now: int, shares: Sequence[ExpiredShare]) -> None
     console.print(table)
 
 
-def _ttl_time(timestamp: Any) -> str:
+def ttl_time(timestamp: Any) -> str:
     """A TTL timestamp (Flink's last access: a write, or a read that refreshed it) as ISO.
 
     A list's or map's (one per element or entry): the oldest and the newest.
@@ -341,7 +341,7 @@ def _lookup(console: Console, found: KeyLookup, width: int | None) -> None:
 def _lookup_state(console: Console, state: StateEntries, width: int | None) -> None:
     for e in state.entries[:LOOKUP_NAMESPACES]:
         where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
-        ttl = "" if e.ttl_timestamp is None else f"(last access {_ttl_time(e.ttl_timestamp)})"
+        ttl = "" if e.ttl_timestamp is None else f"(last access {ttl_time(e.ttl_timestamp)})"
         prefix = f"  {state.state}{where}: "
         text = format_value(e.value)
         if width is not None:
@@ -409,9 +409,9 @@ def _state_entries_json(report: InspectReport, states: Sequence[StateEntries]
 def _histogram_json(h: KeyGroupHistogram) -> dict[str, Any]:
     def stats(values: tuple[int, float, int, float]) -> dict[str, Any]:
         return {"min": values[0], "mean": values[1], "max": values[2], "skew": values[3]}
-    return {**h.identity.to_json(), "max_parallelism": h.max_parallelism,
+    return {"operator": h.identity.to_json(), "max_parallelism": h.max_parallelism,
             "bytes": stats(h.bytes_stats), "entries": stats(h.entries_stats),
-            "subtasks": [{"index": s.index, "key_group_range": list(s.key_group_range),
+            "subtasks": [{"subtask": s.index, "key_group_range": list(s.key_group_range),
                           "entries": s.entries, "bytes": s.bytes, "share": s.share}
                          for s in h.subtasks],
             "key_groups": [{"key_group": k.key_group, "subtask": k.subtask,
@@ -446,12 +446,14 @@ def _summary_fields(summary: CheckpointSummary) -> dict[str, Any]:
         "format": summary.format, "location": summary.location,
         "checkpoint_id": summary.checkpoint_id, "kind": summary.kind,
         "created_ms": summary.created_ms,
+        # statectl records when it wrote a checkpoint; Flink records no time in a snapshot
+        "created_from": "checkpoint" if summary.format == "statectl" else "file-time",
         "operators": [{
-            **op.identity.to_json(), "parallelism": op.parallelism,
+            "operator": op.identity.to_json(), "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism, "key_type": op.key_type,
-            "states": [{"name": s.name, "scope": s.scope, "kind": s.kind, "entries": s.entries,
+            "states": [{"state": s.name, "scope": s.scope, "kind": s.kind, "entries": s.entries,
                         "bytes": s.bytes} for s in op.states],
-            "subtasks": [{"index": st.index,
+            "subtasks": [{"subtask": st.index,
                           "key_group_range": None if st.key_group_range is None
                           else list(st.key_group_range),
                           "entries": st.entries, "bytes": st.bytes} for st in op.subtasks],
@@ -460,7 +462,7 @@ def _summary_fields(summary: CheckpointSummary) -> dict[str, Any]:
 
 
 def inspect_json(report: InspectReport) -> dict[str, Any]:
-    """The ``inspect --output json`` contract (DESIGN "cli"); fields are only ever added.
+    """The ``inspect --output json`` contract (``docs/schema/inspect.json``).
 
     The summary's fields always; ``key_groups``, ``top``, ``expired``, ``lookup`` and
     ``entries`` when those views were asked for.

@@ -31,13 +31,14 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from cli.inspect_view import draw_inspect, inspect_json
+from cli.inspect_view import draw_inspect, inspect_json, ttl_time
 from cli.values import format_size, format_value, to_json_value
 from formats.build import BuildSummary
 from formats.convert import ConvertResult
 from formats.diff import Difference, DiffReport
 from formats.export import ExportResult
 from formats.inspect import InspectReport
+from formats.json_contract import SCHEMA_VERSION
 from formats.rescale import RescaleResult
 from formats.statectl.storage import PruneResult, SnapshotInfo
 from formats.verify import VerifyReport
@@ -277,8 +278,8 @@ class TextOutput(Output):
         for d in report.differences:
             table.add_row(d.change, escape(d.operator.label), escape(d.state or ""),
                           escape(_difference_key(d)),
-                          "" if d.left is None else escape(format_value(d.left)),
-                          "" if d.right is None else escape(format_value(d.right)))
+                          _difference_side(d.left, d.left_ttl_timestamp),
+                          _difference_side(d.right, d.right_ttl_timestamp))
         self.console.print(table)
         shown = len(report.differences)
         if shown < report.found:
@@ -550,6 +551,16 @@ def _plan_table(op: OperatorPlan) -> Table:
     return table
 
 
+def _difference_side(value: Any, ttl_timestamp: Any) -> str:
+    """One side of a difference: the value, and with TTL its last access (as ``inspect``)."""
+    if value is None:
+        return ""
+    text = escape(format_value(value))
+    if ttl_timestamp is None:
+        return text
+    return f"{text}\n[dim](last access {escape(ttl_time(ttl_timestamp))})[/dim]"
+
+
 def _difference_key(d: Difference) -> str:
     if d.scope in ("operator", "state"):
         return f"({d.scope})"
@@ -559,7 +570,7 @@ def _difference_key(d: Difference) -> str:
 
 
 def snapshot_json(s: SnapshotInfo) -> dict[str, Any]:
-    return {"id": s.checkpoint_id, "kind": s.kind, "created_ms": s.created_ms,
+    return {"checkpoint_id": s.checkpoint_id, "kind": s.kind, "created_ms": s.created_ms,
             "bytes": s.bytes, "location": s.location}
 
 
@@ -571,10 +582,12 @@ def build_json(summary: BuildSummary) -> dict[str, Any]:
         "final_checkpoint": summary.final_checkpoint, "location": summary.final_location,
         "states": list(summary.states), "parallelism": summary.parallelism,
         "max_parallelism": summary.max_parallelism, "folded": summary.folded,
-        "seconds": None if summary.seconds is None else {
+        "seconds": None if summary.seconds is None else round(summary.seconds.total, 6),
+        "phases": None if summary.seconds is None else {
             "setup": round(summary.seconds.setup, 6),
             "processing": round(summary.seconds.processing, 6),
-            "final_checkpoint": round(summary.seconds.final_checkpoint, 6)},
+            "final_checkpoint": (None if summary.seconds.final_checkpoint is None
+                                 else round(summary.seconds.final_checkpoint, 6))},
     }
 
 
@@ -612,25 +625,26 @@ def plan_json(plan: RescalePlan) -> dict[str, Any]:
         "parallelism": plan.parallelism, "max_parallelism": plan.max_parallelism,
         "rehash": plan.rehash, "bytes_moved": plan.bytes_moved, "skew": plan.skew,
         "operators": [{
-            **op.identity.to_json(), "old_parallelism": op.old_parallelism,
+            "operator": op.identity.to_json(), "old_parallelism": op.old_parallelism,
             "new_parallelism": op.new_parallelism,
             "old_max_parallelism": op.old_max_parallelism,
             "new_max_parallelism": op.new_max_parallelism, "rehash": op.rehash,
             "bytes": op.bytes, "bytes_moved": op.bytes_moved, "skew": op.skew,
             "union_elements": op.union_elements, "union_blowup": op.union_blowup,
             "subtasks": [{
-                "index": st.index,
+                "subtask": st.index,
                 "key_group_range": (None if st.key_group_range is None
                                     else [st.key_group_range.start, st.key_group_range.end]),
                 "entries": st.entries, "bytes": st.bytes, "bytes_moved": st.bytes_moved,
                 "downloads": [{"file": name, "bytes": size}
                               for name, size in plan.downloads.get((op.uid, st.index), ())],
-                "states": [{"name": s.state, "scope": s.scope, "entries": s.entries,
+                "states": [{"state": s.state, "scope": s.scope, "entries": s.entries,
                             "bytes": s.bytes} for s in st.states],
                 "keyed_handles": [{"state": h.state, "file": ", ".join(plan.stored(h.file)),
                                    "files": list(plan.stored(h.file)),
-                                   "key_groups": [h.key_group_range.start,
-                                                  h.key_group_range.end]} for h in st.keyed],
+                                   "key_group_range": [h.key_group_range.start,
+                                                       h.key_group_range.end]}
+                                  for h in st.keyed],
                 "operator_handles": [{"state": h.state, "mode": h.mode.name,
                                       "file": ", ".join(plan.stored(h.file)),
                                       "files": list(plan.stored(h.file)),
@@ -649,7 +663,7 @@ def rescale_result_json(result: RescaleResult) -> dict[str, Any]:
             "entries_written": result.entries_written,
             "entries_dropped": result.entries_dropped, "seconds": result.seconds,
             "flink_release": result.release,
-            "operators": [{**op.identity.to_json(), "parallelism": op.parallelism,
+            "operators": [{"operator": op.identity.to_json(), "parallelism": op.parallelism,
                            "max_parallelism": op.max_parallelism}
                           for op in result.metadata.operators]}
 
@@ -666,7 +680,8 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
 
 
 def diff_json(report: DiffReport) -> dict[str, Any]:
-    return {"left": report.left, "right": report.right, "equal": report.equal,
+    return {"left": {"location": report.left}, "right": {"location": report.right},
+            "equal": report.equal,
             "compared": report.compared, "counts": dict(sorted(report.counts.items())),
             "total": report.total, "limit": report.limit,
             "differences": [{"change": d.change, "scope": d.scope,
@@ -674,13 +689,16 @@ def diff_json(report: DiffReport) -> dict[str, Any]:
                              "state": d.state, "key": to_json_value(d.key),
                              "namespace": to_json_value(d.namespace),
                              "left": to_json_value(d.left), "right": to_json_value(d.right),
+                             "left_ttl_timestamp": to_json_value(d.left_ttl_timestamp),
+                             "right_ttl_timestamp": to_json_value(d.right_ttl_timestamp),
                              "count": d.count} for d in report.differences]}
 
 
 class JsonOutput(Output):
     """One JSON document per command on stdout."""
 
-    def _emit(self, document: Any) -> None:
+    def _emit(self, document: dict[str, Any]) -> None:
+        document = {"schema_version": SCHEMA_VERSION, **document}
         click.echo(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
 
     @contextmanager
@@ -735,10 +753,7 @@ class JsonOutput(Output):
     def export(self, result: ExportResult) -> None:
         self._emit({"location": result.location, "format": result.format,
                     "rows": result.rows, "seconds": result.seconds,
-                    "tables": [{"operator": t.operator.to_json(), "state": t.state,
-                                "scope": t.scope, "kind": t.kind, "path": t.path,
-                                "rows": t.rows}
-                               for t in result.tables]})
+                    "tables": [t.to_json() for t in result.tables]})
 
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         self._emit({"walkthroughs": [{"name": w.name, "title": w.title}

@@ -43,13 +43,19 @@ class BuildSeconds:
     ``setup``: opening the inputs (CSV and JSON Lines files are parsed here), the storage and
     the job, and a restore; ``processing``: reading and aggregating every record (including
     checkpoints taken on the way, written while processing goes on, and waiting for the last
-    of them); ``final_checkpoint``: taking and writing the final checkpoint. Interpreter
-    start-up and imports come before all of them.
+    of them); ``final_checkpoint``: taking and writing the final checkpoint (``None`` where
+    the engine writes it while processing: Spark's tasks). Interpreter start-up and imports
+    come before all of them.
     """
 
     setup: float
     processing: float
-    final_checkpoint: float
+    final_checkpoint: float | None
+
+    @property
+    def total(self) -> float:
+        """The build's time from opening its inputs to its final checkpoint."""
+        return self.setup + self.processing + (self.final_checkpoint or 0.0)
 
 
 @dataclass(frozen=True)

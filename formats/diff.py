@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from formats.arrow_types import from_arrow, pyrows
-from formats.columns import operator_schema
+from formats.columns import operator_schema, split_ttl
 from formats.model import Checkpoint
 from statecore.checkpoint import (
     TTL_UNKNOWN,
@@ -44,7 +44,9 @@ class Difference:
 
     ``scope`` says what differs: an ``operator``, a ``state`` declaration, a keyed ``entry``
     (``key``, ``namespace``), an operator-state ``element`` (``count`` times) or a broadcast
-    ``entry`` (``key``).
+    ``entry`` (``key``). An entry of a state with TTL has its user value in ``left`` /
+    ``right`` and its last-access time(s) beside it, as ``inspect`` and ``export`` show them
+    (:func:`formats.columns.split_ttl`).
     """
 
     change: str
@@ -56,6 +58,8 @@ class Difference:
     left: Any = None
     right: Any = None
     count: int = 1
+    left_ttl_timestamp: Any = None
+    right_ttl_timestamp: Any = None
 
 
 @dataclass
@@ -163,7 +167,8 @@ def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: O
             continue  # keyed vs operator (or list vs map): the declaration change says it
         if shape == "keyed":
             _diff_keyed(dict(_keyed(a, op_a.uid, name)) if sa else {},
-                        dict(_keyed(b, op_b.uid, name)) if sb else {}, uid, name, report)
+                        dict(_keyed(b, op_b.uid, name)) if sb else {}, uid, name, report,
+                        (sa, sb))
         elif shape == "broadcast":
             _diff_keyed(_broadcast(a, op_a, sa) if sa else {},
                         _broadcast(b, op_b, sb) if sb else {}, uid, name, report)
@@ -202,20 +207,38 @@ def _keyed(checkpoint: Checkpoint, uid: str, state: str) -> Iterator[tuple[Any, 
 
 
 def _diff_keyed(left: dict[Any, Any], right: dict[Any, Any], uid: OperatorIdentity,
-                state: str, report: DiffReport) -> None:
+                state: str, report: DiffReport,
+                declared: tuple[StateMetadata | None, StateMetadata | None] = (None, None)
+                ) -> None:
     report.compared += len(left.keys() | right.keys())
     for composite in sorted(left.keys() | right.keys(), key=repr):
         la, rb = left.get(composite), right.get(composite)
         if rb is None:
             assert la is not None
-            key, ns, value = la
-            report.add(Difference("removed", "entry", uid, state, key, _ns(ns), left=value))
+            key, ns, stored = la
+            value, ttl = _split(declared[0], stored)
+            report.add(Difference("removed", "entry", uid, state, key, _ns(ns), left=value,
+                                  left_ttl_timestamp=ttl))
         elif la is None:
-            key, ns, value = rb
-            report.add(Difference("added", "entry", uid, state, key, _ns(ns), right=value))
+            key, ns, stored = rb
+            value, ttl = _split(declared[1], stored)
+            report.add(Difference("added", "entry", uid, state, key, _ns(ns), right=value,
+                                  right_ttl_timestamp=ttl))
         elif canonical(la[2]) != canonical(rb[2]):
+            (lv, lt), (rv, rt) = _split(declared[0], la[2]), _split(declared[1], rb[2])
             report.add(Difference("changed", "entry", uid, state, la[0], _ns(la[1]),
-                                  left=la[2], right=rb[2]))
+                                  left=lv, right=rv, left_ttl_timestamp=lt,
+                                  right_ttl_timestamp=rt))
+
+
+def _split(state: StateMetadata | None, stored: Any) -> tuple[Any, Any]:
+    """A stored value as ``(user value, ttl timestamps)``; an undecodable one as it is."""
+    if state is None:
+        return stored, None
+    try:
+        return split_ttl(state, stored)
+    except (AttributeError, TypeError):  # not the TTL shape (an undecodable value): as stored
+        return stored, None
 
 
 def _ns(namespace: Any) -> Any:

@@ -64,6 +64,7 @@ from formats.columns import (
 )
 from formats.commit import commit, staged
 from formats.filesystems import resolve_filesystem, storage_errors
+from formats.json_contract import SCHEMA_VERSION
 from formats.model import Checkpoint
 from formats.state_scan import check_states
 from statecore.checkpoint import (
@@ -98,6 +99,11 @@ class ExportedTable:
     kind: str
     path: str
     rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The table in the JSON contract (``docs/schema/export.json``: ``location``)."""
+        return {"operator": self.operator.to_json(), "state": self.state, "scope": self.scope,
+                "kind": self.kind, "location": self.path, "rows": self.rows}
 
 
 @dataclass(frozen=True)
@@ -466,11 +472,9 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
         exported = [ExportedTable(task.op.identity, task.state.name, task.state.scope,
                                   task.state.kind, path, rows)
                     for task, (path, rows) in zip(tasks, written, strict=True)]
-        manifest = {"checkpoint_id": checkpoint.metadata.checkpoint_id, "format": fmt,
-                    "tables": [{"operator": t.operator.to_json(), "state": t.state,
-                                "scope": t.scope, "kind": t.kind, "path": t.path,
-                                "rows": t.rows}
-                               for t in exported]}
+        manifest = {"schema_version": SCHEMA_VERSION,
+                    "checkpoint_id": checkpoint.metadata.checkpoint_id, "format": fmt,
+                    "tables": [t.to_json() for t in exported]}
         commit(fs, staging, final, MANIFEST,
                json.dumps(manifest, indent=2, ensure_ascii=False).encode())
     return ExportResult(out, fmt, tuple(exported), time.perf_counter() - started)

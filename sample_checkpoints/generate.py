@@ -324,7 +324,7 @@ def bytes_problems(document: dict[str, Any], metadata: CheckpointMetadata) -> li
     """
     sizes = {f.path: f.size for f in metadata.files}
     problems = []
-    operators = {op["uid"]: op for op in document.get("operators", [])}
+    operators = {op["operator"]["uid"]: op for op in document.get("operators", [])}
     for op in metadata.operators:
         shown = operators.get(op.uid)
         if shown is None:
@@ -339,14 +339,15 @@ def bytes_problems(document: dict[str, Any], metadata: CheckpointMetadata) -> li
                 state_bytes[state] += sizes[path]
             subtask_bytes[subtask.index] = sum(sizes[path] for _, path in files)
         for state in shown.get("states", []):
-            if state.get("bytes") != state_bytes.get(state.get("name")):
-                problems.append(f"{op.uid}: state {state.get('name')!r} shows {state.get('bytes')}"
-                                f" bytes, the metadata {state_bytes.get(state.get('name'))}")
+            if state.get("bytes") != state_bytes.get(state.get("state")):
+                problems.append(f"{op.uid}: state {state.get('state')!r} shows "
+                                f"{state.get('bytes')} bytes, the metadata "
+                                f"{state_bytes.get(state.get('state'))}")
         for subtask in shown.get("subtasks", []):
-            if subtask.get("bytes") != subtask_bytes.get(subtask.get("index")):
-                problems.append(f"{op.uid}: subtask {subtask.get('index')} shows "
+            if subtask.get("bytes") != subtask_bytes.get(subtask.get("subtask")):
+                problems.append(f"{op.uid}: subtask {subtask.get('subtask')} shows "
                                 f"{subtask.get('bytes')} bytes, the metadata "
-                                f"{subtask_bytes.get(subtask.get('index'))}")
+                                f"{subtask_bytes.get(subtask.get('subtask'))}")
     return problems
 
 

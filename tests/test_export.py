@@ -199,14 +199,14 @@ def check_manifest(checkpoint: Checkpoint, out: Path, fmt: str,
               if states is None or s.name in states]
     assert [(t["operator"]["uid"], t["state"]) for t in tables] == wanted
     on_disk = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert on_disk == {t["path"] for t in tables} | {"_export.json"}
-    assert len({t["path"] for t in tables}) == len(tables)
+    assert on_disk == {t["location"] for t in tables} | {"_export.json"}
+    assert len({t["location"] for t in tables}) == len(tables)
     for t in tables:
         state = state_of(checkpoint, t["operator"]["uid"], t["state"])
         assert (t["scope"], t["kind"]) == (state.scope, state.kind)
-        assert t["path"].endswith("." + fmt)
+        assert t["location"].endswith("." + fmt)
     assert not list(out.parent.glob("*.inprogress-*"))
-    return {(t["operator"]["uid"], t["state"]): out / t["path"] for t in tables}
+    return {(t["operator"]["uid"], t["state"]): out / t["location"] for t in tables}
 
 
 def read_back(checkpoint: Checkpoint, out: Path, fmt: str, states: set[str] | None = None

@@ -92,7 +92,7 @@ def exported(checkpoint: Checkpoint, out: Path, fmt: str) -> Content:
     for table in manifest["tables"]:
         uid, name = table["operator"]["uid"], table["state"]
         state = next(s for s in checkpoint.operator(uid).states if s.name == name)
-        path = out / table["path"]
+        path = out / table["location"]
         if fmt == "parquet":
             arrow = pq.read_table(path)
             assert arrow.column_names == COLUMNS

@@ -56,12 +56,13 @@ def test_inspect_json_names_operators_as_flink_does(fixture_set: Path, snap: dic
     assert document["checkpoint_id"] == dump["checkpointId"]
     assert document["kind"] == ("savepoint" if dump["checkpointProperties"]["isSavepoint"]
                                 else "checkpoint")
-    got = [(op["id"], op["uid"], op["name"], op["parallelism"], op["max_parallelism"])
+    got = [(op["operator"]["id"], op["operator"]["uid"], op["operator"]["name"],
+            op["parallelism"], op["max_parallelism"])
            for op in document["operators"]]
     want = [(op["operatorId"], op["operatorUid"] or None, op["operatorName"] or None,
              op["parallelism"], op["maxParallelism"]) for op in dump["operators"]]
     assert got == want
-    assert all(re.fullmatch(r"[0-9a-f]{32}", op["id"]) for op in document["operators"])
+    assert all(re.fullmatch(r"[0-9a-f]{32}", op["operator"]["id"]) for op in document["operators"])
 
 
 def test_inspect_text_says_flink() -> None:
@@ -87,7 +88,7 @@ def test_export_writes_typed_parquet(fixture_set: Path, tmp_path: Path) -> None:
     result = run_json("export", str(fixture_set / snap["path"]), "--out", str(out))
     files = sorted(out.rglob("*.parquet"))
     assert files and len(result["tables"]) == len(files)
-    keyed = [pq.read_schema(out / t["path"]) for t in result["tables"] if t["scope"] == "keyed"]
+    keyed = [pq.read_schema(out / t["location"]) for t in result["tables"] if t["scope"] == "keyed"]
     assert keyed, "no keyed state exported"
     for schema in keyed:  # fixture keys are strings, numbers or rows of them, never raw bytes
         assert schema.field("key").type.num_fields or str(schema.field("key").type) in (

@@ -314,7 +314,8 @@ def test_uids_name_the_operators_of_a_1x_snapshot(tmp_path: Path) -> None:
     release = _release_1x()
     chk = release_checkpoint(release, "java-heap")
     plain = json.loads(_statectl("--output", "json", "inspect", str(chk)).stdout)
-    assert all(op["uid"] is None and op["uid_from"] is None for op in plain["operators"])
+    assert all(op["operator"]["uid"] is None and op["operator"]["uid_from"] is None
+               for op in plain["operators"])
     uid_file = tmp_path / "uids.txt"
     uid_file.write_text("# the java job's uids\nparse\nint-keyed   # a comment\n\n"
                         f"{operator_id_of_uid('print-sink')}=the-sink\n", encoding="utf-8")
@@ -322,8 +323,8 @@ def test_uids_name_the_operators_of_a_1x_snapshot(tmp_path: Path) -> None:
                      "--uid", "no-such-uid",
                      "--uid-hash", f"{operator_id_of_uid('broadcast-fn').upper()}=bcast",
                      "--uid-file", str(uid_file), "inspect", str(chk))
-    named = {op["id"]: (op["uid"], op["uid_from"]) for op in
-             json.loads(done.stdout)["operators"]}
+    named = {op["operator"]["id"]: (op["operator"]["uid"], op["operator"]["uid_from"])
+             for op in json.loads(done.stdout)["operators"]}
     assert named[operator_id_of_uid("str-keyed")] == ("str-keyed", "uid")
     assert named[operator_id_of_uid("int-keyed")] == ("int-keyed", "uid")
     assert named[operator_id_of_uid("broadcast-fn")] == ("bcast", "uid-hash")

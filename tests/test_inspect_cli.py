@@ -38,8 +38,8 @@ def test_build_then_inspect_in_json(tmp_path: Path) -> None:
     document = json.loads(out)
     assert document["format"] == "statectl" and document["kind"] == "checkpoint"
     (op,) = document["operators"]
-    assert (op["uid"], op["parallelism"], op["max_parallelism"]) == ("build", 2, 128)
-    states = {s["name"]: s for s in op["states"]}
+    assert (op["operator"]["uid"], op["parallelism"], op["max_parallelism"]) == ("build", 2, 128)
+    states = {s["state"]: s for s in op["states"]}
     assert states["count"]["entries"] == 3  # users a, b, c
     assert states["window_count_ts"]["entries"] == 5  # (a,0) (b,0) (a,60000) (c,60000) (a,120000)
     assert states["count"]["scope"] == "keyed" and states["count"]["bytes"] > 0

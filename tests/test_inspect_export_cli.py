@@ -192,14 +192,14 @@ def test_a_missing_key_has_no_entries() -> None:
 def test_entries_are_the_first_rows_of_each_state() -> None:
     document = run_json("inspect", KEYED, "--entries", "--limit", "2")
     assert {s["state"] for s in document["entries"]} == {
-        s["name"] for s in document["operators"][0]["states"]}
+        s["state"] for s in document["operators"][0]["states"]}
     for state in document["entries"]:
         first = stored(KEYED, state["state"])[:2]
         assert [(e["key_group"], e["key"]) for e in state["entries"]] == [
             (kg, k) for kg, k, _, _ in first]
     ops = run_json("inspect", OPERATOR, "--entries", "--limit", "50")
     sizes = {s["state"]: len(s["entries"]) for s in ops["entries"]}
-    summary = {s["name"]: s["entries"] for s in ops["operators"][0]["states"]}
+    summary = {s["state"]: s["entries"] for s in ops["operators"][0]["states"]}
     assert sizes["partition_offsets"] == summary["partition_offsets"]  # split: every element
     assert sizes["rules"] * 3 == summary["rules"]  # broadcast: one of three copies
     code, out, _ = run("inspect", OPERATOR, "--entries", "--limit", "1", "--state", "rules")
@@ -225,9 +225,10 @@ def test_export_in_both_modes(tmp_path: Path, fmt: str) -> None:
     document = run_json("export", KEYED, "--out", str(tmp_path / "j"), "--format", fmt)
     assert document["format"] == fmt and document["rows"] == 269
     manifest = json.loads((tmp_path / "j" / "_export.json").read_text())
-    assert [t["path"] for t in manifest["tables"]] == [t["path"] for t in document["tables"]]
+    assert [t["location"] for t in manifest["tables"]] == [
+        t["location"] for t in document["tables"]]
     for table in document["tables"]:
-        assert (tmp_path / "j" / table["path"]).is_file()
+        assert (tmp_path / "j" / table["location"]).is_file()
     code, out, err = run("export", KEYED, "--out", str(tmp_path / "t"), "--format", fmt)
     assert code == 0 and err == ""  # no progress bar when not a terminal
     assert f"exported to {tmp_path / 't'} ({fmt}): 269 rows" in out

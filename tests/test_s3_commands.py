@@ -28,6 +28,7 @@ from s3_support import state_of, statectl, upload, write_events
 
 from formats.build import build_state
 from formats.filesystems import resolve_filesystem
+from formats.json_contract import SCHEMA_VERSION
 from formats.open import open_checkpoint
 from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
@@ -66,27 +67,30 @@ def test_build_checkpoints_snapshots_and_resume_on_s3(
     assert document["checkpoints"] == [1, 2, 3, 4, 5, 6]
     assert document["location"] == s3.uri("jobs/state/chk-0000007")
     listed = run_json("snapshot", "list", state)["snapshots"]
-    assert [(s["id"], s["kind"]) for s in listed] == [(i, "checkpoint") for i in range(1, 8)]
+    assert [(s["checkpoint_id"], s["kind"]) for s in listed] == [
+        (i, "checkpoint") for i in range(1, 8)]
     assert listed[0]["location"] == s3.uri("jobs/state/chk-0000001")
 
     before = s3.server.bucket_metrics(s3.bucket)
     (savepoint,) = run_json("snapshot", "take", state, "--from", "3")["snapshots"]
     after = s3.server.bucket_metrics(s3.bucket)
-    assert (savepoint["id"], savepoint["kind"]) == (8, "savepoint")
+    assert (savepoint["checkpoint_id"], savepoint["kind"]) == (8, "savepoint")
     uploaded = after["bytes_received"] - before["bytes_received"]
     metadata = s3.fs().get_file_info(s3.path("jobs/state/savepoint-0000008/_metadata.json"))
     assert uploaded < metadata.size + 2048  # the data was copied on the server
     code, _, err = run("snapshot", "release", state, "7")
     assert code == 3 and "latest" in err
     third = state_of(s3.uri("jobs/state/chk-0000003"))
-    assert run_json("snapshot", "release", state, "3") == {"released": [3]}
+    assert run_json("snapshot", "release", state, "3") == {
+        "schema_version": SCHEMA_VERSION, "released": [3]}
     assert state_of(savepoint["location"]) == third
     reopened = open_checkpoint(savepoint["location"])
     for info in reopened.metadata.files:
         reopened.verify_checksum(info.path)  # its own copies: releasing 3 took nothing
     assert run_json("snapshot", "prune", state, "--keep", "2") == {
-        "released": [1, 2, 4, 5], "kept": [], "leftovers": []}
-    assert [s["id"] for s in run_json("snapshot", "list", state)["snapshots"]] == [6, 7, 8]
+        "schema_version": SCHEMA_VERSION, "released": [1, 2, 4, 5], "kept": [], "leftovers": []}
+    assert [s["checkpoint_id"]
+            for s in run_json("snapshot", "list", state)["snapshots"]] == [6, 7, 8]
 
     resumed = run_json("build", str(day1), str(day2), "--key", "user", *AGGREGATIONS,
                        "--checkpoint-dir", state, "--parallelism", "2", "--resume", "7")
@@ -179,7 +183,7 @@ def test_verify_diff_and_export_between_s3_and_disk(s3: S3Place, tmp_path: Path)
     assert [t["rows"] for t in to_s3["tables"]] == [t["rows"] for t in to_disk["tables"]]
     fs = s3.fs()
     for table in to_disk["tables"]:
-        local = pq.read_table(tmp_path / "exported" / table["path"])
+        local = pq.read_table(tmp_path / "exported" / table["location"])
         assert pq.read_table(s3.path(f"exported/{table['path']}"), filesystem=fs).equals(local)
     code, _, err = run("export", remote, "--out", s3.uri("exported"))
     assert code == 3 and "already exists" in err

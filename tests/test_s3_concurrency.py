@@ -125,7 +125,7 @@ def test_prune_and_release_while_a_build_checkpoints(
             assert pruned.stderr.startswith("Error: ") and "Traceback" not in pruned.stderr
         listed = statectl("--output", "json", "snapshot", "list", state_dir)
         if listed.returncode == 0:
-            ids = [s["id"] for s in json.loads(listed.stdout)["snapshots"]]
+            ids = [s["checkpoint_id"] for s in json.loads(listed.stdout)["snapshots"]]
             seen.update(ids)
             if len(ids) > 1:
                 released = statectl("snapshot", "release", state_dir, str(ids[0]))
@@ -149,7 +149,8 @@ def test_two_savepoints_taken_at_once(
     takers = [statectl_process("--output", "json", "snapshot", "take", state_dir)
               for _ in range(3)]
     results = [(p.wait(120), *p.communicate()) for p in takers]
-    taken = [json.loads(out)["snapshots"][0]["id"] for code, out, _ in results if code == 0]
+    taken = [json.loads(out)["snapshots"][0]["checkpoint_id"] for code, out, _ in results
+             if code == 0]
     for code, _, err in results:
         assert code == 0 or (code == 3 and err.startswith("Error: ")), err
     assert taken and len(set(taken)) == len(taken)  # no id issued twice

@@ -77,17 +77,18 @@ def assert_bytes_match_metadata(document: dict[str, Any], metadata: CheckpointMe
     """Every ``bytes`` field equals the sum of the sizes of the files it covers (metadata)."""
     sizes = {f.path: f.size for f in metadata.files}
     checked = 0
-    assert [op["uid"] for op in document["operators"]] == [op.uid for op in metadata.operators]
+    assert [op["operator"]["uid"] for op in document["operators"]] == [
+        op.uid for op in metadata.operators]
     for shown, op in zip(document["operators"], metadata.operators, strict=True):
         handles = {st.index: [(h.state, h.file) for h in st.keyed]
                    + [(h.state, h.file) for h in st.operator] for st in op.subtasks}
         for state in shown["states"]:
             expected = sum(sizes[f] for files in handles.values() for name, f in files
-                           if name == state["name"])
+                           if name == state["state"])
             assert state["bytes"] == expected, (op.uid, state)
             checked += 1
         for subtask in shown["subtasks"]:
-            assert subtask["bytes"] == sum(sizes[f] for _, f in handles[subtask["index"]]), (
+            assert subtask["bytes"] == sum(sizes[f] for _, f in handles[subtask["subtask"]]), (
                 op.uid, subtask)
             checked += 1
     assert checked == count_bytes_fields(document)  # no bytes field escaped the check

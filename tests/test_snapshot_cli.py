@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from cli.main import statectl
+from formats.json_contract import SCHEMA_VERSION
 from formats.open import open_checkpoint
 
 
@@ -38,13 +39,13 @@ def listed(state: Path) -> list[dict[str, object]]:
 def test_savepoint_release_and_prune(tmp_path: Path) -> None:
     state = built_state(tmp_path)
     before = listed(state)
-    assert [s["id"] for s in before] == [1, 2, 3, 4, 5, 6]
+    assert [s["checkpoint_id"] for s in before] == [1, 2, 3, 4, 5, 6]
     assert all(s["kind"] == "checkpoint" and s["bytes"] for s in before)
 
     code, out, _ = run("--output", "json", "snapshot", "take", str(state), "--from", "3")
     assert code == 0
     (savepoint,) = json.loads(out)["snapshots"]
-    assert (savepoint["id"], savepoint["kind"]) == (7, "savepoint")
+    assert (savepoint["checkpoint_id"], savepoint["kind"]) == (7, "savepoint")
     same = open_checkpoint(str(state / "chk-0000003")).metadata
     taken = open_checkpoint(str(savepoint["location"])).metadata
     assert taken.operators == same.operators and taken.files == same.files
@@ -52,16 +53,16 @@ def test_savepoint_release_and_prune(tmp_path: Path) -> None:
     code, _, err = run("snapshot", "release", str(state), "6")
     assert code == 3 and "latest" in err  # a resume would need it
     code, out, _ = run("--output", "json", "snapshot", "release", str(state), "3")
-    assert code == 0 and json.loads(out) == {"released": [3]}
+    assert code == 0 and json.loads(out) == {"schema_version": SCHEMA_VERSION, "released": [3]}
     # the savepoint's files are hard links: releasing the checkpoint took nothing from it
     reopened = open_checkpoint(str(savepoint["location"]))
     for info in reopened.metadata.files:
         reopened.verify_checksum(info.path)
 
     code, out, _ = run("--output", "json", "snapshot", "prune", str(state), "--keep", "2")
-    assert code == 0 and json.loads(out) == {"released": [1, 2, 4], "kept": [],
-                                             "leftovers": []}
-    assert [(s["id"], s["kind"]) for s in listed(state)] == [
+    assert code == 0 and json.loads(out) == {"schema_version": SCHEMA_VERSION,
+                                             "released": [1, 2, 4], "kept": [], "leftovers": []}
+    assert [(s["checkpoint_id"], s["kind"]) for s in listed(state)] == [
         (5, "checkpoint"), (6, "checkpoint"), (7, "savepoint")]
     code, _, _ = run("snapshot", "release", str(state), "6", "--force")
     assert code == 0
@@ -99,7 +100,7 @@ def test_take_processes_more_input_first_then_savepoints(tmp_path: Path) -> None
     assert document["build"]["records"] == 2 and document["build"]["restored_from"] == 1
     (savepoint,) = document["snapshots"]
     assert savepoint["kind"] == "savepoint"
-    assert savepoint["id"] == document["build"]["final_checkpoint"] + 1
+    assert savepoint["checkpoint_id"] == document["build"]["final_checkpoint"] + 1
     assert run("build", str(day1), str(day2), "--checkpoint-dir", str(reference),
                *settings)[0] == 0
     code, out, err = run("diff", savepoint["location"], str(reference / "chk-0000001"))

@@ -184,7 +184,7 @@ def test_export_on_spark_holds_the_same_rows(spark: Any, generated: str, tmp_pat
         expected = pq.read_table(tmp_path / "l" / mine.path).to_pylist()
         assert sorted(map(repr, rows)) == sorted(map(repr, expected)), mine.state
     manifest = json.loads((tmp_path / "s" / "_export.json").read_text())
-    assert [t["path"] for t in manifest["tables"]] == [t.path for t in on_spark.tables]
+    assert [t["location"] for t in manifest["tables"]] == [t.path for t in on_spark.tables]
 
 
 def test_footers_read_by_spark_give_the_same_histogram(spark: Any, generated: str) -> None:
@@ -236,7 +236,7 @@ def test_cli_engine_spark_in_both_modes(spark: Any, tmp_path: Path) -> None:
                        "--engine", "spark")
     assert code == 0 and f"wrote {tmp_path / 'c'} (compact)" in out
     document = run_json("export", KEYED, "--out", str(tmp_path / "e"), "--engine", "spark")
-    assert document["rows"] == 269 and all(t["path"].endswith(".parquet")
+    assert document["rows"] == 269 and all(t["location"].endswith(".parquet")
                                           for t in document["tables"])
     code, out, _ = run("export", OPERATOR, "--out", str(tmp_path / "e2"), "--format", "jsonl",
                        "--engine", "spark")

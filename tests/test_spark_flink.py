@@ -237,7 +237,7 @@ def test_cli_engine_spark_on_a_flink_snapshot_in_both_modes(engine: SparkEngine,
     assert code == 0 and "(jsonl)" in out
     for table in run_json("export", source, "--out", str(tmp_path / "e4"), "--format", "csv",
                           "--engine", "spark")["tables"]:
-        assert (tmp_path / "e4" / table["path"]).is_dir()
+        assert (tmp_path / "e4" / table["location"]).is_dir()
 
 
 def test_text_exports_hold_the_local_lines_in_order(engine: SparkEngine,

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from formats.build import BuildSummary, refuse_another_build
+from formats.build import BuildSeconds, BuildSummary, refuse_another_build
 from formats.commit import staged
 from formats.filesystems import absolute_location, resolve_filesystem
 from formats.inputs import InputError, column_spec, read_input
@@ -127,6 +127,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     subtask's task (:func:`formats.spark.jobs.exchange_mode`).
     """
     require_pyspark()
+    started = time.perf_counter()
     if not inputs:
         raise InvalidArgumentError("give at least one input file")
     if not aggregations:
@@ -220,6 +221,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                 yield pa.RecordBatch.from_pydict(out, schema=result_schema)
 
             # one partition per subtask (its records in reading order: sorted in its task)
+            processing = time.perf_counter()
             with engine_errors("building state"):
                 rows = exchange_rows(spark, mode, len(inputs), p, tagged, prepare, run,
                                      result_schema, block_bytes, "build")
@@ -244,4 +246,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     return BuildSummary(records=total, total_records=total, restored_from=None, checkpoints=(),
                         failed_checkpoints={}, final_checkpoint=checkpoint_id,
                         final_location=location, states=tuple(a.state_name for a in parsed),
-                        parallelism=p, max_parallelism=m)
+                        parallelism=p, max_parallelism=m,
+                        seconds=BuildSeconds(setup=processing - started,
+                                             processing=time.perf_counter() - processing,
+                                             final_checkpoint=None))
