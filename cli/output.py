@@ -32,13 +32,15 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.inspect_view import draw_inspect, inspect_json, ttl_time
-from cli.values import format_size, format_value, to_json_value
+from cli.values import format_epoch_ms, format_size, format_value, to_json_value
 from formats.build import BuildSummary
 from formats.convert import ConvertResult
 from formats.diff import Difference, DiffReport
-from formats.export import ExportResult
+from formats.export import ExportResult, jsonable
+from formats.history import KeyHistory, namespace_text
 from formats.inspect import InspectReport
 from formats.json_contract import SCHEMA_VERSION
+from formats.query import QueryResult
 from formats.rescale import RescaleResult
 from formats.statectl.storage import PruneResult, SnapshotInfo
 from formats.verify import VerifyReport
@@ -121,6 +123,14 @@ class Output(ABC):
     @abstractmethod
     def diff(self, report: DiffReport) -> None:
         """Show the differences of two checkpoints (the first ``limit``) and their counts."""
+
+    @abstractmethod
+    def history(self, history: KeyHistory, everything: bool) -> None:
+        """Show one key's values in each snapshot (text: the changes; ``everything``: all)."""
+
+    @abstractmethod
+    def query(self, result: QueryResult, out: str | None, limit: int | None) -> None:
+        """Show a query's result (the rows that fit, or ``limit``), or where ``out`` has it."""
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -285,6 +295,52 @@ class TextOutput(Output):
         if shown < report.found:
             self.notes.print(f"(first {shown} of {report.found} shown; --limit N shows more)",
                                style=STYLE_NOTE)
+
+    def history(self, history: KeyHistory, everything: bool) -> None:
+        changed = sum(1 for s in history.snapshots if s.changed)
+        snapshots = counted(len(history.snapshots), "snapshot")
+        table = Table(title=f"key {escape(history.key)}: {snapshots}, oldest first; {changed} "
+                            "with changes", title_justify="left")
+        for column in ("snapshot", "written", "state", "value", "change"):
+            table.add_column(column, overflow="fold")
+        for snapshot in history.snapshots:
+            label = f"{snapshot.kind} {snapshot.checkpoint_id}"
+            written = format_epoch_ms(snapshot.created_ms)
+            shown = [v for v in snapshot.values if everything or v.change != "same"]
+            if not shown:
+                table.add_row(label, written, "", "[dim]no change[/dim]", "")
+            for n, v in enumerate(shown):
+                name = f"{v.operator.label}/{v.state}"
+                if v.namespace is not VOID_NAMESPACE:
+                    name += f" @{format_value(v.namespace)}"
+                value = escape(format_value(v.value))
+                if v.ttl_timestamp is not None:
+                    value += f"\n[dim](last access {escape(ttl_time(v.ttl_timestamp))})[/dim]"
+                table.add_row(label if n == 0 else "", written if n == 0 else "",
+                              escape(name), value,
+                              v.change if v.change != "same" else "[dim]same[/dim]")
+        self.console.print(table)
+        if any(s.format != "statectl" for s in history.snapshots):
+            self.notes.print("written: a Flink snapshot records no time; shown is its "
+                             "_metadata's modification time (a copy changes it)",
+                             style=STYLE_NOTE)
+
+    def query(self, result: QueryResult, out: str | None, limit: int | None) -> None:
+        rows = result.table.num_rows
+        if out is not None:
+            self.console.print(f"wrote {counted(rows, 'row')} to {escape(out)}")
+            return
+        shown = limit if limit is not None else max(5, (self.console.height or 24) - 8)
+        table = Table(title_justify="left")
+        for name in result.table.column_names:
+            table.add_column(escape(name), overflow="fold")
+        for row in result.table.slice(0, shown).to_pylist():
+            table.add_row(*(escape(format_value(v)) if v is not None else "[dim]null[/dim]"
+                            for v in row.values()))
+        self.console.print(table)
+        more = f" (first {shown} shown; --limit N or --out FILE for more)" if rows > shown \
+            else ""
+        self.notes.print(f"{counted(rows, 'row')}{more}", style=STYLE_NOTE)
 
     def export(self, result: ExportResult) -> None:
         table = Table(title=f"exported to {escape(result.location)} ({result.format}): "
@@ -758,3 +814,27 @@ class JsonOutput(Output):
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         self._emit({"walkthroughs": [{"name": w.name, "title": w.title}
                                      for w in walkthroughs]})
+
+    def history(self, history: KeyHistory, everything: bool) -> None:
+        self._emit({"key": history.key, "snapshots": [{
+            "checkpoint_id": s.checkpoint_id, "kind": s.kind, "format": s.format,
+            "location": s.location, "created_ms": s.created_ms,
+            "created_from": "checkpoint" if s.format == "statectl" else "file-time",
+            "values": [{"operator": v.operator.to_json(), "state": v.state,
+                        "namespace": to_json_value(namespace_text(v.namespace)),
+                        "value": to_json_value(v.value),
+                        "ttl_timestamp": to_json_value(v.ttl_timestamp), "change": v.change}
+                       for v in s.values]} for s in history.snapshots]})
+
+    def query(self, result: QueryResult, out: str | None, limit: int | None) -> None:
+        table = result.table
+        shown = table if limit is None else table.slice(0, limit)
+        self._emit({
+            "columns": [{"name": f.name, "type": str(f.type)} for f in table.schema],
+            "row_count": table.num_rows, "location": out,
+            "rows": [] if out is not None else [
+                {name: jsonable(value, strict=False) for name, value in row.items()}
+                for row in shown.to_pylist()],
+            "read": [{"database": database, "schema": operator, "table": state,
+                      "key_groups": None if groups is None else list(groups)}
+                     for database, operator, state, groups in result.read]})

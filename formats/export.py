@@ -78,6 +78,7 @@ from statecore.undecodable import Undecodable
 from statecore.values import Instant, LocalDateTime, LocalTime
 
 __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWriter",
+           "flat_table", "state_pieces", "table_schema",
            "StatesWriter", "export_checkpoint", "in_microseconds", "jsonable", "temporal_json",
            "undecodable_json",
            "whole_microseconds", "write_state_locally"]
@@ -120,7 +121,7 @@ class ExportResult:
         return sum(t.rows for t in self.tables)
 
 
-def _schema(op: OperatorMetadata, state: StateMetadata, undecodable: bool = False
+def table_schema(op: OperatorMetadata, state: StateMetadata, undecodable: bool = False
             ) -> pa.Schema:
     if state.scope == "keyed":
         assert op.key_type is not None
@@ -144,7 +145,7 @@ def _typed_field(name: str, spec: str | None) -> pa.Field:
     return pa.field(name, arrow_type(spec), metadata={"statectl.type": spec})
 
 
-def _flat(schema: pa.Schema, op: OperatorMetadata, state: StateMetadata, subtask: int,
+def flat_table(schema: pa.Schema, op: OperatorMetadata, state: StateMetadata, subtask: int,
           table: pa.Table) -> pa.Table:
     """A stored table (keyed or operator columns) in the export's flat columns."""
     n = table.num_rows
@@ -163,7 +164,7 @@ def _flat(schema: pa.Schema, op: OperatorMetadata, state: StateMetadata, subtask
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _tables(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
+def state_pieces(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
             ) -> Iterator[tuple[int, Callable[[], pa.Table]]]:
     """``(subtask, read)`` per stored piece of ``state`` (see the module doc for which)."""
     if state.scope == "keyed":
@@ -339,7 +340,7 @@ class StateExport:
 
     @property
     def schema(self) -> pa.Schema:
-        schema = _schema(self.op, self.state, self.undecodable)
+        schema = table_schema(self.op, self.state, self.undecodable)
         return in_microseconds(schema) if self.microseconds else schema
 
     def write(self, path: str, pieces: Sequence[tuple[int, Callable[[], pa.Table]]],
@@ -352,7 +353,7 @@ class StateExport:
             if not pieces:
                 writer.write(self.schema.empty_table())
             for subtask, read in pieces:
-                writer.write(_flat(self.schema, self.op, self.state, subtask, read()))
+                writer.write(flat_table(self.schema, self.op, self.state, subtask, read()))
                 done()
         finally:
             writer.close()
@@ -443,7 +444,7 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
     if exists:
         raise CheckpointError(f"{out} already exists; export writes a new directory: "
                               "choose another --out")
-    work = [(op, state, tuple(_tables(checkpoint, op, state)))
+    work = [(op, state, tuple(state_pieces(checkpoint, op, state)))
             for op in checkpoint.metadata.operators for state in op.states
             if states is None or state.name in states]
     total, done = sum(len(pieces) for _, _, pieces in work), 0
@@ -464,7 +465,7 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
         for op, state, pieces in work:
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
             micro = (not batch and fmt == "parquet"
-                     and _microseconds_suffice(_schema(op, state), pieces))
+                     and _microseconds_suffice(table_schema(op, state), pieces))
             tasks.append(StateExport(op, state, fmt, fs, staging, name, pieces, micro,
                                      (op.uid, state.name) in undecodable))
         written = (write.write_states(tasks, step) if isinstance(write, StatesWriter)

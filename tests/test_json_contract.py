@@ -102,7 +102,7 @@ def _identities(document: Any) -> list[dict[str, Any]]:
 VOCABULARY: dict[str, Any] = {
     "operator": lambda v: v is None or set(v) == {"id", "uid", "name", "uid_from"},
     "subtask": lambda v: v is None or (isinstance(v, int) and v >= 0),
-    "location": lambda v: isinstance(v, str),
+    "location": lambda v: v is None or isinstance(v, str),
     "seconds": lambda v: isinstance(v, int | float),
     "checkpoint_id": lambda v: isinstance(v, int),
     "state": lambda v: v is None or isinstance(v, str),
@@ -123,7 +123,7 @@ def _vocabulary(document: Any, where: str = "$") -> list[str]:
             if name in VOCABULARY and not VOCABULARY[name](value):
                 wrong.append(f"{at}: {value!r:.60}")
             if name not in ("key", "value", "namespace", "left", "right", "details",
-                            "settings", "steps"):  # values of state: anything
+                            "settings", "steps", "rows"):  # values of state, query rows
                 wrong += _vocabulary(value, at)
     elif isinstance(document, list):
         for n, value in enumerate(document):
@@ -209,7 +209,13 @@ def test_writing_commands(tmp_path: Path) -> None:
     check(traced, "trace")
     examples = run_json("trace", "--list-examples")
     check(examples, "trace-list-examples")
-    check_all(built, listed, taken, taken_after_input, converted, pruned, released, examples)
+    history = run_json("history", state, "--key", "user-001")
+    check(history, "history")
+    remaining = run_json("snapshot", "list", state)["snapshots"]
+    queried = run_json("query", remaining[-1]["location"], "SELECT * FROM statectl.operators")
+    check(queried, "query")
+    check_all(built, listed, taken, taken_after_input, converted, pruned, released, examples,
+              history, queried)
 
 
 def test_every_schema_file_is_used_by_a_test() -> None:

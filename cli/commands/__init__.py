@@ -8,7 +8,9 @@ from cli.commands.build import build_command
 from cli.commands.convert import convert_command
 from cli.commands.diff import diff_command
 from cli.commands.export import export_command
+from cli.commands.history import history_command
 from cli.commands.inspect import inspect_command
+from cli.commands.query import query_command
 from cli.commands.rescale import rescale_command
 from cli.commands.snapshot import snapshot_command
 from cli.commands.trace import trace_command
@@ -20,7 +22,9 @@ __all__ = [
     "convert_command",
     "diff_command",
     "export_command",
+    "history_command",
     "inspect_command",
+    "query_command",
     "rescale_command",
     "snapshot_command",
     "trace_command",
@@ -30,4 +34,5 @@ __all__ = [
 #: Every subcommand, registered by :mod:`cli.main` under its own name.
 COMMANDS: tuple[click.Command, ...] = (build_command, inspect_command, snapshot_command,
                                        rescale_command, convert_command, verify_command,
-                                       diff_command, export_command, trace_command)
+                                       diff_command, export_command, query_command,
+                                       history_command, trace_command)

@@ -21,7 +21,8 @@ DOC = HERE.parent / "json.md"
 BEGIN = "<!-- generated from docs/schema/ by docs/schema/render.py: edit the schemas -->"
 END = "<!-- end of generated reference -->"
 #: The documents in the order the reference lists them.
-ORDER = ("inspect", "rescale", "diff", "verify", "export", "export-manifest", "convert",
+ORDER = ("inspect", "query", "history", "rescale", "diff", "verify", "export", "export-manifest",
+         "convert",
          "build", "snapshot-list", "snapshot-take", "snapshot-release", "snapshot-prune",
          "trace", "trace-list-examples")
 

@@ -1,0 +1,82 @@
+"""``statectl query``: SQL over any snapshot, several at once (DuckDB)."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from cli.output import Output
+from cli.params import allow_pickle, hold, operator_names, reading
+from formats.open import open_checkpoint
+from formats.query import QueryError, names_only_metadata, run_query, write_result
+
+__all__ = ["query_command"]
+
+#: Exit code of a query DuckDB refuses: a usage error, as click's own.
+EXIT_SQL = 2
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _named(value: str) -> tuple[str, str]:
+    name, sep, path = value.partition("=")
+    if not sep or not _NAME.fullmatch(name) or not path:
+        raise click.BadParameter(f"{value!r}: give NAME=PATH, NAME a plain SQL name "
+                                 "(letters, digits, _)", param_hint="--as")
+    return name, path
+
+
+@click.command("query")
+@click.argument("args", nargs=-1, required=True, metavar="[PATH] SQL")
+@click.option("--as", "named", multiple=True, metavar="NAME=PATH",
+              help="A snapshot under a name of its own (repeatable): its tables are "
+                   "NAME.\"<operator>\".\"<state>\", so that a join compares snapshots.")
+@click.option("--out", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write the result to FILE instead: Parquet, CSV or JSON Lines by its "
+                   "extension (.parquet, .csv, .jsonl).")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N",
+              help="Show at most N rows in text (default: what fits the terminal); the row "
+                   "count is always given.")
+@click.pass_obj
+def query_command(output: Output, args: tuple[str, ...], named: tuple[str, ...],
+                  out: str | None, limit: int | None) -> None:
+    """Run SQL over the state of snapshots: every state is a table.
+
+    Tables: "<operator>"."<state>" for every state of every operator (the operator's uid,
+    else its name), with export's columns (operator, state, subtask, key_group, key,
+    namespace, value, ttl_timestamp); statectl.operators, statectl.states, statectl.subtasks
+    and statectl.key_groups hold the metadata. Only the tables the query names are read; a
+    WHERE key = ... or key IN (...) reads only those keys' key groups. PATH (or the first
+    --as) is the database unqualified names refer to. See docs/query.md.
+    """
+    *paths, sql = args
+    snapshots = dict(_named(value) for value in named)
+    if len(paths) > 1:
+        raise click.UsageError("give one PATH, and other snapshots with --as NAME=PATH")
+    if paths:
+        if "snapshot" in snapshots:
+            raise click.UsageError("--as snapshot=...: 'snapshot' names PATH; choose another")
+        snapshots = {"snapshot": paths[0], **snapshots}
+    if not snapshots:
+        raise click.UsageError("give a snapshot: PATH, or --as NAME=PATH")
+    if out is not None and not out.endswith((".parquet", ".csv", ".jsonl")):
+        raise click.BadParameter("FILE must end in .parquet, .csv or .jsonl", param_hint="--out")
+    ctx = click.get_current_context()
+    try:
+        decode = not names_only_metadata(sql)
+    except QueryError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        ctx.exit(EXIT_SQL)
+    hold(*snapshots.values())
+    opened = {name: reading(open_checkpoint(path, allow_pickle=allow_pickle(),
+                                            names=operator_names(), partial=True,
+                                            decode=decode))
+              for name, path in snapshots.items()}
+    try:
+        result = run_query(opened, sql)
+    except QueryError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        ctx.exit(EXIT_SQL)
+    if out is not None:
+        write_result(result.table, out)
+    output.query(result, out, limit)
