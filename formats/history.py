@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from formats.diff import canonical
-from formats.filesystems import resolve_filesystem, storage_errors
+from formats.filesystems import join_location, resolve_filesystem, storage_errors
 from formats.flink.checkpoint import FLINK_METADATA_FILE
 from formats.model import Checkpoint
 from formats.state_scan import Entry, lookup
@@ -104,7 +104,7 @@ def find_snapshots(directories: Sequence[str]) -> list[str]:
                         relative = f"{prefix}{child.base_name}"
                         if child.base_name.startswith(("chk-", "savepoint-")) and \
                                 _has_metadata(fs, child.path):
-                            found.append(f"{directory.rstrip('/')}/{relative}")
+                            found.append(join_location(directory, relative))
                         elif not child.base_name.startswith(("chk-", "savepoint-", "shared",
                                                              "taskowned")):
                             deeper.append((f"{relative}/", child.path))

@@ -101,6 +101,16 @@ def test_build_checkpoints_snapshots_and_resume_on_s3(
     assert state_of(resumed["location"]) == state_of(reference.final_location)
     code, out, err = run("diff", resumed["location"], reference.final_location)
     assert code == 0, out + err
+    # query and history read the state directory on S3 as they read it on disk
+    history = run_json("history", state, "--key", "u1")
+    assert [snap["checkpoint_id"] for snap in history["snapshots"]] == [6, 7, 8, 9]
+    local = run_json("history", str(tmp_path / "reference"), "--key", "u1")
+    assert [{**v, "change": None} for v in history["snapshots"][-1]["values"]] == [
+        {**v, "change": None} for v in local["snapshots"][-1]["values"]]
+    sql = "SELECT key, value FROM build.count WHERE key IN ('u1', 'u2') ORDER BY key"
+    on_s3 = run_json("query", resumed["location"], sql)
+    assert on_s3["rows"] == run_json("query", reference.final_location, sql)["rows"]
+    assert on_s3["rows"] and on_s3["read"][0]["key_groups"] is not None
 
 
 # --- inspect ------------------------------------------------------------------------------------
@@ -293,6 +303,10 @@ def test_flink_snapshots_on_s3_are_read_by_every_command(s3: S3Place, tmp_path: 
         if _outcome("inspect", str(local))[0] == 0:
             code, out, err = run("diff", remote, str(local))
             assert code == 0 and "hold the same state" in out, (snapshot["path"], err)
+            sql = ("SELECT state, count(*) AS groups, sum(rows) AS entries "
+                   "FROM statectl.key_groups GROUP BY ALL ORDER BY ALL")
+            assert run_json("query", remote, sql)["rows"] == run_json(
+                "query", str(local), sql)["rows"], snapshot["path"]
 
     rewritten = 0
     for index, (fixture_set, remote) in enumerate(sorted(first_of_set.items())):
