@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_backend import bench_backend
+from bench_browse import bench_browse
 from bench_checkpoint import bench_checkpoint
 from bench_flink import bench_flink
 from bench_inspect import bench_inspect
@@ -40,13 +41,13 @@ from bench_state_maps import FULL, QUICK, Config, Row, Section
 BENCH_DIR = Path(__file__).resolve().parent
 #: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py),
 #: checkpoints (bench_checkpoint.py), rescale, inspect, spark, flink, spark on Flink snapshots,
-#: query, memory, peers (bench_rescale/_inspect/_spark/_flink/_spark_flink/_query/_memory/
-#: _peers.py).
+#: query, browse, memory, peers (bench_rescale/_inspect/_spark/_flink/_spark_flink/_query/
+#: _browse/_memory/_peers.py).
 BENCHMARKS: dict[str, Callable[[Config], Section]] = {
     **STATE_MAP_BENCHMARKS, "backend": bench_backend, "checkpoint": bench_checkpoint,
     "rescale": bench_rescale, "inspect": bench_inspect, "spark": bench_spark,
     "flink": bench_flink, "spark-flink": bench_spark_flink, "query": bench_query,
-    "memory": bench_memory, "peers": bench_peers}
+    "browse": bench_browse, "memory": bench_memory, "peers": bench_peers}
 DEFAULT_JSON = BENCH_DIR / "results.json"
 COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
 WIDTHS = (42, 16, 16, 8, 10, 6)

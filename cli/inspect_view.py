@@ -32,7 +32,8 @@ from formats.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
 from statecore.serializers import VOID_NAMESPACE
 from statecore.wording import counted
 
-__all__ = ["CHART_COLUMNS", "CHART_ROWS", "chart_lines", "draw_inspect", "inspect_json"]
+__all__ = ["CHART_COLUMNS", "CHART_ROWS", "chart_lines", "draw_inspect", "draw_key_groups",
+           "inspect_json", "ttl_time"]
 
 #: Columns and rows of the key-group chart (each row has 8 levels: ▁▂▃▄▅▆▇█).
 CHART_COLUMNS = 64
@@ -227,7 +228,8 @@ def chart_lines(values: Sequence[int], owners: Sequence[int], *, columns: int = 
     return lines, per
 
 
-def _key_groups(console: Console, histogram: KeyGroupHistogram, measure: str) -> None:
+def draw_key_groups(console: Console, histogram: KeyGroupHistogram, measure: str) -> None:
+    """One operator's key-group chart (``inspect --key-groups``): min, mean, max, skew, owners."""
     values = [k.bytes if measure == "bytes" else k.entries for k in histogram.key_groups]
     owners = [k.subtask for k in histogram.key_groups]
     lines, per = chart_lines(values, owners)
@@ -375,7 +377,7 @@ def draw_inspect(console: Console, report: InspectReport, width: int | None = 0)
         return
     console.print(f"{_title(summary)}  {escape(summary.location)}")
     for histogram in report.key_groups or ():
-        _key_groups(console, histogram, report.measure)
+        draw_key_groups(console, histogram, report.measure)
     for state in report.top or ():
         console.print(_entries_table(f"{escape(state.uid)}/{escape(state.state)}: largest "
                                      "entries", state, rank=True))

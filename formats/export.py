@@ -78,7 +78,7 @@ from statecore.undecodable import Undecodable
 from statecore.values import Instant, LocalDateTime, LocalTime
 
 __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWriter",
-           "flat_table", "state_pieces", "table_schema",
+           "column_decoders", "flat_table", "state_pieces", "table_schema",
            "StatesWriter", "export_checkpoint", "in_microseconds", "jsonable", "temporal_json",
            "undecodable_json",
            "whole_microseconds", "write_state_locally"]
@@ -230,7 +230,8 @@ def temporal_json(value: Any) -> Any:
     return value
 
 
-def _decoders(op: OperatorMetadata, state: StateMetadata) -> dict[str, Callable[[Any], Any]]:
+def column_decoders(op: OperatorMetadata, state: StateMetadata
+                    ) -> dict[str, Callable[[Any], Any]]:
     """How each column's ``to_pylist`` values decode to statectl's Python values."""
     identity: Callable[[Any], Any] = lambda v: v  # noqa: E731
     key_spec = op.key_type if state.scope == "keyed" else state.user_key_type
@@ -348,7 +349,7 @@ class StateExport:
         """Write ``pieces`` as one file at ``path`` (relative); the rows written."""
         self.fs.create_dir(f"{self.staging}/{path.rsplit('/', 1)[0]}", recursive=True)
         writer = _Writer(self.fs, f"{self.staging}/{path}", self.fmt, self.schema,
-                         _decoders(self.op, self.state))
+                         column_decoders(self.op, self.state))
         try:
             if not pieces:
                 writer.write(self.schema.empty_table())

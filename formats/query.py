@@ -43,7 +43,7 @@ from statecore.checkpoint import KeyedStateHandle, OperatorMetadata, StateMetada
 from statecore.errors import InvalidArgumentError, StatectlError
 
 __all__ = ["METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables", "names_only_metadata",
-           "run_query", "table_names", "write_result"]
+           "rows_per_key_group", "run_query", "state_table", "table_names", "write_result"]
 
 #: The schema of the metadata tables in every snapshot's database.
 METADATA_SCHEMA = "statectl"
@@ -286,9 +286,17 @@ def _keyed_piece(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetad
                                  pa.array(sorted(key_groups), table.column("key_group").type)))
 
 
-def _state_table(checkpoint: Checkpoint, table: StateTable, undecodable: bool,
-                 key_groups: frozenset[int] | None) -> pa.Table:
-    op, state = table.op, table.state
+def state_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
+                key_groups: frozenset[int] | None = None,
+                undecodable: bool | None = None) -> pa.Table:
+    """One state's rows in ``export``'s columns; keyed state: only ``key_groups`` (None: all).
+
+    ``undecodable``: whether the table has the ``value_undecodable`` column (default: whether
+    the snapshot kept undecodable values of this state).
+    """
+    if undecodable is None:
+        undecodable = any(p.kept and (p.operator, p.state) == (op.uid, state.name)
+                          for p in checkpoint.undecodable_parts())
     schema = table_schema(op, state, undecodable)
     pieces: list[pa.Table] = []
     if key_groups is None or state.scope != "keyed":
@@ -323,7 +331,7 @@ def _key_groups(checkpoint: Checkpoint, op: OperatorMetadata, keys: tuple[Any, .
     return frozenset(groups)
 
 
-def _rows_per_key_group(checkpoint: Checkpoint, op: OperatorMetadata,
+def rows_per_key_group(checkpoint: Checkpoint, op: OperatorMetadata,
                         handle: KeyedStateHandle) -> list[tuple[int, int]]:
     """``(key group, rows)`` of one keyed handle: from the metadata, else by reading it."""
     if handle.rows:
@@ -371,7 +379,7 @@ def _metadata_tables(checkpoint: Checkpoint, names: dict[str, str], with_key_gro
     for op in ops if with_key_groups else ():
         for st in op.subtasks:
             for handle in st.keyed:
-                for group, count in _rows_per_key_group(checkpoint, op, handle):
+                for group, count in rows_per_key_group(checkpoint, op, handle):
                     entry = groups.setdefault((names[op.identity.id], handle.state, group),
                                               [st.index, 0])
                     entry[1] += count
@@ -485,8 +493,8 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
                                          None if keys is None else tuple(keys))
                     if progress is not None:
                         progress(f"{found.schema_name}/{found.name}")
-                    data = _state_table(checkpoint, found,
-                                        (found.op.uid, found.state.name) in undecodable, groups)
+                    data = state_table(checkpoint, found.op, found.state, groups,
+                                       (found.op.uid, found.state.name) in undecodable)
                     schema_name, table_name = found.schema_name, found.name
                     read.append((name, schema_name, table_name,
                                  None if groups is None else tuple(sorted(groups))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.commands.browse import browse_command
 from cli.commands.build import build_command
 from cli.commands.convert import convert_command
 from cli.commands.diff import diff_command
@@ -18,6 +19,7 @@ from cli.commands.verify import verify_command
 
 __all__ = [
     "COMMANDS",
+    "browse_command",
     "build_command",
     "convert_command",
     "diff_command",
@@ -35,4 +37,4 @@ __all__ = [
 COMMANDS: tuple[click.Command, ...] = (build_command, inspect_command, snapshot_command,
                                        rescale_command, convert_command, verify_command,
                                        diff_command, export_command, query_command,
-                                       history_command, trace_command)
+                                       history_command, browse_command, trace_command)
