@@ -8,7 +8,9 @@ for Flink as for statectl: a savepoint takes the next id), then by when they wer
 
 Each snapshot is read as ``inspect --key`` reads it (:func:`formats.state_scan.lookup`): in
 statectl's format only the rows of the key's key group; a Flink snapshot is decoded when
-opened. An incomplete snapshot (a directory without its metadata file) is not one.
+opened; the SST files RocksDB incremental checkpoints share (in the job's ``shared/``) are read
+once for all of them (:func:`formats.flink.streams.shared_files_read_once`). An incomplete
+snapshot (a directory without its metadata file) is not one.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pyarrow.fs as pafs
 from formats.diff import canonical
 from formats.filesystems import join_location, resolve_filesystem, storage_errors
 from formats.flink.checkpoint import FLINK_METADATA_FILE
+from formats.flink.streams import shared_files_read_once
 from formats.model import Checkpoint
 from formats.state_scan import Entry, lookup
 from formats.statectl.publish import METADATA_FILE
@@ -147,14 +150,15 @@ def key_history(locations: Sequence[str], key: str, open_snapshot: Callable[[str
     ``namespace`` select as ``inspect --key --state --namespace`` does.
     """
     read = []
-    for done, location in enumerate(locations):
-        checkpoint = open_snapshot(location)
-        metadata = checkpoint.metadata
-        read.append((metadata.checkpoint_id, metadata.created_ms, location,
-                     checkpoint.format_name, metadata_kind(checkpoint),
-                     _values(checkpoint, key, states, namespace)))
-        if progress is not None:
-            progress(done + 1, len(locations))
+    with shared_files_read_once():  # RocksDB incremental checkpoints share SST files
+        for done, location in enumerate(locations):
+            checkpoint = open_snapshot(location)
+            metadata = checkpoint.metadata
+            read.append((metadata.checkpoint_id, metadata.created_ms, location,
+                         checkpoint.format_name, metadata_kind(checkpoint),
+                         _values(checkpoint, key, states, namespace)))
+            if progress is not None:
+                progress(done + 1, len(locations))
     read.sort(key=lambda r: (r[0], r[1], r[2]))
     snapshots = []
     before: _Found = {}

@@ -123,3 +123,48 @@ def test_history_of_a_flink_job(fixture: Path) -> None:
 def test_a_directory_without_snapshots_is_one_line(tmp_path: Path) -> None:
     code, _, err = run("history", str(tmp_path), "--key", "k")
     assert code == 3 and err.count("\n") == 1 and "no complete checkpoint" in err, err
+
+
+def test_shared_sst_files_are_read_once(tmp_path: Path) -> None:
+    """Two RocksDB incremental checkpoints of one job naming the same shared SST files (a copy
+    of a fixture checkpoint beside it): history reads each shared file once."""
+    import shutil
+
+    import pyarrow.fs as pafs
+
+    from formats.history import find_snapshots, key_history
+    from formats.io_stats import CountingHandler
+    from formats.open import open_checkpoint
+
+    fixture = fixture_sets("rocksdb")[0]
+    checkpoint = next(Path(p) for p in (fixture / s["path"] for s in expected(fixture)[
+        "snapshots"]) if p.name.startswith("chk-") and (p.parent / "shared").is_dir())
+    job = tmp_path / "job"
+    shutil.copytree(checkpoint.parent, job)
+    number = int(checkpoint.name[4:])
+    shutil.copytree(job / checkpoint.name, job / f"chk-{number + 1}")
+    shared = {str(p.resolve()): p.stat().st_size for p in (job / "shared").iterdir()}
+    handler = CountingHandler()
+    fs = pafs.PyFileSystem(handler)
+    locations = find_snapshots([str(job)])
+    assert len(locations) == 2
+    op, state, key = next(
+        (name, state, content["entries"][0][0])
+        for name, op in expected(fixture)["operators"].items()
+        for state, content in op.get("keyed_states", {}).items()
+        if isinstance(content, dict) and content.get("entries")
+        and isinstance(content["entries"][0][0], str))
+    history = key_history(locations, key,
+                          lambda location: open_checkpoint(location, filesystem=fs),
+                          states=[state])
+    assert [v.change for s in history.snapshots for v in s.values if v.state == state] == [
+        "added", "same"]
+    read = {str(Path(p).resolve()): n for p, n in handler.counts.items()}
+    sst = {p: n for p, n in read.items() if p in shared}
+    assert sst and all(n == shared[p] for p, n in sst.items()), (sst, shared)
+    # without the cache every shared file is read twice
+    handler.counts.clear()
+    for location in locations:
+        open_checkpoint(location, filesystem=fs)
+    again = {str(Path(p).resolve()): n for p, n in handler.counts.items()}
+    assert all(again[p] == 2 * shared[p] for p in sst), (again, shared)

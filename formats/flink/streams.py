@@ -13,6 +13,10 @@ reads the stream's header and its key groups' bytes only).
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow.fs as pafs
 
@@ -20,11 +24,60 @@ from formats.filesystems import raise_if_storage_failure
 from formats.flink.metadata import StreamHandle
 from statecore.errors import CheckpointError, CorruptCheckpointError, UnsafePathError
 
-__all__ = ["JOB_DIRECTORIES", "MAX_STATE_FILE_BYTES", "SnapshotStreams", "read_snapshot_file"]
+__all__ = ["JOB_DIRECTORIES", "MAX_STATE_FILE_BYTES", "SnapshotStreams", "read_snapshot_file",
+           "shared_files_read_once"]
 
 MAX_STATE_FILE_BYTES = 4 << 30
 #: The job directory's folders besides the snapshots (``CheckpointStorageLayout``).
 JOB_DIRECTORIES = ("shared", "taskowned")
+
+
+class _SharedFiles:
+    """The job's ``shared/`` files read so far (bytes by path), least recently used first."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size = limit, 0
+        self.files: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> bytes | None:
+        with self.lock:
+            data = self.files.get(key)
+            if data is not None:
+                self.files.move_to_end(key)
+            return data
+
+    def put(self, key: tuple[str, str], data: bytes) -> None:
+        with self.lock:
+            if len(data) > self.limit or key in self.files:
+                return
+            self.files[key] = data
+            self.size += len(data)
+            while self.size > self.limit:
+                _, dropped = self.files.popitem(last=False)
+                self.size -= len(dropped)
+
+
+_shared: _SharedFiles | None = None
+#: How many bytes of shared files :func:`shared_files_read_once` keeps at most.
+SHARED_CACHE_BYTES = 1 << 30
+
+
+@contextmanager
+def shared_files_read_once(limit: int = SHARED_CACHE_BYTES) -> Iterator[None]:
+    """While inside, read a file of a job's ``shared/`` directory once for all snapshots.
+
+    For ``statectl history`` over RocksDB incremental checkpoints. Flink never rewrites a
+    shared file under the same name (an incremental checkpoint uploads new SST files under new
+    names and refers to the old ones), so its bytes are kept by path, up to ``limit`` bytes in
+    all (the least recently used are dropped first).
+    """
+    global _shared
+    previous, _shared = _shared, _SharedFiles(limit)
+    try:
+        yield
+    finally:
+        _shared = previous
 
 
 def read_snapshot_file(fs: pafs.FileSystem, root: str, path: str, shown: str,
@@ -120,8 +173,14 @@ class SnapshotStreams:
         if stream.kind == "empty":
             return b"", "(empty segment)"
         relative = self.locate(stream)
-        data = read_snapshot_file(self.fs, *self._where(relative), relative,
-                                  MAX_STATE_FILE_BYTES)
+        root, path = self._where(relative)
+        cache = _shared if relative.startswith("../shared/") else None
+        key = (self.fs.type_name, path)
+        data = None if cache is None else cache.get(key)
+        if data is None:
+            data = read_snapshot_file(self.fs, root, path, relative, MAX_STATE_FILE_BYTES)
+            if cache is not None:
+                cache.put(key, data)
         if stream.kind == "segment":
             if stream.start + stream.size > len(data):
                 raise CorruptCheckpointError(f"{relative}: segment beyond the file's end")
