@@ -9,7 +9,7 @@ for Flink as for statectl: a savepoint takes the next id), then by when they wer
 Each snapshot is read as ``inspect --key`` reads it (:func:`formats.state_scan.lookup`): in
 statectl's format only the rows of the key's key group; a Flink snapshot is decoded when
 opened; the SST files RocksDB incremental checkpoints share (in the job's ``shared/``) are read
-once for all of them (:func:`formats.flink.streams.shared_files_read_once`). An incomplete
+once for all of them (:func:`formats.open.shared_files_read_once`). An incomplete
 snapshot (a directory without its metadata file) is not one.
 """
 
@@ -22,11 +22,9 @@ import pyarrow.fs as pafs
 
 from formats.diff import canonical
 from formats.filesystems import join_location, resolve_filesystem, storage_errors
-from formats.flink.checkpoint import FLINK_METADATA_FILE
-from formats.flink.streams import shared_files_read_once
 from formats.model import Checkpoint
+from formats.open import METADATA_FILES, shared_files_read_once
 from formats.state_scan import Entry, lookup
-from formats.statectl.publish import METADATA_FILE
 from statecore.checkpoint import OperatorIdentity
 from statecore.errors import InvalidArgumentError
 from statecore.serializers import VOID_NAMESPACE
@@ -36,7 +34,6 @@ __all__ = ["KeyHistory", "SnapshotState", "StateValue", "find_snapshots", "key_h
 #: How deep below a directory given snapshots are looked for (Flink: <dir>/<job id>/chk-N,
 #: and one more level for a directory of such directories).
 SEARCH_DEPTH = 3
-_METADATA_FILES = (METADATA_FILE, FLINK_METADATA_FILE)
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,7 @@ class KeyHistory:
 
 def _has_metadata(fs: pafs.FileSystem, path: str) -> bool:
     return any(fs.get_file_info(f"{path}/{name}").type == pafs.FileType.File
-               for name in _METADATA_FILES)
+               for name in METADATA_FILES)
 
 
 def find_snapshots(directories: Sequence[str]) -> list[str]:
@@ -115,8 +112,7 @@ def find_snapshots(directories: Sequence[str]) -> list[str]:
     if not found:
         raise InvalidArgumentError(
             f"no complete checkpoint or savepoint in {', '.join(directories)} (a directory "
-            f"of chk-* or savepoint-* directories, each with {METADATA_FILE} or "
-            f"{FLINK_METADATA_FILE})")
+            f"of chk-* or savepoint-* directories, each with {' or '.join(METADATA_FILES)})")
     return list(dict.fromkeys(found))
 
 

@@ -16,6 +16,7 @@ import pyarrow.fs as pafs
 
 from formats.filesystems import is_storage_failure, resolve_filesystem, storage_errors
 from formats.flink.checkpoint import FLINK_METADATA_FILE, is_flink_checkpoint, open_flink_checkpoint
+from formats.flink.streams import shared_files_read_once
 from formats.model import Checkpoint
 from formats.operator_names import OperatorNames
 from formats.statectl.claims import CLAIMS_DIR, Claims
@@ -23,7 +24,11 @@ from formats.statectl.publish import METADATA_FILE
 from formats.statectl.reader import open_statectl_checkpoint
 from statecore.errors import StatectlError
 
-__all__ = ["metadata_file_of", "open_checkpoint", "pinned"]
+__all__ = ["METADATA_FILES", "metadata_file_of", "open_checkpoint", "pinned",
+           "shared_files_read_once"]
+
+#: The metadata file of a complete snapshot, in each format (statectl's, Flink's).
+METADATA_FILES = (METADATA_FILE, FLINK_METADATA_FILE)
 
 _IN_STATE_DIRECTORY = re.compile(r"(?:chk|savepoint)-(\d{7,})")
 

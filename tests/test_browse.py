@@ -256,3 +256,18 @@ def test_browse_needs_a_terminal() -> None:
     from cli_support import run
     code, out, err = run("browse", KEYED)
     assert code == 2 and "needs a terminal" in err and out == "", err
+
+
+def test_svg_writes_the_screen_after_the_keys_pressed(tmp_path: Path) -> None:
+    """Without a terminal: a headless screen, the keys pressed, the screen as SVG."""
+    from cli_support import run
+    out = tmp_path / "screen.svg"
+    code, stdout, err = run("browse", KEYED, "--press", "down down down down down enter",
+                            "--svg", str(out))
+    assert code == 0 and "after 6 keys" in stdout, err
+    text = _screen_text(out.read_text(encoding="utf-8"))
+    assert "recent_events" in text and "user-26" in text  # the state opened, its entries
+    code, _, err = run("browse", KEYED, "--press", "enter")
+    assert code == 2 and "--svg" in err
+    code, _, err = run("browse", KEYED, "--svg", str(out), "--size", "big")
+    assert code == 2 and "80x24" in err

@@ -122,7 +122,9 @@ def test_a_changed_ttl_timestamp_is_a_change(tmp_path: Path) -> None:
     assert dict(report.counts) == {"changed": 1}
     (difference,) = report.differences
     assert difference.key == "a"
-    assert tuple(difference.left) == (7, 1_000) and tuple(difference.right) == (7, 2_000)
+    # the value, and its last access beside it (as inspect and export show them)
+    assert (difference.left, difference.left_ttl_timestamp) == (7, 1_000)
+    assert (difference.right, difference.right_ttl_timestamp) == (7, 2_000)
 
 
 def test_namespaces_tell_entries_apart(tmp_path: Path) -> None:

@@ -495,7 +495,7 @@ def test_unknown_format_and_state_are_refused(tmp_path: Path) -> None:
 
 
 def _failing_after(calls: int, error: BaseException) -> Callable[..., Any]:
-    original = export_module._flat
+    original = export_module.flat_table
     count = 0
 
     def flat(*args: Any, **kwargs: Any) -> Any:
@@ -512,7 +512,7 @@ def _failing_after(calls: int, error: BaseException) -> Callable[..., Any]:
 def test_a_failing_write_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                fmt: str, calls: int) -> None:
     checkpoint = open_checkpoint(str(KEYED))
-    monkeypatch.setattr(export_module, "_flat", _failing_after(calls, OSError("disk full")))
+    monkeypatch.setattr(export_module, "flat_table", _failing_after(calls, OSError("disk full")))
     with pytest.raises(CheckpointError, match="disk full"):
         export_checkpoint(checkpoint, str(tmp_path / "out"), fmt)
     assert list(tmp_path.iterdir()) == []

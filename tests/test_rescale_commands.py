@@ -19,7 +19,7 @@ def _samples_unchanged() -> Iterator[None]:
 
 def test_plan_in_json(tmp_path: Path) -> None:
     document = run_json("rescale", KEYED, "-p", "3", "--plan")
-    assert set(document) == {"plan"}
+    assert set(document) == {"schema_version", "plan"}
     (op,) = document["plan"]["operators"]
     assert (op["old_parallelism"], op["new_parallelism"]) == (2, 3)
     ranges = [compute_key_group_range_for_operator_index(128, 3, i) for i in range(3)]

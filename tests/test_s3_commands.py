@@ -194,7 +194,7 @@ def test_verify_diff_and_export_between_s3_and_disk(s3: S3Place, tmp_path: Path)
     fs = s3.fs()
     for table in to_disk["tables"]:
         local = pq.read_table(tmp_path / "exported" / table["location"])
-        assert pq.read_table(s3.path(f"exported/{table['path']}"), filesystem=fs).equals(local)
+        assert pq.read_table(s3.path(f"exported/{table['location']}"), filesystem=fs).equals(local)
     code, _, err = run("export", remote, "--out", s3.uri("exported"))
     assert code == 3 and "already exists" in err
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +12,9 @@ from cli.output import Output
 from cli.params import allow_pickle, hold, operator_names, reading
 from formats.model import Checkpoint
 from formats.open import open_checkpoint
+
+if TYPE_CHECKING:  # Textual is imported by this command only, when it runs
+    from textual.pilot import Pilot
 
 __all__ = ["browse_command"]
 
@@ -19,16 +24,32 @@ __all__ = ["browse_command"]
 @click.option("--against", metavar="B",
               help="Mark each state's rows against snapshot B: + added, - removed, ~ changed "
                    "(operators matched by OperatorID, as diff does).")
+@click.option("--svg", "svg", type=click.Path(dir_okay=False), metavar="FILE",
+              help="No terminal: press --press's keys in a headless screen of --size, then "
+                   "write the screen to FILE as SVG (for a report, a bug, the docs).")
+@click.option("--press", default="", metavar="KEYS",
+              help="With --svg: the keys to press first, by Textual's names, space-separated "
+                   "(e.g. 'down down enter tab slash u s e r minus 1 enter').")
+@click.option("--size", default="80x24", show_default=True, metavar="WxH",
+              help="With --svg: the screen's columns and rows.")
 @click.pass_obj
-def browse_command(output: Output, path: str, against: str | None) -> None:
+def browse_command(output: Output, path: str, against: str | None, svg: str | None,
+                   press: str, size: str) -> None:
     """Browse a snapshot in the terminal: operators, states, entries, one key, key groups.
 
     Keyboard only (? shows the keys); works over SSH in 80x24. Opening reads the metadata
     alone; a state's page reads only its key groups (a Flink snapshot is decoded whole the
     first time a state is opened). See docs/browse.md.
     """
-    if not sys.stdout.isatty() or not sys.stdin.isatty():
-        raise click.UsageError("browse needs a terminal (for scripts: inspect, query)")
+    match = re.fullmatch(r"(\d{2,3})x(\d{2,3})", size)
+    if match is None:
+        raise click.BadParameter(f"{size!r}: give columns x rows, e.g. 80x24",
+                                 param_hint="--size")
+    if svg is None and (press or size != "80x24"):
+        raise click.UsageError("--press and --size go with --svg")
+    if svg is None and (not sys.stdout.isatty() or not sys.stdin.isatty()):
+        raise click.UsageError("browse needs a terminal (without one: --svg FILE writes a "
+                               "screen; for scripts: inspect, query)")
     from cli.browse import BrowseApp  # Textual is loaded only for this command
 
     hold(path, *([against] if against else []))
@@ -42,5 +63,26 @@ def browse_command(output: Output, path: str, against: str | None) -> None:
 
     checkpoint = opened(path, decode=False)
     other = None if against is None else opened(against)
-    BrowseApp(checkpoint, path, decoded=None if checkpoint.format_name == "statectl"
-              else lambda: opened(path), against=other).run()
+    app = BrowseApp(checkpoint, path, decoded=None if checkpoint.format_name == "statectl"
+                    else lambda: opened(path), against=other)
+    if svg is None:
+        app.run()
+        return
+    written: list[str] = []
+
+    async def pilot_then_screenshot(pilot: Pilot[object]) -> None:
+        await pilot.pause()
+        for key in press.split():
+            await pilot.press(key)
+            await pilot.app.workers.wait_for_complete()  # a Flink snapshot decoding
+            await pilot.pause()
+        written.append(pilot.app.export_screenshot(title=f"statectl browse {path}"))
+        pilot.app.exit()
+
+    app.run(headless=True, size=(int(match[1]), int(match[2])),
+            auto_pilot=pilot_then_screenshot)
+    if not written:
+        raise click.ClickException("the headless screen ended before its screenshot")
+    with open(svg, "w", encoding="utf-8") as out:
+        out.write(written[0])
+    click.echo(f"wrote {svg} ({match[1]}x{match[2]}, after {len(press.split())} keys)")
