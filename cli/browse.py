@@ -101,10 +101,13 @@ def paginate(counts: list[tuple[int, int]], rows: int = PAGE_ROWS) -> list[tuple
     return pages
 
 
-def _decoded(op: OperatorMetadata, state: StateMetadata, rows: list[dict[str, Any]]
-             ) -> list[dict[str, Any]]:
-    """Arrow rows with statectl's values (tuples, instants, ...) in the key/value columns."""
+def _decoded(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
+             rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Arrow rows with statectl's values (tuples, instants, windows...) in their columns."""
     decoders = column_decoders(op, state)
+    namespace = checkpoint.namespace_reader(op, state)
+    if namespace is not None:
+        decoders["namespace"] = namespace
     out = []
     for row in rows:
         decoded = dict(row)
@@ -127,9 +130,7 @@ def detail_text(row: dict[str, Any], mark: str = "") -> str:
         lines.append("value      not decoded: " + json.dumps(jsonable(marker, strict=False),
                                                              ensure_ascii=False))
     else:
-        value = jsonable(row.get("value"), strict=False)
-        text = json.dumps(value, indent=2, ensure_ascii=False, default=str) \
-            if isinstance(value, dict | list) else format_value(row.get("value"))
+        text = format_value(row.get("value"), indent=2)
         lines.append("value      " + text.replace("\n", "\n           "))
     if row.get("ttl_timestamp") is not None:
         lines.append(f"last access {ttl_time(row['ttl_timestamp'])}")
@@ -376,7 +377,7 @@ class BrowseApp(App[None]):
               groups: tuple[int, ...] | None) -> list[dict[str, Any]]:
         table = state_table(checkpoint, op, state,
                             None if groups is None else frozenset(groups))
-        return _decoded(op, state, pyrows(table))
+        return _decoded(checkpoint, op, state, pyrows(table))
 
     def _other(self, op: OperatorMetadata, state: StateMetadata
                ) -> tuple[OperatorMetadata, StateMetadata] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import math
 import re
 import uuid
 from typing import Any
@@ -13,46 +14,139 @@ from formats.export import jsonable
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
 from statecore.undecodable import Undecodable
-from statecore.values import Instant, LocalDateTime, LocalTime
+from statecore.values import Instant, LocalDateTime, LocalTime, TimeWindow
 
-__all__ = ["format_duration", "format_epoch_ms", "format_size", "format_value", "to_json_value",
-           "undecodable_text"]
+__all__ = ["BYTES_SHOWN", "format_bytes", "format_duration", "format_epoch_ms", "format_size",
+           "format_value", "format_window", "to_json_value", "undecodable_text"]
 
 _PLAIN_WORD = re.compile(r"[^\s\"'\[\]{}#,:@()]+")
+#: A string of this form would read as bytes (see :func:`format_bytes`): it is quoted.
+_BYTES_LIKE = re.compile(r"0[xX][0-9a-fA-F]*")
+#: Bytes shown in full in text; longer ones show their first ones and their length.
+BYTES_SHOWN = 32
 
-def format_value(value: Any) -> str:
-    """Render a key, namespace or state compactly: bare words plain, the rest as JSON.
 
-    Tuples read as JSON arrays here (for people); JSON documents write them as objects
-    (:func:`to_json_value`).
+def format_value(value: Any, *, indent: int | None = None) -> str:
+    """Render a key, namespace or state for people: one line (``indent``: a block of lines).
+
+    One quoting rule: quotes mark strings, and only strings. A string is JSON-quoted, except a
+    key, namespace or value that is a string on its own and one bare word that reads as
+    nothing else (``ACTIVE``, ``user-1``; but ``"42"``, ``"true"``, ``"0x1f"``, ``"two
+    words"``). Nothing else is ever quoted, at any depth: numbers (``NaN``, ``Infinity``),
+    ``true``, ``false``, ``null``, instants, dates, times, decimals and UUIDs as their ISO or
+    Java text, bytes as hex (:func:`format_bytes`), a Flink window as ``[start, end)`` in ISO
+    times (:func:`format_window`), the void namespace as ``VOID``, a value statectl could not
+    decode as its marker (:func:`undecodable_text`).
+
+    Lists, tuples (Flink tuples, rows) and sets (sorted) are ``[a, b]``; maps and POJOs
+    ``{"key": value}``, their keys by the same rule (a ``map<int64,...>`` reads ``{1: 2}``).
+    JSON documents write values otherwise (:func:`to_json_value`: bytes base64, windows
+    ``[start, end]`` in epoch ms).
+
+    ``indent``: lists and maps over several lines, each element on its own line indented by
+    that many spaces a level (as ``json.dumps(indent=...)`` lays them out).
     """
+    if indent is not None:
+        return _block(value, indent, 0)
+    if isinstance(value, str):
+        if _PLAIN_WORD.fullmatch(value) and not _BYTES_LIKE.fullmatch(value):
+            try:
+                json.loads(value)
+            except ValueError:
+                return value  # would read back as the same bare word
+        return json.dumps(value, ensure_ascii=False)
+    return _text(value)
+
+
+def _text(value: Any) -> str:
+    """A value as :func:`format_value` writes it inside a list, tuple or map."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)  # what JSON writes: 1.5, 1e+100, -0.0
     if value is VOID_NAMESPACE:
         return "VOID"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return format_bytes(bytes(value))
+    if isinstance(value, TimeWindow):
+        return format_window(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    if isinstance(value, set | frozenset):  # in a trace script: sorted, as output is
+        return "[" + ", ".join(sorted(_text(v) for v in value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_text(k)}: {_text(v)}" for k, v in value.items()) + "}"
     if type(value) is Undecodable:
         return undecodable_text(value)
-    if isinstance(value, str) and _PLAIN_WORD.fullmatch(value):
-        try:
-            json.loads(value)
-        except ValueError:
-            return value  # would read back as the same bare word
-    if not isinstance(value, str) and _is_typed_scalar(value):
-        return str(_readable(value))  # a date, time or decimal reads as itself: no quotes
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_readable)
-    except (TypeError, ValueError):
-        return repr(value)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, Instant | LocalTime | LocalDateTime | decimal.Decimal | uuid.UUID):
+        return str(value)
+    return repr(value)  # a Python object of a trace script
 
 
-def _is_typed_scalar(value: Any) -> bool:
-    return isinstance(value, Instant | LocalTime | LocalDateTime | decimal.Decimal
-                      | datetime.date | uuid.UUID)
+def _block(value: Any, indent: int, level: int) -> str:
+    """:func:`format_value` laid out over lines (``indent`` spaces a level)."""
+    if isinstance(value, str) and level == 0:
+        return format_value(value)
+    if isinstance(value, TimeWindow) or not value or not isinstance(
+            value, list | tuple | set | frozenset | dict):
+        return _text(value)
+    inner = " " * (indent * (level + 1))
+    if isinstance(value, dict):
+        lines = [f"{inner}{_text(k)}: {_block(v, indent, level + 1)}" for k, v in value.items()]
+        opening, closing = "{", "}"
+    else:
+        lines = [inner + _block(v, indent, level + 1) for v in value]
+        if isinstance(value, set | frozenset):
+            lines.sort()
+        opening, closing = "[", "]"
+    return opening + "\n" + ",\n".join(lines) + "\n" + " " * (indent * level) + closing
+
+
+def format_bytes(data: bytes) -> str:
+    """Bytes for people: ``0x`` and two hex digits a byte (``0x00ff``; empty: ``0x``).
+
+    Longer than :data:`BYTES_SHOWN` bytes: the first ones, ``…`` and the length
+    (``0x8004…(1,024 bytes)``). Hex, not base64 (which JSON documents use), because state
+    bytes are read byte by byte: a flag byte, a length prefix, the version byte of a pickle or
+    a Kryo class id stay visible; ``0x`` marks the value as bytes and is never a string (a
+    string of that form is quoted) or a decimal number.
+    """
+    if len(data) <= BYTES_SHOWN:
+        return "0x" + data.hex()
+    return f"0x{data[:BYTES_SHOWN].hex()}…({len(data):,} bytes)"
+
+
+def format_window(window: TimeWindow) -> str:
+    """A Flink ``TimeWindow`` as its half-open interval of ISO times (:func:`format_epoch_ms`).
+
+    ``[2026-01-01T00:00:00Z, 2026-01-01T00:01:00Z)``: the end is not in the window.
+    """
+    return f"[{format_epoch_ms(window.start)}, {format_epoch_ms(window.end)})"
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def format_epoch_ms(ms: int) -> str:
-    """Epoch milliseconds as ISO 8601 UTC (``2023-11-14T22:13:20.250Z``); out of range: as is."""
+    """Epoch milliseconds as ISO 8601 UTC (``2023-11-14T22:13:20.250Z``); out of range: as is.
+
+    Exact (integer arithmetic, no float seconds) for years 1..9999, ``"<ms> ms"`` beyond.
+    """
     try:
-        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    except (OverflowError, OSError, ValueError):
+        when = _EPOCH + datetime.timedelta(milliseconds=ms)
+    except OverflowError:
         return f"{ms} ms"
     text = when.strftime("%Y-%m-%dT%H:%M:%S")
     return text + (f".{ms % 1000:03d}Z" if ms % 1000 else "Z")
@@ -82,20 +176,6 @@ def format_duration(ms: int) -> str:
         elif parts:
             break
     return " ".join(parts)
-
-
-def _readable(value: Any) -> Any:
-    """Text for a value JSON has no form for: instants and times as ISO-8601, dates, decimals.
-
-    Anything else is refused (``format_value`` then shows its ``repr``).
-    """
-    if isinstance(value, Instant | LocalTime | LocalDateTime | decimal.Decimal | uuid.UUID):
-        return str(value)
-    if isinstance(value, datetime.date):
-        return value.isoformat()
-    if type(value) is Undecodable:
-        return undecodable_text(value)
-    raise TypeError(type(value).__name__)
 
 
 def undecodable_text(marker: Undecodable) -> str:

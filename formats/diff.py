@@ -34,6 +34,7 @@ from statecore.checkpoint import (
     operator_state_segments,
 )
 from statecore.serializers import VOID_NAMESPACE
+from statecore.values import TimeWindow
 
 __all__ = ["DiffReport", "Difference", "canonical", "diff_checkpoints", "plain"]
 
@@ -191,7 +192,9 @@ def canonical(value: Any) -> Any:
     if isinstance(value, float):
         return ("nan",) if math.isnan(value) else value
     if isinstance(value, list | tuple):
-        return (type(value).__name__, tuple(canonical(v) for v in value))
+        # a TimeWindow is the tuple (start, end) it was read as elsewhere (statectl's format)
+        kind = "tuple" if isinstance(value, TimeWindow) else type(value).__name__
+        return (kind, tuple(canonical(v) for v in value))
     if isinstance(value, dict):
         return ("dict", frozenset((canonical(k), canonical(v)) for k, v in value.items()))
     if isinstance(value, bytearray):

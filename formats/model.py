@@ -21,7 +21,7 @@ Nothing is ever written to an opened checkpoint. Every failure to read is a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,6 +249,16 @@ class Checkpoint(ABC):
         serializer = parse_type(op.key_type)
         return None if serializer.hashable else serializer.unhashable
 
+    def namespace_reader(self, op: OperatorMetadata, state: StateMetadata
+                         ) -> Callable[[Any], Any] | None:
+        """How ``state``'s ``namespace`` column decodes to Python values; ``None``: void.
+
+        By the declared spec (:func:`formats.arrow_types.from_arrow`). A format that knows
+        more than the spec refines it: a Flink ``TimeWindow`` is stored as a
+        ``tuple<int64,int64>`` and decodes to a :class:`~statecore.values.TimeWindow`.
+        """
+        return None if state.namespace_type == "void" else from_arrow(state.namespace_type)
+
     # -- written once, over the primitives ---------------------------------------------------
 
     def operator(self, uid: str) -> OperatorMetadata:
@@ -312,8 +322,7 @@ class Checkpoint(ABC):
         assert op.key_type is not None
         schema = keyed_schema(state, op.key_type)
         read_key = from_arrow(op.key_type)
-        read_ns = (None if state.namespace_type == "void"
-                   else from_arrow(state.namespace_type))
+        read_ns = self.namespace_reader(op, state)
         read_value = from_arrow(value_spec(state))
         read_ttl = from_arrow(ttl_spec(state))
         selected = sorted(((r, h) for st in op.subtasks for h in st.keyed

@@ -29,6 +29,7 @@ from statecore.checkpoint import (
 )
 from statecore.errors import InvalidArgumentError
 from statecore.serializers import VOID_NAMESPACE
+from statecore.values import TimeWindow
 
 __all__ = [
     "Entry",
@@ -129,8 +130,8 @@ def _data_bytes(table: pa.Table) -> np.ndarray[Any, Any]:
     return sizes
 
 
-def _entries(op: OperatorMetadata, state: StateMetadata, subtask: int, table: pa.Table,
-             sizes: np.ndarray[Any, Any]) -> list[Entry]:
+def _entries(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata, subtask: int,
+             table: pa.Table, sizes: np.ndarray[Any, Any]) -> list[Entry]:
     """Decode the rows of a keyed or operator table of ``state`` into entries."""
     if state.scope == "keyed":
         assert op.key_type is not None
@@ -139,7 +140,7 @@ def _entries(op: OperatorMetadata, state: StateMetadata, subtask: int, table: pa
     else:
         read_key = from_arrow(state.user_key_type) if state.user_key_type else (lambda v: v)
         read_value = from_arrow(state.value_type)
-    read_ns = None if state.namespace_type == "void" else from_arrow(state.namespace_type)
+    read_ns = checkpoint.namespace_reader(op, state)
     read_ttl = from_arrow(ttl_spec(state)) if state.ttl else None
     out = []
     for row, size in zip(pyrows(table), sizes.tolist(), strict=True):
@@ -203,8 +204,8 @@ def largest_entries(checkpoint: Checkpoint, n: int, states: Collection[str] | No
             for subtask, table in tables:
                 sizes = _data_bytes(table)
                 top = np.argsort(-sizes, kind="stable")[:n]
-                candidates.extend(_entries(op, state, subtask, table.take(pa.array(top)),
-                                           sizes[top]))
+                candidates.extend(_entries(checkpoint, op, state, subtask,
+                                           table.take(pa.array(top)), sizes[top]))
             candidates.sort(key=lambda e: -e.bytes)  # stable: storage order among equals
             out.append(StateEntries(op.uid, state.name, state.scope, state.kind,
                                     tuple(candidates[:n])))
@@ -230,10 +231,12 @@ def sample_entries(checkpoint: Checkpoint, limit: int, states: Collection[str] |
                     first = h.rows[0].first_row
                     count = min(limit - len(entries), sum(r.row_count for r in h.rows))
                     table = checkpoint.rows_table(h.file, schema, first, count)
-                    entries.extend(_entries(op, state, subtask, table, _data_bytes(table)))
+                    entries.extend(_entries(checkpoint, op, state, subtask, table,
+                                            _data_bytes(table)))
             else:
                 for subtask, table in _operator_tables(checkpoint, op, state, limit):
-                    entries.extend(_entries(op, state, subtask, table, _data_bytes(table)))
+                    entries.extend(_entries(checkpoint, op, state, subtask, table,
+                                            _data_bytes(table)))
             out.append(StateEntries(op.uid, state.name, state.scope, state.kind,
                                     tuple(entries[:limit])))
     return tuple(out)
@@ -285,8 +288,8 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
                         continue
                     table = checkpoint.rows_table(h.file, keyed_schema(state, op.key_type),
                                                   rows.first_row, rows.row_count)
-                    entries.extend(e for e in _entries(op, state, subtask, table,
-                                                       _data_bytes(table))
+                    entries.extend(e for e in _entries(checkpoint, op, state, subtask,
+                                                       table, _data_bytes(table))
                                    if e.key == value and e.key_group == rows.key_group
                                    and (wanted is None or e.namespace == wanted))
             entries.sort(key=lambda e: _namespace_order(e.namespace))
@@ -308,10 +311,12 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
 
 
 def _namespace_order(namespace: Any) -> tuple[int, Any]:
-    """Numbers (window starts) in numeric order, anything else by its text."""
+    """Numbers (window starts) and windows in time order, anything else by its text."""
     if isinstance(namespace, int | float) and not isinstance(namespace, bool):
         return 0, namespace
-    return 1, repr(namespace)
+    if isinstance(namespace, TimeWindow):  # windows in time order: (start, end)
+        return 1, tuple(namespace)
+    return 2, repr(namespace)
 
 
 def expired_shares(checkpoint: Checkpoint, now: int, states: Collection[str] | None = None

@@ -9,15 +9,19 @@ Python :class:`datetime.date` (exact for years 1..9999, the range statectl repre
 The type specs that use them (:mod:`statecore.serializers`): ``timestamp[ms|us|ns]`` ->
 :class:`Instant`, ``local_time`` -> :class:`LocalTime`, ``local_datetime`` ->
 :class:`LocalDateTime`, ``date32`` -> :class:`datetime.date`.
+
+:class:`TimeWindow` is Flink's window namespace ``[start, end)``: a ``tuple<int64,int64>``
+that knows it is a window of times, so output can show it as one.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["NANOS_PER_DAY", "NANOS_PER_SECOND", "Instant", "LocalDateTime", "LocalTime",
-           "civil_from_days", "days_from_civil"]
+           "TimeWindow", "civil_from_days", "days_from_civil"]
 
 NANOS_PER_SECOND = 1_000_000_000
 NANOS_PER_DAY = 86_400 * NANOS_PER_SECOND
@@ -190,3 +194,23 @@ class LocalDateTime:
 
     def __str__(self) -> str:
         return f"{_date_text(self.days)}T{_time_text(self.nano_of_day)}"
+
+
+class TimeWindow(NamedTuple):
+    """Flink's ``TimeWindow``: the window ``[start, end)``, both in epoch milliseconds.
+
+    The namespace of Flink's time windows as statectl decodes it (``TimeWindow.Serializer``:
+    ``long start``, ``long end``). It *is* the tuple ``(start, end)`` of the ``tuple<int64,int64>``
+    spec that window namespaces map to: equal to it, the same builtin hash, sorted with it,
+    unpacked, pickled and written back (Arrow struct ``f0, f1``; JSON ``[start, end]``; Flink's
+    bytes) exactly as it. Its own type only tells output that the two numbers are times.
+    ``start <= end`` is Flink's contract, not checked here: a snapshot is untrusted input.
+    """
+
+    start: int
+    end: int
+
+    @property
+    def max_timestamp(self) -> int:
+        """``TimeWindow.maxTimestamp()``: ``end - 1``, when the end-of-window timer fires."""
+        return self.end - 1

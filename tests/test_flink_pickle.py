@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import formats.flink.pieces as flink_pieces
+from cli.values import format_bytes
 from formats.flink.pickled import pickle_payload, unpickle_keyed, unpickle_operator
 from formats.open import open_checkpoint
 from statecore.checkpoint import StateMetadata
@@ -172,13 +173,15 @@ def test_pickled_state_is_bytes_without_the_flag_and_never_unpickled(
     checkpoint = open_checkpoint(pickled_pyds)
     op = checkpoint.operator("str-keyed")
     assert next(s for s in op.states if s.name == "python-state-count").value_type == "bytes"
-    values = [v for _kg, _k, _ns, v in checkpoint.keyed_entries("str-keyed",
-                                                                  "python-state-count")]
-    assert values and all(pickle_payload(v[0]) for v in values)
+    by_key = {k: v for _kg, k, _ns, v in checkpoint.keyed_entries("str-keyed",
+                                                                   "python-state-count")}
+    assert by_key and all(pickle_payload(v[0]) for v in by_key.values())
     key = next(iter(_model(_pyds_set())))
     code, out, err = run("inspect", pickled_pyds, "--key", json.dumps([key]))
     assert code == 0, err
-    assert "python-state-count: [b'" in out
+    # the pickled bytes as bytes (hex, issue 32: never a Python repr), not unpickled
+    assert f"python-state-count: [{format_bytes(by_key[(key,)][0])}]" in out
+    assert "b'" not in out and "\\x" not in out
 
 
 def test_allow_pickle_shows_the_values_in_every_view(pickled_pyds: str, tmp_path: Path) -> None:

@@ -16,6 +16,9 @@ Mapping decisions (DESIGN "Real Flink checkpoints and savepoints"):
   none (SQL operators); ``operator_id`` is always the OperatorID.
 - Timers (``_timer_state/...`` priority queues) are keyed list state of ``int64`` timestamps per
   (key, namespace), sorted.
+- A window namespace (``TimeWindow.Serializer``) is a ``tuple<int64,int64>`` ``(start, end)``
+  that reads back as a :class:`~statecore.values.TimeWindow`, so output can show its times
+  (:meth:`FlinkCheckpoint.namespace_reader`).
 - Values of serializers statectl cannot decode are raw ``bytes`` where Flink delimits them (the
   canonical format and operator state); the heap format cannot be read past them. Kryo values
   are ``kryo<class>`` bytes (:mod:`formats.flink.types.temporal`).
@@ -76,6 +79,7 @@ from statecore.checkpoint import (
     FileInfo,
     KeyedStateHandle,
     OperatorMetadata,
+    StateMetadata,
 )
 from statecore.errors import CorruptCheckpointError, StatectlError, UnsupportedFormatError
 from statecore.key_groups import (
@@ -85,6 +89,7 @@ from statecore.key_groups import (
 from statecore.rescale_plan import RescalePlan
 from statecore.serializers import parse_type
 from statecore.undecodable import UndecodablePart
+from statecore.values import TimeWindow
 
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
@@ -153,6 +158,7 @@ class FlinkCheckpoint(Checkpoint):
         #: that named none
         self.names: OperatorNames | None = None
         self.unmatched_names: list[str] = []
+        self._time_windows: dict[str, frozenset[str]] = {}
 
     # -- the virtual files ------------------------------------------------------------------
 
@@ -211,6 +217,25 @@ class FlinkCheckpoint(Checkpoint):
                 yield from rows
             else:
                 yield from (row for row in rows if row[0] in key_groups)
+
+    def namespace_reader(self, op: OperatorMetadata, state: StateMetadata
+                         ) -> Callable[[Any], Any] | None:
+        """As the model's; a namespace of ``TimeWindow.Serializer`` is a ``TimeWindow``.
+
+        Its spec, ``tuple<int64,int64>``, is also a ``Tuple2<Long, Long>``'s: the state's
+        serializer snapshot tells them apart (:attr:`StateInfo.time_window_namespace
+        <formats.flink.state_meta.StateInfo.time_window_namespace>`).
+        """
+        read = super().namespace_reader(op, state)
+        if op.uid not in self._time_windows:
+            header = self._keyed_headers.get(op.uid)
+            states = () if header is None else header.states
+            self._time_windows[op.uid] = frozenset(
+                i.name for i in states if i.time_window_namespace)
+        if read is None or state.name not in self._time_windows[op.uid]:
+            return read
+        plain = read
+        return lambda value: TimeWindow(*plain(value))
 
     # -- what a savepoint writer carries over -------------------------------------------------
 

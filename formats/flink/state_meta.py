@@ -46,6 +46,21 @@ class StateInfo:
     def serializer_names(self) -> dict[str, str]:
         return {k: s.describe() for k, s in self.serializers.items()}
 
+    @property
+    def time_window_namespace(self) -> bool:
+        """Whether Flink wrote this state's namespaces with ``TimeWindow.Serializer``.
+
+        Its codec's spec, ``tuple<int64,int64>``, is a ``Tuple2<Long, Long>``'s too: only the
+        serializer snapshot tells a window from a pair of numbers.
+        """
+        if self.kind == "timers":  # TimerSerializer<key, namespace>
+            timer = self.serializers.get("VALUE_SERIALIZER")
+            snapshot = timer.nested[1] if timer is not None and len(timer.nested) == 2 else None
+        else:
+            snapshot = self.serializers.get("NAMESPACE_SERIALIZER")
+        codec = None if snapshot is None else codec_for(snapshot)
+        return codec is not None and codec.name == "TimeWindow"
+
 
 @dataclass
 class KeyedHeader:
