@@ -226,6 +226,14 @@ class TextOutput(Output):
                                style="bold red")
         self.console.print(f"final state: checkpoint {summary.final_checkpoint} at "
                            f"{summary.final_location}")
+        if summary.skipped:
+            reasons = ", ".join(f"{reason} {count:,}" for reason, count in summary.skipped.items())
+            self.console.print(f"left out {counted(sum(summary.skipped.values()), 'bad record')} "
+                               f"(--on-bad-record skip): {reasons}", markup=False,
+                               highlight=False)
+            for bad in summary.skipped_examples:
+                self.console.print(f"  {bad.where()}: {bad.detail}", markup=False,
+                                   highlight=False)
 
     def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None,
                 show_all: bool = False) -> None:
@@ -644,6 +652,10 @@ def build_json(summary: BuildSummary) -> dict[str, Any]:
             "processing": round(summary.seconds.processing, 6),
             "final_checkpoint": (None if summary.seconds.final_checkpoint is None
                                  else round(summary.seconds.final_checkpoint, 6))},
+        "on_bad_record": summary.on_bad_record, "skipped": dict(summary.skipped),
+        "skipped_examples": [
+            {"input": bad.file, "row": bad.row, "line": bad.line, "column": bad.column,
+             "reason": bad.reason, "detail": bad.detail} for bad in summary.skipped_examples],
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from formats.bad_records import ON_BAD_RECORD, REFUSE
 from formats.engines import ENGINES
 from formats.model import Checkpoint
 from formats.open import pinned
@@ -17,7 +18,7 @@ from statecore.undecodable import describe_damage, summarize_parts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["TIMESTAMP", "Location", "Timestamp", "engine_options", "hold"]
+__all__ = ["TIMESTAMP", "Location", "Timestamp", "engine_options", "hold", "on_bad_record_option"]
 
 
 def hold(*locations: str) -> None:
@@ -114,6 +115,18 @@ def engine_options(command: F) -> F:
     ]):
         command = option(command)
     return command
+
+
+#: ``--on-bad-record`` of the commands that read build inputs (``build``, ``snapshot take``).
+on_bad_record_option = click.option(
+    "--on-bad-record", type=click.Choice(ON_BAD_RECORD), default=REFUSE, show_default=True,
+    help="What a bad input record does (text not UTF-8; a null, empty or missing key; a value "
+         "of another type than its column's). refuse: the build is refused before anything is "
+         "written, naming file, row and column. skip: it is left out (the other records keep "
+         "their types and key groups) and counted per reason in the summary and in every "
+         "checkpoint. fail: the records before it are processed and checkpointed, then the "
+         "build stops naming it (exit 3); --resume goes on once it is fixed. skip and fail: "
+         "local engine only.")
 
 
 #: ``ctx.meta`` key of the global ``--allow-pickle`` flag.

@@ -12,6 +12,15 @@ When every aggregation is foldable (``count``, ``sum``/``min``/``max`` of intege
 TTL) the job folds runs of records per key with Arrow first (:mod:`formats.fold`): the same
 state, checkpoints and positions, without a Python call per record. ``fold=False`` processes
 every record on its own (the reference the tests compare folding with).
+
+Bad input records (:mod:`formats.bad_records`), by ``on_bad_record``: ``"refuse"`` (the
+default) refuses an input holding one before anything is written, naming file, row and column;
+``"skip"`` leaves them out (the other records' column types and key groups are the ones they
+have without them) and counts them per reason in every checkpoint, beside the input positions,
+so a resumed build neither counts one twice nor loses one; ``"fail"`` processes the records
+before the first bad one (in the order the job reads them), writes a checkpoint of them, and
+raises :class:`~formats.inputs.InputError` naming the record and that checkpoint: once the
+record is fixed, ``resume`` goes on from there.
 """
 
 from __future__ import annotations
@@ -19,10 +28,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from formats.bad_records import FAIL, ON_BAD_RECORD, REFUSE, BadRecord
 from formats.fold import AggregationFolder, foldable
-from formats.inputs import FileSource
+from formats.inputs import FileSource, InputError
 from formats.open import open_checkpoint
 from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.aggregations import AggregatingFunction, Aggregation, parse_aggregation
@@ -64,6 +74,12 @@ class BuildSummary:
 
     ``folded``: whether runs of records were folded per key (:mod:`formats.fold`);
     ``seconds``: where the time went (``None`` when the engine does not say).
+    ``on_bad_record``: what bad input records did (``"refuse"``, ``"skip"``, ``"fail"``);
+    ``skipped``: bad records left out, per reason (:data:`formats.bad_records.REASONS`,
+    sorted, only reasons with records), over the whole build as its final checkpoint counts
+    them: records skipped before a resume included (unlike ``records``, this run's);
+    ``skipped_examples``: the first of them in input order (at most
+    :data:`formats.bad_records.EXAMPLES`), each with its file, row, line, column and reason.
     """
 
     records: int
@@ -78,6 +94,9 @@ class BuildSummary:
     max_parallelism: int
     folded: bool = False
     seconds: BuildSeconds | None = None
+    on_bad_record: str = REFUSE
+    skipped: dict[str, int] = field(default_factory=dict)
+    skipped_examples: tuple[BadRecord, ...] = ()
 
 
 def build_state(
@@ -97,15 +116,21 @@ def build_state(
     progress: Callable[[int, int], None] | None = None,
     fold: bool = True,
     fold_records: int = 1 << 22,
+    on_bad_record: str = REFUSE,
 ) -> BuildSummary:
     """Build keyed state from ``inputs``; see the module docstring.
 
     ``progress(done, total)`` is called as records are processed (for a progress bar).
     ``fold``: fold runs of up to ``fold_records`` records per key where the aggregations allow
-    it (the same state).
+    it (the same state). ``on_bad_record``: ``"refuse"``, ``"skip"`` or ``"fail"`` (see the
+    module docstring).
     """
     started = time.perf_counter()
-    source = FileSource(inputs, key, typed_key=key_type is not None)
+    if on_bad_record not in ON_BAD_RECORD:
+        raise InvalidArgumentError(f"--on-bad-record {on_bad_record!r}: give one of "
+                                   f"{', '.join(ON_BAD_RECORD)}")
+    source = FileSource(inputs, key, typed_key=key_type is not None,
+                        on_bad_record=on_bad_record)
     if key not in source.column_types:
         raise InvalidArgumentError(f"--key {key!r} is not a column of the input "
                                    f"(columns: {', '.join(sorted(source.column_types))})")
@@ -120,7 +145,7 @@ def build_state(
                     key_type=key_type, parallelism=parallelism, max_parallelism=max_parallelism,
                     uid=uid, ttl=ttl, checkpoint_every=checkpoint_every, keep=keep,
                     resume=resume, progress=progress, fold=fold, fold_records=fold_records,
-                    started=started)
+                    on_bad_record=on_bad_record, started=started)
 
 
 def _run(source: FileSource, storage: DirectoryCheckpointStorage,
@@ -128,7 +153,7 @@ def _run(source: FileSource, storage: DirectoryCheckpointStorage,
          key_type: str | None, parallelism: int, max_parallelism: int | None, uid: str,
          ttl: int | None, checkpoint_every: int | None, keep: int, resume: int | str | None,
          progress: Callable[[int, int], None] | None, fold: bool, fold_records: int,
-         started: float) -> BuildSummary:
+         on_bad_record: str, started: float) -> BuildSummary:
     resolved_key_type = key_type or source.column_types[key]
     if resume is None:
         refuse_another_build(storage, {"key": key, "key_type": resolved_key_type,
@@ -159,8 +184,12 @@ def _run(source: FileSource, storage: DirectoryCheckpointStorage,
             reported[0] = count
             progress(already + count, total)
 
+    # --on-bad-record fail: the records before the first bad one, then a checkpoint of them
+    stop = source.first_bad(job.positions) if on_bad_record == FAIL else None
     processing = time.perf_counter()
-    result = job.run(on_record=tick)
+    result = job.run(limit=None if stop is None else stop[0], on_record=tick)
+    if stop is not None:
+        _fail_at(job, stop[1], processed=result.records)
     finishing = time.perf_counter()
     final = job.complete_checkpoint()
     finished = time.perf_counter()
@@ -172,7 +201,26 @@ def _run(source: FileSource, storage: DirectoryCheckpointStorage,
         states=tuple(a.state_name for a in parsed), parallelism=job.parallelism,
         max_parallelism=job.max_parallelism, folded=folder is not None,
         seconds=BuildSeconds(setup=processing - started, processing=finishing - processing,
-                             final_checkpoint=finished - finishing))
+                             final_checkpoint=finished - finishing),
+        on_bad_record=on_bad_record, skipped=job.skipped,
+        skipped_examples=tuple(source.bad_before(job.positions)))
+
+
+def _fail_at(job: LocalJob, bad: BadRecord, processed: int) -> None:
+    """Stop a build (``--on-bad-record fail``) at ``bad``, after checkpointing what came before.
+
+    ``processed``: records this run processed before it; none: no new checkpoint (the one
+    resumed from, if any, holds them).
+    """
+    if processed:
+        kept = (f"checkpoint {job.complete_checkpoint()} holds the records before it; fix it, "
+                f"then --resume goes on from there")
+    elif job.restored_from is not None:
+        kept = (f"checkpoint {job.restored_from} holds the records before it; fix it, then "
+                f"--resume goes on from there")
+    else:
+        kept = "no record came before it, nothing was written"
+    raise InputError(f"{bad.where()}: {bad.detail} (--on-bad-record fail): {kept}")
 
 
 def refuse_another_build(storage: DirectoryCheckpointStorage, settings: dict[str, str]) -> None:
@@ -228,11 +276,13 @@ def stored_build_settings(checkpoint_dir: str) -> dict[str, str]:
 
 
 def continue_build(inputs: Sequence[str], checkpoint_dir: str,
-                   progress: Callable[[int, int], None] | None = None) -> BuildSummary:
+                   progress: Callable[[int, int], None] | None = None,
+                   on_bad_record: str = REFUSE) -> BuildSummary:
     """Resume the build of ``checkpoint_dir`` with its stored settings over ``inputs``.
 
     What ``statectl snapshot take --input`` runs before its savepoint: the same as ``build
     --resume`` with the settings the build was started with, read from its latest checkpoint.
+    ``on_bad_record`` is not a stored setting: it is given again.
     """
     settings = stored_build_settings(checkpoint_dir)
     return build_state(
@@ -241,4 +291,4 @@ def continue_build(inputs: Sequence[str], checkpoint_dir: str,
         parallelism=int(settings["parallelism"]),
         max_parallelism=int(settings["max_parallelism"]), uid=settings["uid"],
         ttl=int(settings["ttl"]) if settings["ttl"] else None, resume="latest",
-        progress=progress)
+        progress=progress, on_bad_record=on_bad_record)

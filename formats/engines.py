@@ -155,7 +155,10 @@ class SparkEngine(Engine):
         return spark_footers(self.session, checkpoint, keyed_files(checkpoint))
 
     def build(self, inputs: Sequence[str], **settings: Any) -> BuildSummary:
-        """:func:`formats.spark.build.spark_build`: one pass, one checkpoint, no resume."""
+        """:func:`formats.spark.build.spark_build`: one pass, one checkpoint, no resume.
+
+        ``on_bad_record`` other than ``"refuse"`` is refused (the local engine's).
+        """
         from formats.spark.build import spark_build
         unsupported = [name for name in ("checkpoint_every", "resume")
                        if settings.pop(name, None) is not None]
@@ -166,6 +169,11 @@ class SparkEngine(Engine):
                 "checkpoint (run it without, or with --engine local)")
         settings.pop("keep", None)
         settings.pop("progress", None)
+        on_bad_record = settings.pop("on_bad_record", "refuse")
+        if on_bad_record != "refuse":
+            raise InvalidArgumentError(
+                f"--on-bad-record {on_bad_record}: the local engine's; a Spark build does not "
+                "leave out bad records or stop at one (run it with --engine local)")
         return spark_build(self.session, inputs, **settings)
 
 

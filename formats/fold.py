@@ -33,7 +33,7 @@ from formats.inputs import MEMORY_POOL, FileSource
 from formats.key_hash import key_groups, numpy_integers, numpy_validity
 from statecore.aggregations import Aggregation
 from statecore.errors import StatectlError
-from statecore.job import FoldedRecords
+from statecore.job import FoldedRecords, SkippedRecord
 
 __all__ = ["MIN_RUN_RECORDS", "AggregationFolder", "foldable"]
 
@@ -94,10 +94,11 @@ class AggregationFolder:
         where they are more than half halves it, down to :data:`MIN_RUN_RECORDS`.
         """
         wanted = min(count, self.run_records)
-        run = self.source.rows(split, position, wanted)
-        end = position + run.num_rows
+        run, end, bad = self.source.run(split, position, wanted)
+        # bad records (--on-bad-record skip) are not in the run: the job counts them
+        skipped = tuple(SkippedRecord(record.reason) for record in bad)
         if run.num_rows == 0:
-            return FoldedRecords(end, (), (), ())
+            return FoldedRecords(end, (), (), (), skipped)
         keys = run.column(self.key)
         if keys.null_count or not self._sums_fit(run):
             return None
@@ -110,7 +111,7 @@ class AggregationFolder:
             groups = key_groups(distinct, self.key_type, self.max_parallelism, MEMORY_POOL)
         except (StatectlError, ValueError, OverflowError):
             return None
-        if run.num_rows == wanted:
+        if end - position == wanted:
             if 4 * len(distinct) <= wanted:
                 self.run_records *= 2
             elif 2 * len(distinct) > wanted:
@@ -123,7 +124,7 @@ class AggregationFolder:
         # keeps what is freed unless told: 10-30 MB over a build (MEMORY_POOL is the rest)
         pa.default_memory_pool().release_unused()
         return FoldedRecords(end, _in_chunks(distinct), _in_chunks(groups),
-                             _folded_values(columns, len(distinct)))
+                             _folded_values(columns, len(distinct)), skipped)
 
     def _sums_fit(self, run: pa.Table) -> bool:
         """Whether every per-key sum of the run fits Arrow's int64 accumulator."""

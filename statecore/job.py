@@ -16,6 +16,13 @@ Exactly once: records are processed in an order that depends only on the source 
 and run to the end reaches the same state as one that never stopped. Storage is injected
 (:class:`CheckpointStorage`); ``formats`` implements it on files.
 
+Bad records (optional): a source may yield a :class:`SkippedRecord` in place of a record it
+leaves out (``statectl build --on-bad-record skip``). The job moves the split's position past it
+without processing it and counts it per reason with the split's position (operator list state
+``skipped-records``, written once a subtask has skipped a record), so a job restored from a
+checkpoint neither counts a skipped record again nor loses the count. Skipped records never
+count towards ``checkpoint_every`` or ``limit``.
+
 Folding (optional): a :class:`RecordFolder` hands the job runs of records already folded per key
 (e.g. ``count`` and ``sum`` of each key's records in the run), and the function applies one
 folded value per key (:class:`FoldingFunction`) instead of one call per record. The folder
@@ -53,6 +60,7 @@ from statecore.ttl import Clock, system_clock
 
 __all__ = [
     "CONFIGURATION_STATE",
+    "SKIPPED_RECORDS_STATE",
     "SOURCE_POSITIONS_STATE",
     "CheckpointStorage",
     "CompletedCheckpoint",
@@ -67,6 +75,7 @@ __all__ = [
     "subtask_snapshot",
     "RestoredCheckpoint",
     "RuntimeContext",
+    "SkippedRecord",
     "Source",
 ]
 
@@ -76,9 +85,23 @@ SOURCE_POSITIONS_STATE = "source-positions"
 CONFIGURATION_STATE = "job-configuration"
 _CONFIGURATION = BroadcastStateDescriptor(CONFIGURATION_STATE, "string", "string")
 _POSITIONS = OperatorListStateDescriptor(SOURCE_POSITIONS_STATE, "tuple<string,int64>")
+#: The operator list state that holds ``(split, reason, count)``: the records of each split the
+#: source left out before its position (:class:`SkippedRecord`), by reason.
+SKIPPED_RECORDS_STATE = "skipped-records"
+_SKIPPED = OperatorListStateDescriptor(SKIPPED_RECORDS_STATE, "tuple<string,string,int64>")
 #: Keys whose key group a job remembers (the cache is emptied when full).
 _KEY_GROUP_CACHE = 1 << 16
 
+
+@dataclass(frozen=True)
+class SkippedRecord:
+    """What a source yields in place of a record it leaves out (a bad input record).
+
+    ``reason``: why, in a word (``"invalid-utf8"``...); the job counts skipped records per
+    reason and split, with the split's position (see the module doc).
+    """
+
+    reason: str
 
 
 class Source(Protocol):
@@ -87,7 +110,10 @@ class Source(Protocol):
     def splits(self) -> Sequence[str]: ...
 
     def read(self, split: str, position: int) -> Iterator[tuple[int, Any]]:
-        """``(position after the record, record)`` from ``position`` to the split's end."""
+        """``(position after the record, record)`` from ``position`` to the split's end.
+
+        The record is a :class:`SkippedRecord` where the source leaves one out.
+        """
         ...
 
 
@@ -128,12 +154,15 @@ class FoldedRecords:
     ``folded[i]`` is what the function's ``process_folded`` applies for ``keys[i]``. ``end`` is
     the position after the last record folded (``end == start``: the split has no more records).
     The three are iterated once, together (a folder may produce them a chunk at a time).
+    ``skipped``: the records of ``[start, end)`` the source left out (not folded), in order;
+    ``end - start - len(skipped)`` records were folded.
     """
 
     end: int
     keys: Iterable[Any]
     key_groups: Iterable[int]
     folded: Iterable[Any]
+    skipped: Sequence[SkippedRecord] = ()
 
 
 class RecordFolder(Protocol):
@@ -205,11 +234,15 @@ class CheckpointStorage(Protocol):
 
 @dataclass
 class JobResult:
-    """Records processed by a run, checkpoints completed, and failed ones with the reason."""
+    """Records processed by a run, checkpoints completed, and failed ones with the reason.
+
+    ``skipped``: records the source left out during the run (:class:`SkippedRecord`).
+    """
 
     records: int
     completed: list[int] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)
+    skipped: int = 0
 
 
 @dataclass
@@ -217,6 +250,8 @@ class _Subtask:
     context: RuntimeContext
     function: ProcessFunction
     positions: dict[str, int]
+    #: split -> reason -> records left out before its position (restored ones included)
+    skipped: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def open_subtask(index: int, parallelism: int, max_parallelism: int,
@@ -250,9 +285,18 @@ def open_subtask(index: int, parallelism: int, max_parallelism: int,
     return context
 
 
-def subtask_snapshot(context: RuntimeContext, positions: dict[str, int]) -> SubtaskSnapshot:
-    """The synchronous half of a subtask's checkpoint, source ``positions`` stored first."""
+def subtask_snapshot(context: RuntimeContext, positions: dict[str, int],
+                     skipped: dict[str, dict[str, int]] | None = None) -> SubtaskSnapshot:
+    """The synchronous half of a subtask's checkpoint, source ``positions`` stored first.
+
+    ``skipped`` (split -> reason -> count): the records the source left out before those
+    positions, stored beside them once there is one (or once a restore brought the state).
+    """
     context.operator.get_list_state(_POSITIONS).update(sorted(positions.items()))
+    counts = sorted((split, reason, count) for split, reasons in (skipped or {}).items()
+                    for reason, count in reasons.items() if count)
+    if counts or SKIPPED_RECORDS_STATE in context.operator.registered_state_names:
+        context.operator.get_list_state(_SKIPPED).update(counts)
     return SubtaskSnapshot(context.subtask_index, context.keyed.snapshot(),
                            context.operator.snapshot())
 
@@ -311,6 +355,7 @@ class LocalJob:
         self._pending: list[PendingWrite] = []
         self._result = JobResult(0)
         self._processed = 0  # records of the current run()
+        self._read = 0  # records the current run() read: processed ones and skipped ones
         # subtask index of every key group; key groups of recent keys (str/int: equal keys
         # have equal Java hashes), bounded
         self._operator_index = [
@@ -364,24 +409,56 @@ class LocalJob:
                     "not read (or not in the same order): resume with the inputs the "
                     "checkpoint was built from, in the same order, plus any new ones after them")
             positions[split] = position
-        return _Subtask(context, function, positions)
+        skipped: dict[str, dict[str, int]] = {}
+        if SKIPPED_RECORDS_STATE in context.operator.registered_state_names:  # restored
+            for split, reason, count in context.operator.get_list_state(_SKIPPED).get():
+                if split not in positions:
+                    raise CheckpointError(
+                        f"the checkpoint counts records skipped in input {split!r}, which "
+                        "this run does not read: resume with the inputs the checkpoint was "
+                        "built from")
+                skipped.setdefault(split, {})[reason] = count
+        return _Subtask(context, function, positions, skipped)
 
     # -- processing -----------------------------------------------------------------------------
 
     @property
     def records_already_read(self) -> int:
-        """Records before the current positions (what a restored job does not read again)."""
+        """Records before the current positions (what a restored job does not read again).
+
+        Skipped records included (positions count every record of a split).
+        """
         return sum(sum(s.positions.values()) for s in self._subtasks)
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """Every split's current position, in the order the job reads the splits."""
+        return {split: position for s in self._subtasks
+                for split, position in s.positions.items()}
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        """Records the source left out before the current positions, per reason (sorted).
+
+        What the next checkpoint records: a restored job's counts include the ones its
+        checkpoint brought.
+        """
+        totals: dict[str, int] = {}
+        for s in self._subtasks:
+            for reasons in s.skipped.values():
+                for reason, count in reasons.items():
+                    totals[reason] = totals.get(reason, 0) + count
+        return dict(sorted(totals.items()))
 
     def run(self, limit: int | None = None,
             on_record: Callable[[int], None] | None = None) -> JobResult:
         """Process records (at most ``limit``) and wait for checkpoints still in flight.
 
-        ``on_record(n)`` is called after the n-th record of this run, or once after the last
-        record of a folded run of records (progress reporting). If processing fails (a
-        checkpoint cannot even be started: its storage is gone), the checkpoints in flight are
-        cancelled and waited for before the error propagates, so no writer of this job
-        outlives it.
+        ``on_record(n)`` is called after the n-th record this run read (skipped records
+        included), or once after the last record of a folded run of records (progress
+        reporting). If processing fails (a checkpoint cannot even be started: its storage is
+        gone), the checkpoints in flight are cancelled and waited for before the error
+        propagates, so no writer of this job outlives it.
         """
         try:
             return self._run(limit, on_record)
@@ -412,7 +489,7 @@ class LocalJob:
 
     def _run(self, limit: int | None,
              on_record: Callable[[int], None] | None) -> JobResult:
-        self._processed = 0
+        self._processed = self._read = 0
         for owner in self._subtasks:
             for split in list(owner.positions):
                 if self.folder is None:
@@ -431,12 +508,19 @@ class LocalJob:
         for position, record in self.source.read(split, owner.positions[split]):
             if limit is not None and self._processed >= limit:
                 return True
+            if type(record) is SkippedRecord:
+                owner.positions[split] = position  # with its count: one checkpoint has both
+                self._count_skipped(owner, split, (record,))
+                if on_record is not None:
+                    on_record(self._read)
+                continue
             self._process(record)
             owner.positions[split] = position
             self._processed += 1
+            self._read += 1
             self._result.records += 1
             if on_record is not None:
-                on_record(self._processed)
+                on_record(self._read)
             if self.checkpoint_every and self._processed % self.checkpoint_every == 0:
                 self.trigger_checkpoint()
             if self._pending:
@@ -471,14 +555,28 @@ class LocalJob:
                 return False
             self._apply_folded(folded)
             owner.positions[split] = folded.end
-            self._processed += folded.end - position
-            self._result.records += folded.end - position
+            records = folded.end - position - len(folded.skipped)
+            self._count_skipped(owner, split, folded.skipped)
+            self._processed += records
+            self._read += records
+            self._result.records += records
             if on_record is not None:
-                on_record(self._processed)
-            if self.checkpoint_every and self._processed % self.checkpoint_every == 0:
+                on_record(self._read)
+            if (records and self.checkpoint_every
+                    and self._processed % self.checkpoint_every == 0):
                 self.trigger_checkpoint()
             if self._pending:
                 self._collect_completed()
+
+    def _count_skipped(self, owner: _Subtask, split: str,
+                       skipped: Sequence[SkippedRecord]) -> None:
+        if not skipped:
+            return
+        counts = owner.skipped.setdefault(split, {})
+        for record in skipped:
+            counts[record.reason] = counts.get(record.reason, 0) + 1
+        self._read += len(skipped)
+        self._result.skipped += len(skipped)
 
     def _apply_folded(self, folded: FoldedRecords) -> None:
         subtasks, operator_index = self._subtasks, self._operator_index
@@ -511,7 +609,8 @@ class LocalJob:
         """The synchronous half now; the storage writes the rest while processing goes on."""
         checkpoint_id = self.storage.claim(self._next_id)
         self._next_id = checkpoint_id + 1
-        snapshots = [subtask_snapshot(s.context, s.positions) for s in self._subtasks]
+        snapshots = [subtask_snapshot(s.context, s.positions, s.skipped)
+                     for s in self._subtasks]
         pending = self.storage.begin(checkpoint_id, kind, [OperatorSnapshot(
             self.uid, self.name, self.parallelism, self.max_parallelism, snapshots)])
         self._pending.append(pending)

@@ -6,7 +6,7 @@ import click
 
 from cli import interrupt
 from cli.output import Output
-from cli.params import Location, engine_options
+from cli.params import Location, engine_options, on_bad_record_option
 from formats.engines import open_engine
 from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.checkpoint import CheckpointKind
@@ -45,13 +45,15 @@ def _resume(value: str | None) -> int | str | None:
               help="Completed checkpoints to retain.")
 @click.option("--resume", is_flag=False, flag_value="latest", default=None,
               help="Resume from the latest checkpoint, or from the given id.")
+@on_bad_record_option
 @engine_options
 @click.pass_obj
 def build_command(output: Output, inputs: tuple[str, ...], key: str, key_type: str | None,
                   aggregations: tuple[str, ...], checkpoint_dir: str, parallelism: int,
                   max_parallelism: int | None, uid: str, ttl: int | None,
-                  checkpoint_every: int | None, keep: int, resume: str | None, engine: str,
-                  spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
+                  checkpoint_every: int | None, keep: int, resume: str | None,
+                  on_bad_record: str, engine: str, spark_master: str | None,
+                  spark_conf: tuple[str, ...]) -> None:
     """Aggregate INPUTS (Parquet, CSV or JSON Lines) into keyed state, with checkpoints.
 
     With --engine spark, Spark tasks read the inputs and run the subtasks; the checkpoint is
@@ -66,7 +68,7 @@ def build_command(output: Output, inputs: tuple[str, ...], key: str, key_type: s
             checkpoint_dir=checkpoint_dir, parallelism=parallelism,
             max_parallelism=max_parallelism, uid=uid, ttl=ttl,
             checkpoint_every=checkpoint_every, keep=keep, resume=_resume(resume),
-            progress=progress)
+            progress=progress, on_bad_record=on_bad_record)
     interrupt.keep_note(None)
     output.build(summary)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import Location
+from cli.params import Location, on_bad_record_option
 from formats.build import continue_build
 from formats.statectl.storage import DirectoryCheckpointStorage
 
@@ -32,9 +32,10 @@ def snapshot_command() -> None:
               help="Process more input first (repeatable): the build resumes from its latest "
                    "checkpoint with the settings it was started with, then the savepoint is "
                    "taken of its final state.")
+@on_bad_record_option
 @click.pass_obj
 def take_command(output: Output, directory: str, from_checkpoint: int | None,
-                 inputs: tuple[str, ...]) -> None:
+                 inputs: tuple[str, ...], on_bad_record: str) -> None:
     """Take a savepoint: the state of a completed checkpoint, kept until released by hand."""
     if inputs and from_checkpoint is not None:
         raise click.UsageError("--from and --input exclude each other: --input continues "
@@ -42,7 +43,7 @@ def take_command(output: Output, directory: str, from_checkpoint: int | None,
     built = None
     if inputs:
         with output.progress("processing") as progress:
-            built = continue_build(inputs, directory, progress)
+            built = continue_build(inputs, directory, progress, on_bad_record)
         from_checkpoint = built.final_checkpoint
     output.savepoint(DirectoryCheckpointStorage(directory, create=False).take_savepoint(
         from_checkpoint), built)
