@@ -7,9 +7,9 @@ headless (Textual's ``run_test``, 80x24), each against the ``inspect`` view that
 
 * first screen (the tree of operators and states) vs ``inspect PATH`` (the summary: metadata
   and, of a Flink snapshot, the keyed streams' headers): bar <= 2 s for the big snapshot;
-* the first page of a keyed state vs ``inspect --key K`` (one key group): for statectl's
-  format the page reads its key groups only; a Flink snapshot is decoded whole the first time
-  (information).
+* the first page of a keyed state vs ``inspect --key K`` (one key group): the page reads its
+  key groups only (statectl's format: their rows; a Flink snapshot: their bytes, decoded
+  then), where ``inspect --key`` decodes a Flink snapshot whole (information).
 """
 
 from __future__ import annotations

@@ -19,9 +19,14 @@ With ``--against B`` each row of a state is compared with the same operator's st
 in the snapshot browsed), ``-`` removed (only in B: shown with B's value), ``~`` changed.
 
 What is read: opening reads the metadata (of a Flink snapshot: ``_metadata`` and the keyed
-streams' headers), so the tree shows at once; a state's page reads its key groups (statectl's
-format: only their rows). A Flink snapshot is decoded whole the first time a state is opened
-(on a worker thread: the screen stays responsive, and says so).
+streams' headers), so the tree shows at once; a state's page reads its key groups alone
+(statectl's format: only their rows; a Flink snapshot: only their bytes, decoded then, see
+:meth:`formats.model.Checkpoint.keyed_table_in`). A Flink snapshot's rows per key group are
+not known before they are decoded, so its pages are cut by the key groups' bytes (all the
+handle's states together, :meth:`formats.model.Checkpoint.key_group_estimates`); a page
+without entries of the state is passed over. The key-group chart needs the counts: a Flink
+snapshot is decoded whole for it, once, on a worker thread (the screen stays responsive and
+says so).
 """
 
 from __future__ import annotations
@@ -58,6 +63,11 @@ __all__ = ["PAGE_ROWS", "BrowseApp", "Page"]
 
 #: About how many entries a page shows: whole key groups until at least this many.
 PAGE_ROWS = 200
+#: Where the rows per key group are not known before decoding (a Flink snapshot): whole key
+#: groups until at least this many of their bytes (all the handle's states together).
+PAGE_BYTES = 32 << 10
+#: Pages without entries of the state passed over at most, on the way to one with some.
+SKIP_EMPTY = 32
 #: Characters of a value in the table (the detail pane shows it whole).
 CELL = 36
 
@@ -80,6 +90,8 @@ class StateView:
     op: OperatorMetadata
     state: StateMetadata
     pages: list[tuple[int, ...]]
+    #: pages cut by estimated bytes (rows per key group not known): some may be empty
+    estimated: bool = False
 
     def page_of(self, key_group: int) -> int | None:
         return next((i for i, groups in enumerate(self.pages) if key_group in groups), None)
@@ -292,16 +304,12 @@ class BrowseApp(App[None]):
 
     def open_state(self, op: OperatorMetadata, state: StateMetadata, page: int = 0,
                    then: Callable[[], None] | None = None) -> None:
-        """Show ``state``'s page ``page`` (decoding a Flink snapshot first, on a worker)."""
-        if self._decode is not None:
-            self._status(f"decoding the snapshot for {state.name} (a Flink snapshot is "
-                         "decoded whole, once) ...")
-            self._decode_then(op, state, page, then)
-            return
-        # the snapshot as opened now (a Flink snapshot's decoded metadata replaces the tree's)
+        """Show ``state``'s page ``page`` (reading only its key groups)."""
+        # the snapshot as opened now (a Flink snapshot decoded for the chart replaces it)
         op = self.checkpoint.operator(op.uid)
         state = next(s for s in op.states if s.name == state.name)
-        counts: dict[int, int] = {}
+        weights: dict[int, int] = {}
+        estimated = False
         if state.scope == "keyed":
             # against another snapshot: its key groups too (a group empty here may hold
             # entries there, shown as removed)
@@ -309,14 +317,26 @@ class BrowseApp(App[None]):
             other = self._other(op, state)
             if other is not None and self.against is not None:
                 sides.append((self.against, other[0]))
-            for checkpoint, side_op in sides:
+            for n, (checkpoint, side_op) in enumerate(sides):
                 for st in side_op.subtasks:
                     for handle in st.keyed:
-                        if handle.state == state.name:
-                            for group, rows in rows_per_key_group(checkpoint, side_op, handle):
-                                counts[group] = counts.get(group, 0) + rows
-        self.view = StateView(op, state, paginate(sorted(counts.items()))
-                              if state.scope == "keyed" else [()])
+                        if handle.state != state.name:
+                            continue
+                        bytes_ = checkpoint.key_group_estimates(side_op.uid, handle)
+                        if n == 0:
+                            estimated = bytes_ is not None
+                        elif (bytes_ is not None) != estimated:  # another measure: its
+                            for group, _ in bytes_ or rows_per_key_group(  # groups only
+                                    checkpoint, side_op, handle):
+                                weights.setdefault(group, 1)
+                            continue
+                        for group, weight in (bytes_ if bytes_ is not None else
+                                              rows_per_key_group(checkpoint, side_op,
+                                                                 handle)):
+                            weights[group] = weights.get(group, 0) + weight
+        self.view = StateView(op, state, paginate(sorted(weights.items()),
+                                                  PAGE_BYTES if estimated else PAGE_ROWS)
+                              if state.scope == "keyed" else [()], estimated)
         self.show_page(page)
         if then is not None:
             then()
@@ -336,17 +356,29 @@ class BrowseApp(App[None]):
                               next(s for s in target.states if s.name == state.name), page,
                               then)
 
-    def show_page(self, number: int) -> None:
+    def show_page(self, number: int, step: int = 1) -> None:
+        """Show page ``number`` of the state opened.
+
+        Pages cut by estimate that hold no entry of the state are passed over in the
+        direction ``step`` (at most :data:`SKIP_EMPTY`).
+        """
         view = self.view
         if view is None:
             return
         number = max(0, min(number, len(view.pages) - 1))
-        groups = view.pages[number] if view.pages else ()
         keyed = view.state.scope == "keyed"
-        rows = self._rows(self.checkpoint, view.op, view.state, groups if keyed else None)
-        page = Page(number, groups, rows, [""] * len(rows))
-        if self.against is not None:
-            self._compare(page, view, keyed)
+        passed = 0
+        while True:
+            groups = view.pages[number] if view.pages else ()
+            rows = self._rows(self.checkpoint, view.op, view.state, groups if keyed else None)
+            page = Page(number, groups, rows, [""] * len(rows))
+            if self.against is not None:
+                self._compare(page, view, keyed)
+            if (page.rows or not view.estimated or passed == SKIP_EMPTY
+                    or not 0 <= number + step < len(view.pages)):
+                break
+            number += step
+            passed += 1
         self.page = page
         table = self.query_one("#entries", DataTable)
         table.clear(columns=True)
@@ -428,7 +460,7 @@ class BrowseApp(App[None]):
         if self.page is not None and self.view is not None:
             target = self.page.number + step
             if 0 <= target < len(self.view.pages):
-                self.show_page(target)
+                self.show_page(target, step)
 
     def action_help(self) -> None:
         self.push_screen(TextScreen(HELP))
@@ -495,7 +527,19 @@ class BrowseApp(App[None]):
             self._status("open a state first (Enter in the tree)")
             return
         if self._decode is not None:
-            self._status("the chart needs the snapshot decoded: open a state first")
+            self._status("decoding the snapshot for the key-group chart (a Flink snapshot's "
+                         "rows per key group are known once it is decoded: whole, once) ...")
+            group = (self.page.key_groups[0] if self.page is not None and self.page.key_groups
+                     else None)
+
+            def chart_where_it_was() -> None:
+                number = None if group is None or self.view is None else \
+                    self.view.page_of(group)
+                if number is not None:
+                    self.show_page(number)
+                self.action_chart()
+
+            self._decode_then(self.view.op, self.view.state, 0, chart_where_it_was)
             return
         histograms = [h for h in key_group_histograms(self.checkpoint)
                       if h.identity.id == self.view.op.identity.id]

@@ -7,10 +7,11 @@ savepoints, or snapshots themselves. They are ordered by checkpoint id (one sequ
 for Flink as for statectl: a savepoint takes the next id), then by when they were written.
 
 Each snapshot is read as ``inspect --key`` reads it (:func:`formats.state_scan.lookup`): in
-statectl's format only the rows of the key's key group; a Flink snapshot is decoded when
-opened; the SST files RocksDB incremental checkpoints share (in the job's ``shared/``) are read
-once for all of them (:func:`formats.open.shared_files_read_once`). An incomplete
-snapshot (a directory without its metadata file) is not one.
+statectl's format only the rows of the key's key group; in a Flink snapshot only that key
+group is decoded (its bytes of a heap or canonical stream); the SST files RocksDB incremental
+checkpoints share (in the job's ``shared/``) are read once for all of them
+(:func:`formats.open.shared_files_read_once`). An incomplete snapshot (a directory without its
+metadata file) is not one.
 """
 
 from __future__ import annotations

@@ -21,12 +21,13 @@ Nothing is ever written to an opened checkpoint. Every failure to read is a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from formats.arrow_types import from_arrow, pydict
 from formats.columns import join_ttl, keyed_schema, operator_schema, ttl_spec, value_spec
@@ -281,6 +282,45 @@ class Checkpoint(ABC):
         None in statectl's format, whose values are typed columns.
         """
         return []
+
+    def keyed_table_in(self, uid: str, handle: KeyedStateHandle,
+                       key_groups: Collection[int]) -> pa.Table:
+        """The rows of one keyed handle in ``key_groups``: only those read where possible.
+
+        Where the rows per key group are known, only theirs are read; a snapshot read
+        without decoding (a Flink snapshot) decodes only those key groups.
+        """
+        op = self.operator(uid)
+        state = state_of(op, handle.state, "keyed")
+        assert op.key_type is not None
+        if not handle.rows:
+            table = self.keyed_table(uid, handle)
+        else:
+            runs: list[tuple[int, int]] = []  # (first row, rows) of consecutive rows read
+            for rows in handle.rows:
+                if rows.key_group not in key_groups or not rows.row_count:
+                    continue
+                if runs and runs[-1][0] + runs[-1][1] == rows.first_row:
+                    runs[-1] = (runs[-1][0], runs[-1][1] + rows.row_count)
+                else:
+                    runs.append((rows.first_row, rows.row_count))
+            schema = keyed_schema(state, op.key_type)
+            if not runs:
+                return schema.empty_table()
+            table = pa.concat_tables([self.rows_table(handle.file, schema, first, count)
+                                      for first, count in runs])
+        column = table.column("key_group")
+        return table.filter(pc.is_in(column, pa.array(sorted(key_groups), column.type)))
+
+    def key_group_estimates(self, uid: str, handle: KeyedStateHandle
+                            ) -> list[tuple[int, int]] | None:
+        """``(key group, bytes)`` of a keyed handle whose rows per key group are not known.
+
+        Estimated without decoding (a Flink stream's key-group offsets; all the handle's
+        states together); ``None`` where the rows are known (:attr:`KeyedStateHandle.rows`)
+        or nothing tells.
+        """
+        return None
 
     def keyed_table(self, uid: str, handle: KeyedStateHandle,
                     columns: Sequence[str] | None = None) -> pa.Table:

@@ -36,13 +36,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from formats.arrow_types import value_from_text
-from formats.columns import keyed_schema
+from formats.columns import UNDECODABLE_COLUMN
 from formats.export import flat_table, jsonable, state_pieces, table_schema
 from formats.model import Checkpoint
 from statecore.checkpoint import KeyedStateHandle, OperatorMetadata, StateMetadata
 from statecore.errors import InvalidArgumentError, StatectlError
 
-__all__ = ["METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables", "names_only_metadata",
+__all__ = ["METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables", "needs_decoding",
            "rows_per_key_group", "run_query", "state_table", "table_names", "write_result"]
 
 #: The schema of the metadata tables in every snapshot's database.
@@ -120,8 +120,13 @@ def _ast(connection: Any, sql: str) -> dict[str, Any]:
     return tree
 
 
-def names_only_metadata(sql: str) -> bool:
-    """Whether ``sql`` needs no state decoded: it names only metadata tables (not key groups)."""
+def needs_decoding(sql: str) -> bool:
+    """Whether ``sql`` needs a snapshot's keyed state decoded whole when it is opened.
+
+    Only ``statectl.key_groups`` does: a Flink snapshot's rows per key group are known once
+    its state is decoded. A state's table is decoded when the query reads it, and only the
+    key groups its key filter names (:meth:`formats.model.Checkpoint.keyed_table_in`).
+    """
     import duckdb
 
     connection = duckdb.connect(":memory:")
@@ -129,8 +134,7 @@ def names_only_metadata(sql: str) -> bool:
         mentions = _mentions(_ast(connection, sql), "")
     finally:
         connection.close()
-    # rows per key group of a Flink snapshot are counted in its decoded state
-    return all(m.schema == METADATA_SCHEMA and m.table != "key_groups" for m in mentions)
+    return any(m.schema == METADATA_SCHEMA and m.table == "key_groups" for m in mentions)
 
 
 def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
@@ -260,30 +264,13 @@ def _mentions(tree: dict[str, Any], default_database: str) -> list[_Mention]:
 # -- the tables ------------------------------------------------------------------------------
 
 
-def _keyed_piece(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
-                 handle: KeyedStateHandle, key_groups: frozenset[int]) -> pa.Table | None:
-    """The rows of ``handle`` in ``key_groups`` (only those rows read where rows are known)."""
+def _keyed_piece(checkpoint: Checkpoint, op: OperatorMetadata, handle: KeyedStateHandle,
+                 key_groups: frozenset[int]) -> pa.Table | None:
+    """The rows of ``handle`` in ``key_groups`` (:meth:`Checkpoint.keyed_table_in`)."""
     if not any(g in handle.key_group_range for g in key_groups):
         return None
-    assert op.key_type is not None
-    if handle.rows:
-        schema = keyed_schema(state, op.key_type)
-        runs: list[tuple[int, int]] = []
-        for rows in handle.rows:
-            if rows.key_group not in key_groups or not rows.row_count:
-                continue
-            if runs and runs[-1][0] + runs[-1][1] == rows.first_row:
-                runs[-1] = (runs[-1][0], runs[-1][1] + rows.row_count)
-            else:
-                runs.append((rows.first_row, rows.row_count))
-        if not runs:
-            return None
-        table = pa.concat_tables([checkpoint.rows_table(handle.file, schema, first, count)
-                                  for first, count in runs])
-    else:
-        table = checkpoint.keyed_table(op.uid, handle)
-    return table.filter(pc.is_in(table.column("key_group"),
-                                 pa.array(sorted(key_groups), table.column("key_group").type)))
+    table = checkpoint.keyed_table_in(op.uid, handle, key_groups)
+    return table if table.num_rows else None
 
 
 def state_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
@@ -292,24 +279,26 @@ def state_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetada
     """One state's rows in ``export``'s columns; keyed state: only ``key_groups`` (None: all).
 
     ``undecodable``: whether the table has the ``value_undecodable`` column (default: whether
-    the snapshot kept undecodable values of this state).
+    the snapshot kept undecodable values of this state, or the rows read hold some: a Flink
+    snapshot read without decoding knows only then).
     """
-    if undecodable is None:
-        undecodable = any(p.kept and (p.operator, p.state) == (op.uid, state.name)
-                          for p in checkpoint.undecodable_parts())
-    schema = table_schema(op, state, undecodable)
-    pieces: list[pa.Table] = []
+    read: list[tuple[int, pa.Table]] = []
     if key_groups is None or state.scope != "keyed":
-        for subtask, read in state_pieces(checkpoint, op, state):
-            pieces.append(flat_table(schema, op, state, subtask, read()))
+        read = [(subtask, piece()) for subtask, piece in state_pieces(checkpoint, op, state)]
     else:
         for st in sorted(op.subtasks, key=lambda s: s.index):
             for handle in st.keyed:
                 if handle.state != state.name:
                     continue
-                piece = _keyed_piece(checkpoint, op, state, handle, key_groups)
+                piece = _keyed_piece(checkpoint, op, handle, key_groups)
                 if piece is not None:
-                    pieces.append(flat_table(schema, op, state, st.index, piece))
+                    read.append((st.index, piece))
+    if undecodable is None:
+        undecodable = any(UNDECODABLE_COLUMN in table.column_names for _, table in read) or any(
+            p.kept and (p.operator, p.state) == (op.uid, state.name)
+            for p in checkpoint.undecodable_parts())
+    schema = table_schema(op, state, undecodable)
+    pieces = [flat_table(schema, op, state, subtask, table) for subtask, table in read]
     return pa.concat_tables(pieces) if pieces else schema.empty_table()
 
 
@@ -493,8 +482,9 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
                                          None if keys is None else tuple(keys))
                     if progress is not None:
                         progress(f"{found.schema_name}/{found.name}")
+                    # None: the rows read say (a Flink snapshot read without decoding)
                     data = state_table(checkpoint, found.op, found.state, groups,
-                                       (found.op.uid, found.state.name) in undecodable)
+                                       (found.op.uid, found.state.name) in undecodable or None)
                     schema_name, table_name = found.schema_name, found.name
                     read.append((name, schema_name, table_name,
                                  None if groups is None else tuple(sorted(groups))))

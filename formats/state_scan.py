@@ -283,15 +283,17 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
                 value_from_text(namespace, state.namespace_type)
             entries: list[Entry] = []
             for subtask, h in _keyed_handles(op, state.name):
-                for rows in h.rows:
-                    if key_group is not None and rows.key_group != key_group:
-                        continue
-                    table = checkpoint.rows_table(h.file, keyed_schema(state, op.key_type),
-                                                  rows.first_row, rows.row_count)
-                    entries.extend(e for e in _entries(checkpoint, op, state, subtask,
-                                                       table, _data_bytes(table))
-                                   if e.key == value and e.key_group == rows.key_group
-                                   and (wanted is None or e.namespace == wanted))
+                if key_group is None:  # every key group
+                    table = checkpoint.keyed_table(op.uid, h)
+                elif key_group in h.key_group_range:  # only its rows (or bytes) are read
+                    table = checkpoint.keyed_table_in(op.uid, h, (key_group,))
+                else:
+                    continue
+                entries.extend(e for e in _entries(checkpoint, op, state, subtask, table,
+                                                   _data_bytes(table))
+                               if e.key == value
+                               and (key_group is None or e.key_group == key_group)
+                               and (wanted is None or e.namespace == wanted))
             entries.sort(key=lambda e: _namespace_order(e.namespace))
             op_states.append(StateEntries(op.uid, state.name, state.scope, state.kind,
                                           tuple(entries)))

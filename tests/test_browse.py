@@ -20,6 +20,7 @@ from cli_support import KEYED, OPERATOR, run_json
 from flink_fixtures import release_checkpoint, release_fixtures, snapshots
 from textual.widgets import DataTable, Static, Tree
 
+import cli.browse
 from cli.browse import PAGE_ROWS, BrowseApp, paginate
 from formats.open import open_checkpoint
 
@@ -34,7 +35,7 @@ def _app(location: str, against: str | None = None, shown_as: str | None = None
     checkpoint = open_checkpoint(location, decode=False, partial=True)
     decoded = None if checkpoint.format_name == "statectl" else (
         lambda: open_checkpoint(location, partial=True))
-    other = None if against is None else open_checkpoint(against, partial=True)
+    other = None if against is None else open_checkpoint(against, decode=False, partial=True)
     return BrowseApp(checkpoint, shown_as or location, decoded=decoded, against=other)
 
 
@@ -249,6 +250,44 @@ def test_browse_a_flink_snapshot(name: str, location: str) -> None:
                     assert "not decoded" in _detail(app)
                 else:
                     assert _detail(app).startswith("key ")
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("name", "location"), _flink_cases(), ids=lambda v: v)
+def test_flink_pages_decode_only_their_key_groups(name: str, location: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages of a Flink snapshot's state, cut by its key groups' bytes (small pages here):
+    n and p move over them, passing those without entries; every entry is shown once, as
+    inspect --all counts them; the snapshot is never decoded whole."""
+    monkeypatch.setattr(cli.browse, "PAGE_BYTES", 200)
+    summary = run_json("inspect", location, "--all")
+    uid, state, entries = max(((op["operator"]["uid"], s["state"], s["entries"])
+                               for op in summary["operators"] for s in op["states"]
+                               if s["scope"] == "keyed" and s["entries"]),
+                              key=lambda t: t[2])
+
+    async def scenario() -> None:
+        app = _app(location)
+        async with app.run_test(size=SIZE) as pilot:
+            await _open(app, pilot, uid, state)
+            assert app.view is not None and app.view.estimated and len(app.view.pages) > 2
+            seen: list[tuple[Any, ...]] = []
+            numbers: list[int] = []
+            while True:
+                assert app.page is not None
+                numbers.append(app.page.number)
+                assert app.page.rows or app.page.number == len(app.view.pages) - 1
+                assert {int(r["key_group"]) for r in app.page.rows} <= set(app.page.key_groups)
+                seen += [(r["key_group"], repr(r["key"]), repr(r.get("namespace")))
+                         for r in app.page.rows]
+                if app.page.number == len(app.view.pages) - 1:
+                    break
+                await pilot.press("n")
+            assert numbers == sorted(set(numbers))
+            assert len(seen) == entries == len(set(seen)), (len(seen), entries)
+            await pilot.press("p")
+            assert app.page is not None and app.page.rows and app.page.number < numbers[-1]
+            assert app._decode is not None, "the snapshot was decoded whole"
     asyncio.run(scenario())
 
 

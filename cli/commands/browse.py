@@ -38,8 +38,8 @@ def browse_command(output: Output, path: str, against: str | None, svg: str | No
     """Browse a snapshot in the terminal: operators, states, entries, one key, key groups.
 
     Keyboard only (? shows the keys); works over SSH in 80x24. Opening reads the metadata
-    alone; a state's page reads only its key groups (a Flink snapshot is decoded whole the
-    first time a state is opened). See docs/browse.md.
+    alone; a state's page reads only its key groups (of a Flink snapshot: their bytes, decoded
+    then). See docs/browse.md.
     """
     match = re.fullmatch(r"(\d{2,3})x(\d{2,3})", size)
     if match is None:
@@ -61,8 +61,8 @@ def browse_command(output: Output, path: str, against: str | None, svg: str | No
             return reading(open_checkpoint(location, allow_pickle=pickles, names=names,
                                            partial=True, decode=decode))
 
-    checkpoint = opened(path, decode=False)
-    other = None if against is None else opened(against)
+    checkpoint = opened(path, decode=pickles)  # unpickling decodes every value at opening
+    other = None if against is None else opened(against, decode=pickles)
     app = BrowseApp(checkpoint, path, decoded=None if checkpoint.format_name == "statectl"
                     else lambda: opened(path), against=other)
     if svg is None:

@@ -38,8 +38,11 @@ def history_command(output: Output, directories: tuple[str, ...], key: str,
 
     def open_snapshot(location: str) -> Checkpoint:
         ctx.with_resource(pinned(location))
-        return reading(open_checkpoint(location, allow_pickle=allow_pickle(),
-                                       names=operator_names(), partial=True))
+        # as inspect --key: a Flink snapshot decodes only the key's key group
+        pickles = allow_pickle()
+        return reading(open_checkpoint(location, allow_pickle=pickles,
+                                       names=operator_names(), partial=True,
+                                       decode=pickles))
 
     with output.progress("reading snapshots") as progress:
         history = key_history(locations, key, open_snapshot, states=states or None,

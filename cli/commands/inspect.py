@@ -75,12 +75,13 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
                                "little or run locally)")
     runner = open_engine(engine, spark_master, spark_conf)
     hold(path)
-    # a summary of a Flink snapshot reads _metadata and the keyed streams' headers only
-    summary_only = not (key_groups or top or now is not None or key is not None
-                        or show_entries or everything)
-    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(),
+    # a summary of a Flink snapshot reads _metadata and the keyed streams' headers only, and
+    # --key (alone) only the key's key group besides
+    pickles = allow_pickle()  # unpickling decodes every value at opening
+    decode = bool(key_groups or top or now is not None or show_entries or everything or pickles)
+    checkpoint = reading(runner.open_checkpoint(path, allow_pickle=pickles,
                                                 names=operator_names(), partial=True,
-                                                decode=not summary_only))
+                                                decode=decode))
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,

@@ -9,7 +9,7 @@ import click
 from cli.output import Output
 from cli.params import allow_pickle, hold, operator_names, reading
 from formats.open import open_checkpoint
-from formats.query import QueryError, names_only_metadata, run_query, write_result
+from formats.query import QueryError, needs_decoding, run_query, write_result
 
 __all__ = ["query_command"]
 
@@ -63,14 +63,15 @@ def query_command(output: Output, args: tuple[str, ...], named: tuple[str, ...],
         raise click.BadParameter("FILE must end in .parquet, .csv or .jsonl", param_hint="--out")
     ctx = click.get_current_context()
     try:
-        decode = not names_only_metadata(sql)
+        decode = needs_decoding(sql)
     except QueryError as exc:
         click.echo(f"Error: {exc}", err=True)
         ctx.exit(EXIT_SQL)
     hold(*snapshots.values())
-    opened = {name: reading(open_checkpoint(path, allow_pickle=allow_pickle(),
+    pickles = allow_pickle()  # unpickling decodes every value at opening
+    opened = {name: reading(open_checkpoint(path, allow_pickle=pickles,
                                             names=operator_names(), partial=True,
-                                            decode=decode))
+                                            decode=decode or pickles))
               for name, path in snapshots.items()}
     try:
         result = run_query(opened, sql)

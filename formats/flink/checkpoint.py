@@ -31,7 +31,7 @@ Mapping decisions (DESIGN "Real Flink checkpoints and savepoints"):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -53,6 +53,7 @@ from formats.flink.operator import DecodedOperatorState
 from formats.flink.pieces import (
     KeyedSource,
     StateCounts,
+    key_group_bytes,
 )
 from formats.flink.rewrite import rewrite_flink_savepoint
 from formats.flink.snapshot_model import Problem, SnapshotBuilder, refuse_damage
@@ -191,6 +192,22 @@ class FlinkCheckpoint(Checkpoint):
         table = self._path_table(handle.file).table
         return table if columns is None else table.select(
             list(dict.fromkeys(["key_group", *columns])))
+
+    def keyed_table_in(self, uid: str, handle: KeyedStateHandle,
+                       key_groups: Collection[int]) -> pa.Table:
+        """As the model's; not decoded yet: only those key groups are decoded (pieces)."""
+        if self.counted:
+            return super().keyed_table_in(uid, handle, key_groups)
+        return self._path_table(handle.file).table_in(key_groups)
+
+    def key_group_estimates(self, uid: str, handle: KeyedStateHandle
+                            ) -> list[tuple[int, int]] | None:
+        """Bytes per key group of the handle's stream (:func:`key_group_bytes`), uncounted."""
+        if self.counted or handle.file not in self.file_sources:
+            return None
+        ident = self.file_sources[handle.file][0]
+        source = next((s for s in self.keyed_sources if s.ident == ident), None)
+        return None if source is None else key_group_bytes(source)
 
     def stored_names(self, relative: str) -> tuple[str, ...]:
         """Where a virtual file's state is: ``inline``, or files relative to the snapshot.

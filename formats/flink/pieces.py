@@ -49,8 +49,8 @@ from formats.flink.types.flink_version import written_by
 from statecore.errors import CorruptCheckpointError
 
 __all__ = ["Entries", "KeyedPiece", "KeyedSource", "StateCounts", "count_piece", "counts_from_json",
-           "counts_to_json", "decode_keyed_handle", "decode_piece", "merge_counts",
-           "plan_pieces", "read_header", "state_rows"]
+           "counts_to_json", "decode_keyed_handle", "decode_piece", "key_group_bytes",
+           "merge_counts", "piece_of", "plan_pieces", "read_header", "state_rows"]
 
 #: ``(key_group, key, namespace, value)`` rows of one state, as the model holds them.
 Entries = list[tuple[int, Any, Any, Any]]
@@ -145,14 +145,24 @@ def plan_pieces(sources: Iterable[KeyedSource], piece_bytes: int) -> list[KeyedP
     return out
 
 
+def _as_flink_writes(source: KeyedSource, handle: FlinkKeyedHandle) -> bool:
+    """Whether a stream's key-group offsets are laid out as Flink writes them.
+
+    Increasing after the header and within the stream (a canonical savepoint's empty key
+    groups have offset 0): only then can its key groups be read apart.
+    """
+    offsets, size = handle.offsets, handle.stream.size
+    positive = [o for o in offsets if o > 0]
+    return not (any(b <= a for a, b in zip(positive, positive[1:], strict=False))
+                or (positive and (positive[0] < source.header_size or positive[-1] >= size))
+                or (handle.kind != "canonical" and len(positive) != len(offsets)))
+
+
 def _stream_pieces(source: KeyedSource, handle: FlinkKeyedHandle, piece_bytes: int
                    ) -> list[KeyedPiece]:
     offsets, size = handle.offsets, handle.stream.size
-    positive = [o for o in offsets if o > 0]
     whole = [KeyedPiece(source, handle.first_key_group, handle.last_key_group, 0, size)]
-    if (size <= piece_bytes or any(b <= a for a, b in zip(positive, positive[1:], strict=False))
-            or (positive and (positive[0] < source.header_size or positive[-1] >= size))
-            or (handle.kind != "canonical" and len(positive) != len(offsets))):
+    if size <= piece_bytes or not _as_flink_writes(source, handle):
         return whole  # small, or laid out otherwise than Flink writes: decoded whole
     ends = group_ends(offsets, size)
     pieces: list[KeyedPiece] = []
@@ -169,6 +179,45 @@ def _stream_pieces(source: KeyedSource, handle: FlinkKeyedHandle, piece_bytes: i
                                      handle.first_key_group + i, start, end))
             first, start, end = i + 1, 0, 0
     return pieces if len(pieces) > 1 else whole
+
+
+def piece_of(source: KeyedSource, first: int, last: int) -> KeyedPiece:
+    """The piece of ``source`` holding key groups ``first..last`` (clipped to its range).
+
+    A stream laid out otherwise than Flink writes it is one piece, the whole handle.
+    """
+    handle = source.handle
+    first, last = max(first, handle.first_key_group), min(last, handle.last_key_group)
+    if first > last:
+        raise ValueError(f"key groups {first}..{last} are outside {source.where}")
+    if isinstance(handle, FlinkIncrementalHandle):
+        return KeyedPiece(source, first, last)
+    size = handle.stream.size
+    if not _as_flink_writes(source, handle):
+        return KeyedPiece(source, handle.first_key_group, handle.last_key_group, 0, size)
+    ends = group_ends(handle.offsets, size)
+    chosen = range(first - handle.first_key_group, last - handle.first_key_group + 1)
+    used = [i for i in chosen if handle.offsets[i] > 0]
+    if not used:  # only empty key groups (a canonical savepoint's offset 0): no bytes
+        return KeyedPiece(source, first, last, 0, 0)
+    return KeyedPiece(source, first, last, handle.offsets[used[0]], ends[used[-1]])
+
+
+def key_group_bytes(source: KeyedSource) -> list[tuple[int, int]]:
+    """``(key group, bytes)`` of a handle, all its states together, without decoding it.
+
+    A stream's offsets give each key group's bytes (a canonical savepoint's empty key groups
+    are left out); a RocksDB handle's files are spread evenly over its key groups, as
+    :func:`plan_pieces` spreads them.
+    """
+    handle = source.handle
+    groups = range(handle.first_key_group, handle.last_key_group + 1)
+    if isinstance(handle, FlinkIncrementalHandle) or not _as_flink_writes(source, handle):
+        each = max(1, source.size // len(groups))
+        return [(group, each) for group in groups]
+    ends = group_ends(handle.offsets, handle.stream.size)
+    return [(group, ends[i] - offset) for i, (group, offset) in
+            enumerate(zip(groups, handle.offsets, strict=True)) if offset > 0]
 
 
 # -- decoding -----------------------------------------------------------------------------------
@@ -216,16 +265,19 @@ def decode_keyed_handle(streams: SnapshotStreams,
     return header, decoded, None
 
 
-def decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCache | None = None
+def decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCache | None = None,
+                 refuse: bool = True
                  ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental | None]:
     """Decode one piece (:func:`_decode_piece`) as the Flink that wrote the snapshot wrote it.
 
     The codecs built for it read that Flink's Kryo (:mod:`formats.flink.types.flink_version`).
+    ``refuse``: what could not be decoded raises (a Spark task cannot report a partial
+    result); else it is in ``decoded.losses``, as when the whole handle is decoded.
     """
     with written_by(piece.source.kryo_major):
         header, decoded, info = _decode_piece(streams, piece, headers)
-    # a task cannot report a partial result: what it could not decode fails it
-    refuse_losses(decoded.losses, piece.source.where)
+    if refuse:
+        refuse_losses(decoded.losses, piece.source.where)
     return header, decoded, info
 
 

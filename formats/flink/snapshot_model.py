@@ -43,6 +43,8 @@ from formats.flink.pieces import (
     KeyedSource,
     StateCounts,
     decode_keyed_handle,
+    decode_piece,
+    piece_of,
     read_header,
     state_rows,
 )
@@ -182,12 +184,13 @@ class SnapshotBuilder:
         """:meth:`keyed_stream` without decoding: the header, files checked, rows pending."""
         header = read_header(self.streams, handle, where, self.headers)
         counts = self.counts.get(ident, {}) if self.counts is not None else {}
-        self.sources.append(KeyedSource(*ident, handle, max_parallelism, where,
-                                        0 if isinstance(handle, FlinkIncrementalHandle)
-                                        else header.size, self.kryo_major))
+        source = KeyedSource(*ident, handle, max_parallelism, where,
+                             0 if isinstance(handle, FlinkIncrementalHandle) else header.size,
+                             self.kryo_major)
+        self.sources.append(source)
         loader = _HandleLoader(self.streams, handle, where, max_parallelism,
                                lambda losses: self.lost(uid, ident[1], losses, True),
-                               self.kryo_major)
+                               self.kryo_major, source, self.headers)
         rows = {s.name: PendingRows(loader, s, counts[s.name].rows if s.name in counts else {},
                                     ident) for s in header.states}
         sizes = {s.name: counts[s.name].bytes if s.name in counts else {}
@@ -393,7 +396,8 @@ class SnapshotBuilder:
         self.tables[name] = DecodedTable(rows, _keyed_schema(state, key_type), True,
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
-                                   f"#{op_index}, subtask {subtask}", state, key_type)
+                                   f"#{op_index}, subtask {subtask}", state, key_type,
+                                   rows.rows_in if isinstance(rows, PendingRows) else None)
         return KeyedStateHandle(state.name, name, key_group_range, tuple(groups))
 
     def operator_file(self, op_index: int, state: StateMetadata, subtask: int,
@@ -435,26 +439,60 @@ def state_declaration(info: StateInfo) -> StateMetadata:
     return StateMetadata(info.name, "keyed", "value", "bytes", namespace_type=namespace)
 
 
+#: Pieces of a handle a loader keeps decoded (a browser going back and forth between pages).
+_PIECES_KEPT = 4
+
+
 class _HandleLoader:
     """Decodes one keyed handle in this process when first asked (then keeps its entries)."""
 
     def __init__(self, streams: SnapshotStreams,
                  handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
                  max_parallelism: int, lost: Callable[[Losses], None] | None = None,
-                 kryo_major: int = 5) -> None:
+                 kryo_major: int = 5, source: KeyedSource | None = None,
+                 headers: HeaderCache | None = None) -> None:
         self.streams, self.handle, self.where = streams, handle, where
         self.max_parallelism = max_parallelism
         self.lost, self.kryo_major = lost, kryo_major
+        self.source, self.headers = source, headers
         self._decoded: DecodedKeyed | None = None
+        # pieces decoded for some key groups (a browser's pages): the last few, and the key
+        # group ranges whose losses were reported (each once)
+        self._pieces: dict[tuple[int, int], DecodedKeyed] = {}
+        self._reported: set[tuple[int, int]] = set()
 
     def decoded(self) -> DecodedKeyed:
         if self._decoded is None:
             with written_by(self.kryo_major):
                 _, self._decoded, _ = decode_keyed_handle(self.streams, self.handle,
                                                           self.where, self.max_parallelism)
+            self._pieces.clear()
             if self.lost is not None:
                 self.lost(self._decoded.losses)
         return self._decoded
+
+    def decoded_groups(self, first: int, last: int) -> DecodedKeyed:
+        """The entries of key groups ``first..last`` alone (:func:`piece_of`).
+
+        The handle's whole once it is decoded. What could not be decoded is reported as when
+        the whole handle is decoded (each piece's once).
+        """
+        if self._decoded is not None or self.source is None:
+            return self.decoded()
+        piece = piece_of(self.source, first, last)
+        span = (piece.first_key_group, piece.last_key_group)
+        found = self._pieces.pop(span, None)
+        if found is None:
+            if piece.whole:
+                return self.decoded()
+            _, found, _ = decode_piece(self.streams, piece, self.headers, refuse=False)
+            if self.lost is not None and span not in self._reported:
+                self._reported.add(span)
+                self.lost(found.losses)
+        self._pieces[span] = found  # the most recent last
+        while len(self._pieces) > _PIECES_KEPT:
+            del self._pieces[next(iter(self._pieces))]
+        return found
 
 
 class PendingRows:
@@ -470,6 +508,11 @@ class PendingRows:
 
     def __call__(self) -> list[tuple[int, Any, Any, Any]]:
         return state_rows(self.info, self.loader.decoded())
+
+    def rows_in(self, first: int, last: int) -> list[tuple[int, Any, Any, Any]]:
+        """The rows of key groups ``first..last`` alone (decoding only them, if need be)."""
+        rows = state_rows(self.info, self.loader.decoded_groups(first, last))
+        return [row for row in rows if first <= row[0] <= last]
 
 
 def _same_declaration(known: StateMetadata | None, state: StateMetadata, where: str) -> None:

@@ -9,11 +9,12 @@ this process or in a Spark task that decoded some key groups of a stream.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from formats.arrow_types import storage_converter
 from formats.columns import (
@@ -33,6 +34,10 @@ from statecore.undecodable import Undecodable
 __all__ = ["DecodedTable", "arrow_table", "converter", "keyed_table", "rehash_rows"]
 
 
+#: Key groups this far apart are decoded together by :meth:`DecodedTable.table_in`.
+_GAP = 8
+
+
 class DecodedTable:
     """One virtual data file of a decoded state.
 
@@ -49,11 +54,15 @@ class DecodedTable:
     def __init__(self, rows: list[Any] | Callable[[], list[Any]], schema: pa.Schema,
                  keyed: bool, flink_bytes: int, row_groups: list[tuple[int, int]],
                  key_codec: Codec | None = None, max_parallelism: int = 0, where: str = "",
-                 state: StateMetadata | None = None, key_type: str | None = None) -> None:
+                 state: StateMetadata | None = None, key_type: str | None = None,
+                 part: Callable[[int, int], list[Any]] | None = None) -> None:
         self._rows, self.schema, self.keyed, self.where = rows, schema, keyed, where
         self.flink_bytes, self.row_groups = flink_bytes, row_groups
         self.key_codec, self.max_parallelism = key_codec, max_parallelism
         self.state, self.key_type = state, key_type
+        #: keyed rows not decoded yet: ``part(first, last)`` decodes key groups
+        #: ``first..last`` alone (:meth:`table_in`)
+        self._part = part
         self._table: pa.Table | None = None
 
     @property
@@ -91,6 +100,31 @@ class DecodedTable:
                     [markers.get(i) for i in range(table.num_rows)]))
             self._table = table
         return self._table
+
+    def table_in(self, key_groups: Collection[int]) -> pa.Table:
+        """The keyed rows of ``key_groups``, in the columns of :attr:`table`.
+
+        Rows not decoded yet are decoded for those key groups alone: runs of nearby key
+        groups (at most :data:`_GAP` apart) are decoded together.
+        """
+        groups = sorted(set(key_groups))
+        if self.decoded or self._part is None or not groups:
+            table = self.table
+        else:
+            rows: list[Any] = []
+            first = last = groups[0]
+            for group in groups[1:] + [None]:
+                if group is not None and group - last <= _GAP:
+                    last = group
+                    continue
+                rows += self._part(first, last)
+                if group is not None:
+                    first = last = group
+            table = DecodedTable(rows, self.schema, self.keyed, 0, [], self.key_codec,
+                                 self.max_parallelism, self.where, self.state,
+                                 self.key_type).table
+        column = table.column("key_group")
+        return table.filter(pc.is_in(column, pa.array(groups, column.type)))
 
     def markers(self) -> dict[int, Undecodable]:
         """Row index -> the value that could not be decoded (kept as a marker), if any."""
