@@ -23,9 +23,16 @@ from cli.values import (
     format_epoch_ms,
     format_size,
     format_value,
+    shown_value,
     to_json_value,
 )
-from formats.inspect import CheckpointSummary, InspectReport, OperatorSummary
+from formats.inspect import (
+    CheckpointSummary,
+    InspectReport,
+    NotRead,
+    OperatorSummary,
+    StateSummary,
+)
 from formats.key_group_stats import KeyGroupHistogram
 from formats.sources import SourceSplit
 from formats.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
@@ -106,11 +113,12 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
     if common is not None:
         title += f" [dim](parallelism {common[0]}, max parallelism {common[1]})[/]"
     tree = Tree(f"{title}  {escape(summary.location)}")
-    stateless = [op for op in summary.operators if not op.states]
+    stateless = [op for op in summary.operators if not op.states and not op.not_read]
     for op in summary.operators:
-        if not op.states and not everything:
+        if op in stateless and not everything:
             continue
-        shown = [s for s in op.states if everything or s.entries is None or s.entries]
+        shown = [s for s in op.states
+                 if everything or s.entries is None or s.entries or s.not_read]
         empty = len(op.states) - len(shown)
         parts = [f"key {op.key_type}"] if op.key_type else []
         if common is None:
@@ -125,7 +133,10 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
             shown_count = ("" if state.entries is None or state.bytes is None
                            else f"  {counted(state.entries, 'entry')}, "
                                 f"{format_size(state.bytes)}")
-            branch.add(f"{escape(state.name)}  [dim]{state.scope} {state.kind}[/]{shown_count}")
+            branch.add(f"{escape(state.name)}  [dim]{state.scope} {state.kind}[/]{shown_count}"
+                       + _not_read_text(state.not_read, state.entries, everything))
+        for part in op.not_read:
+            branch.add(f"[dim]{escape(part.what)}[/]" + _not_read_text(part, 0, everything))
     if stateless and not everything:
         names = [op.identity.uid or op.name or op.identity.id for op in stateless]
         listed = names[:1] + [n for i, n in enumerate(names[1:], 1)
@@ -134,6 +145,12 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
         tree.add(f"[dim]{len(names)} operator{'s' if len(names) > 1 else ''} without state: "
                  f"{escape(', '.join(listed))}{more} (--all lists them)[/]")
     console.print(tree, soft_wrap=False)  # a long label wraps instead of being cut
+    unnamed = sum(1 for op in summary.operators
+                  if op.identity.uid is None and op.identity.name is None)
+    if unnamed:  # a Flink 1.x snapshot stores no uids nor names: only OperatorIDs (once)
+        console.print(f"[dim]{unnamed} operator{'s' if unnamed > 1 else ''} known only by "
+                      f"OperatorID (a Flink 1.x snapshot stores no uids): --uid UID names "
+                      f"them (docs/flink.md)[/]")
     if any(s.entries is None for op in summary.operators for s in op.states):
         console.print("[dim]keyed entries not counted: the summary reads only _metadata and "
                       "the state headers (--all counts them)[/]")
@@ -153,6 +170,32 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
             table.add_row(escape(op.identity.label), str(st.index), groups, entries,
                           format_size(st.bytes))
     console.print(table)
+
+
+#: Characters of a reason shown on a state's line by the summary that fits a screen.
+REASON_WIDTH = 100
+
+
+def _not_read_text(part: NotRead | None, entries: int | None, everything: bool) -> str:
+    """What of a state (or an operator's streams) was not read, and why: ``""`` if all was.
+
+    ``entries``: the state's entries (``None``: not counted; nothing was decoded). Unless
+    ``everything``, a long reason is cut (``--all`` and ``verify`` give it whole).
+    """
+    if part is None:
+        return ""
+    if part.entries is not None:
+        what = f"{counted(part.entries, 'entry')} not decoded"
+    elif part.damaged:
+        what = "damaged"
+    elif entries is None:
+        what = "not decodable"
+    else:
+        what = "not read completely" if entries else "not read"
+    reason = part.reason
+    if not everything and len(reason) > REASON_WIDTH:
+        reason = reason[:REASON_WIDTH - 1] + "…"
+    return f"  [{'red' if part.damaged else 'yellow'}]{what}: {escape(reason)}[/]"
 
 
 #: Paths and splits of one source listed before "N more" (``--all`` lists every one).
@@ -272,16 +315,27 @@ def _entries_table(title: str, state: StateEntries, *, rank: bool = False) -> Ta
     for i, e in enumerate(state.entries, 1):
         cells = ([str(i)] if rank else []) + [str(e.subtask)] + (
             [str(e.key_group)] if keyed else []) + [
-            "-" if e.key is None else _cell(e.key), _cell(e.namespace), _cell(e.value),
+            "-" if e.key is None else _cell(e.key), _cell(e.namespace),
+            _cell(shown_value(state.state, e.value)),
             "-" if e.ttl_timestamp is None else ttl_time(e.ttl_timestamp), format_size(e.bytes)]
         table.add_row(*cells)
     return table
 
 
-def _expired(console: Console, now: int, shares: Sequence[ExpiredShare]) -> None:
+def _expired(console: Console, report: InspectReport, now: int,
+             shares: Sequence[ExpiredShare]) -> None:
     when = datetime.fromtimestamp(now / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    unknown = [f"{report.operator(uid).uid or report.operator(uid).label}/{state}"
+               for uid, state, _ in report.ttl_unknown]
+    if unknown:  # never "no state with TTL" for states whose TTL only the job knows
+        named = ", ".join(unknown)
+        console.print(escape(
+            f"TTL unknown for {named}: the snapshot stores each value's last access but not "
+            f"the TTL (the job's StateTtlConfig has it); give --ttl {unknown[0]}=DURATION "
+            f"(e.g. 7d) for each"), soft_wrap=True)
     if not shares:
-        console.print(f"TTL-expired at {now} ({when} UTC): no state with TTL")
+        if not unknown:
+            console.print(f"TTL-expired at {now} ({when} UTC): no state with TTL")
         return
     table = Table(title=f"TTL-expired at {now} ({when} UTC)", title_justify="left")
     for column in ("operator", "state", "kind", "ttl", "entries", "elements", "bytes",
@@ -289,7 +343,8 @@ def _expired(console: Console, now: int, shares: Sequence[ExpiredShare]) -> None
         table.add_column(column, justify="left" if column in ("operator", "state", "kind")
                          else "right")
     for s in shares:
-        table.add_row(s.uid, s.state, s.kind, format_duration(s.ttl),
+        table.add_row(escape(report.operator(s.uid).label), escape(s.state), s.kind,
+                      format_duration(s.ttl),
                       f"{s.entries_expired:,} of {s.entries:,}",
                       f"{s.elements_expired:,} of {s.elements:,}",
                       f"{format_size(s.bytes_expired)} of {format_size(s.bytes)}",
@@ -314,27 +369,35 @@ def ttl_time(timestamp: Any) -> str:
     return _cell(timestamp)
 
 
-def _lookup(console: Console, found: KeyLookup, width: int | None) -> None:
+def _lookup(console: Console, report: InspectReport, found: KeyLookup, width: int | None
+            ) -> None:
     """One key's state, grouped by operator: its key group, then each state's entries.
 
     Values longer than ``width`` characters are cut, saying how much is left (``None``: the
-    whole value, on one line).
+    whole value, on one line). A state without an entry for the key that statectl could not
+    read completely says so (the key may be among what was not read).
     """
     by_operator: dict[str, list[StateEntries]] = {}
     for state in found.states:
         by_operator.setdefault(state.uid, []).append(state)
     for uid, key, key_group, subtask in found.locations:
+        label = escape(report.operator(uid).label)
         if key_group is None:
-            console.print(f"{escape(uid)}: key {_cell(key)} is in no key group of this snapshot",
+            console.print(f"{label}: key {_cell(key)} is in no key group of this snapshot",
                           style="bold")
         else:
-            console.print(f"{escape(uid)}: key {_cell(key)} is in key group {key_group}, "
+            console.print(f"{label}: key {_cell(key)} is in key group {key_group}, "
                           f"subtask {subtask}", style="bold")
-        empty = [state.state for state in by_operator.get(uid, ()) if not state.entries]
+        empty = [state for state in by_operator.get(uid, ()) if not state.entries]
+        unread = [state for state in empty if _view_not_read(report, state)]
         for state in by_operator.pop(uid, ()):
             _lookup_state(console, state, width)
-        if empty:
-            console.print(f"  {escape(', '.join(empty))}: no entry", soft_wrap=True)
+        if len(unread) < len(empty):
+            console.print(f"  {escape(', '.join(s.state for s in empty if s not in unread))}: "
+                          f"no entry", soft_wrap=True)
+        for state in unread:
+            console.print(f"  {escape(state.state)}: no entry read"
+                          f"{_view_not_read(report, state)}", soft_wrap=True)
     for states in by_operator.values():  # (states of an operator without a location)
         for state in states:
             _lookup_state(console, state, width)
@@ -345,7 +408,7 @@ def _lookup_state(console: Console, state: StateEntries, width: int | None) -> N
         where = "" if e.namespace is VOID_NAMESPACE else f" @ {_cell(e.namespace)}"
         ttl = "" if e.ttl_timestamp is None else f"(last access {ttl_time(e.ttl_timestamp)})"
         prefix = f"  {state.state}{where}: "
-        text = format_value(e.value)
+        text = format_value(shown_value(state.state, e.value))
         if width is not None:
             room = max(width - len(prefix), 20)
             if len(text) > room:
@@ -379,18 +442,41 @@ def draw_inspect(console: Console, report: InspectReport, width: int | None = 0)
     for histogram in report.key_groups or ():
         draw_key_groups(console, histogram, report.measure)
     for state in report.top or ():
-        console.print(_entries_table(f"{escape(state.uid)}/{escape(state.state)}: largest "
-                                     "entries", state, rank=True))
+        console.print(_entries_table(f"{_view_name(report, state)}: largest entries"
+                                     f"{_view_not_read(report, state)}", state, rank=True))
     if report.expired is not None:
         assert report.now is not None
-        _expired(console, report.now, report.expired)
+        _expired(console, report, report.now, report.expired)
     if report.lookup is not None:
-        _lookup(console, report.lookup, console.width if width == 0 else width)
+        _lookup(console, report, report.lookup, console.width if width == 0 else width)
     for state in report.entries or ():
-        console.print(_entries_table(f"{escape(state.uid)}/{escape(state.state)} ({state.scope} "
-                                     f"{state.kind}): first "
-                                     f"{counted(len(state.entries), 'entry')}",
-                                     state))
+        title = f"{_view_name(report, state)} ({state.scope} {state.kind})"
+        if not state.entries:  # one line, not an empty table
+            console.print(f"{title}: no entries{_view_not_read(report, state)}",
+                          soft_wrap=True)
+            continue
+        console.print(_entries_table(f"{title}: first {counted(len(state.entries), 'entry')}"
+                                     f"{_view_not_read(report, state)}", state))
+
+
+def _view_name(report: InspectReport, state: StateEntries) -> str:
+    """``operator/state`` as the summary names the operator (markup escaped)."""
+    return f"{escape(report.operator(state.uid).label)}/{escape(state.state)}"
+
+
+def _summary_state(report: InspectReport, uid: str, name: str) -> StateSummary | None:
+    for op in report.summary.operators:
+        if op.uid == uid:
+            return next((s for s in op.states if s.name == name), None)
+    return None
+
+
+def _view_not_read(report: InspectReport, state: StateEntries) -> str:
+    """What of a view's state was not read (``""``: all of it), as the summary says."""
+    found = _summary_state(report, state.uid, state.state)
+    if found is None or found.not_read is None:
+        return ""
+    return _not_read_text(found.not_read, found.entries, False)
 
 
 # -- JSON -----------------------------------------------------------------------------------
@@ -453,14 +539,32 @@ def _summary_fields(summary: CheckpointSummary) -> dict[str, Any]:
         "operators": [{
             "operator": op.identity.to_json(), "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism, "key_type": op.key_type,
-            "states": [{"state": s.name, "scope": s.scope, "kind": s.kind, "entries": s.entries,
-                        "bytes": s.bytes} for s in op.states],
+            "states": [_state_json(s) for s in op.states],
+            **({"not_read": [_not_read_json(part) for part in op.not_read]}
+               if op.not_read else {}),
             "subtasks": [{"subtask": st.index,
                           "key_group_range": None if st.key_group_range is None
                           else list(st.key_group_range),
                           "entries": st.entries, "bytes": st.bytes} for st in op.subtasks],
         } for op in summary.operators],
     }
+
+
+def _state_json(state: StateSummary) -> dict[str, Any]:
+    """A state of the summary; ``not_read`` only when something of it was not read."""
+    document: dict[str, Any] = {"state": state.name, "scope": state.scope, "kind": state.kind,
+                                "entries": state.entries, "bytes": state.bytes}
+    if state.not_read is not None:
+        document["not_read"] = _not_read_json(state.not_read)
+    return document
+
+
+def _not_read_json(part: NotRead) -> dict[str, Any]:
+    document: dict[str, Any] = {"reason": part.reason, "entries": part.entries,
+                                "damaged": part.damaged}
+    if part.what:
+        document["what"] = part.what
+    return document
 
 
 def inspect_json(report: InspectReport) -> dict[str, Any]:
@@ -481,7 +585,9 @@ def inspect_json(report: InspectReport) -> dict[str, Any]:
             "entries": s.entries, "entries_expired": s.entries_expired,
             "elements": s.elements, "elements_expired": s.elements_expired,
             "bytes": s.bytes, "bytes_expired": s.bytes_expired, "share": s.share}
-            for s in report.expired]}
+            for s in report.expired],
+            "ttl_unknown": [{"operator": report.operator(uid).to_json(), "state": state,
+                             "kind": kind} for uid, state, kind in report.ttl_unknown]}
     if report.lookup is not None:
         document["lookup"] = {
             "key": report.lookup.key,

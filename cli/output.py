@@ -32,11 +32,14 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.inspect_view import draw_inspect, inspect_json, ttl_time
+from cli.query_view import draw_query, query_json
+from cli.rescale_view import draw_plan, plan_json, rescale_result_json
 from cli.values import format_epoch_ms, format_size, format_value, to_json_value
+from cli.verify_view import draw_verify, verify_json
 from formats.build import BuildSummary
 from formats.convert import ConvertResult
 from formats.diff import Difference, DiffReport
-from formats.export import ExportResult, jsonable
+from formats.export import ExportResult
 from formats.history import KeyHistory, namespace_text
 from formats.inspect import InspectReport
 from formats.json_contract import SCHEMA_VERSION
@@ -45,7 +48,7 @@ from formats.rescale import RescaleResult
 from formats.statectl.storage import PruneResult, SnapshotInfo
 from formats.verify import VerifyReport
 from statecore.map_trace import TraceResult, TraceSettings, TraceStep
-from statecore.rescale_plan import OperatorPlan, RescalePlan
+from statecore.rescale_plan import RescalePlan
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
 from statecore.state_map_layout import Chains, EntryView, MapLayout, SnapshotLayout
@@ -66,6 +69,10 @@ class Output(ABC):
     @abstractmethod
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         """List the walkthrough scripts shipped with statectl."""
+
+    @abstractmethod
+    def screenshot(self, path: str, columns: int, rows: int, keys: int) -> None:
+        """Say where ``browse --svg`` wrote its screen: ``columns`` x ``rows``, after ``keys``."""
 
     @abstractmethod
     def progress(self, description: str) -> AbstractContextManager[Callable[[int, int], None]]:
@@ -182,12 +189,16 @@ class TextOutput(Output):
 
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
         table = Table()
-        for column in ("id", "kind", "created (UTC)", "size", "location"):
-            table.add_column(column, justify="right" if column in ("id", "size") else "left")
+        for column in ("id", "kind", "created (UTC)", "size"):
+            table.add_column(column, justify="right" if column in ("id", "size") else "left",
+                             no_wrap=True)
+        table.add_column("location", overflow="fold")  # whole, wrapped: never cut
         for s in snapshots:
             created = datetime.fromtimestamp(s.created_ms / 1000, tz=UTC)
-            table.add_row(str(s.checkpoint_id), s.kind, created.strftime("%Y-%m-%d %H:%M:%S"),
-                          format_size(s.bytes), s.location)
+            table.add_row(str(s.checkpoint_id),
+                          s.kind if s.complete else f"{s.kind} (incomplete)",
+                          created.strftime("%Y-%m-%d %H:%M:%S"), format_size(s.bytes),
+                          s.location)
         self.console.print(table)
 
     def savepoint(self, savepoint: SnapshotInfo, built: BuildSummary | None) -> None:
@@ -259,28 +270,7 @@ class TextOutput(Output):
             self.console.print(f"a savepoint {escape(result.release_text)}")
 
     def verify(self, report: VerifyReport) -> None:
-        self.console.print(f"checked {report.location}: {counted(report.files, 'file')}, "
-                           f"{format_size(report.bytes)}, "
-                           f"{counted(report.entries, 'keyed entry')}")
-        if report.clean:
-            self.console.print("clean: no problems found", style="bold green")
-        else:
-            table = Table(title=counted(sum(report.counts.values()), "problem"),
-                          title_justify="left")
-            for column in ("kind", "where", "problem"):
-                table.add_column(column)
-            for problem in report.problems:
-                table.add_row(problem.kind, escape(problem.where), escape(problem.message))
-            self.console.print(table)
-        if report.warnings:
-            count = len(report.warnings)
-            table = Table(title=f"{count} warning{'s' if count > 1 else ''} (not checked)",
-                          title_justify="left")
-            for column in ("kind", "where", "warning"):
-                table.add_column(column)
-            for warning in report.warnings:
-                table.add_row(warning.kind, escape(warning.where), escape(warning.message))
-            self.console.print(table)
+        draw_verify(self.console, report)
 
     def diff(self, report: DiffReport) -> None:
         if report.equal:
@@ -334,28 +324,16 @@ class TextOutput(Output):
                              style=STYLE_NOTE)
 
     def query(self, result: QueryResult, out: str | None, limit: int | None) -> None:
-        rows = result.table.num_rows
-        if out is not None:
-            self.console.print(f"wrote {counted(rows, 'row')} to {escape(out)}")
-            return
-        shown = limit if limit is not None else max(5, (self.console.height or 24) - 8)
-        table = Table(title_justify="left")
-        for name in result.table.column_names:
-            table.add_column(escape(name), overflow="fold")
-        for row in result.table.slice(0, shown).to_pylist():
-            table.add_row(*(escape(format_value(v)) if v is not None else "[dim]null[/dim]"
-                            for v in row.values()))
-        self.console.print(table)
-        more = f" (first {shown} shown; --limit N or --out FILE for more)" if rows > shown \
-            else ""
-        self.notes.print(f"{counted(rows, 'row')}{more}", style=STYLE_NOTE)
+        draw_query(self.console, self.notes, result, out, limit, STYLE_NOTE)
 
     def export(self, result: ExportResult) -> None:
         table = Table(title=f"exported to {escape(result.location)} ({result.format}): "
                             f"{result.rows:,} rows in {result.seconds:.2f} s",
                       title_justify="left")
-        for column in ("operator", "state", "kind", "rows", "file"):
-            table.add_column(column, justify="right" if column == "rows" else "left")
+        for column in ("operator", "state", "kind", "rows"):
+            table.add_column(column, justify="right" if column == "rows" else "left",
+                             overflow="fold" if column == "state" else "ellipsis")
+        table.add_column("file", overflow="fold")  # the whole path, wrapped: never cut
         for t in result.tables:
             table.add_row(escape(t.operator.label), escape(t.state), f"{t.scope} {t.kind}",
                           f"{t.rows:,}", escape(t.path))
@@ -369,6 +347,10 @@ class TextOutput(Output):
             self.console.print()
             for line in _step_lines(step):
                 self.console.print(line)
+
+    def screenshot(self, path: str, columns: int, rows: int, keys: int) -> None:
+        self.console.print(escape(f"wrote {path} ({columns}x{rows}, after {keys} keys)"),
+                           soft_wrap=True)
 
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         width = max((len(w.name) for w in walkthroughs), default=0)
@@ -502,119 +484,6 @@ def _with_chains_json(layout: MapLayout | SnapshotLayout) -> dict[str, Any]:
     return out
 
 
-#: Lines the default plan may take (a 40-line terminal, with the command and its other output).
-PLAN_LINES = 34
-#: Rows of the one-table plan before the rest are counted on one line.
-PLAN_ROWS = 20
-
-
-def _has_state(op: OperatorPlan) -> bool:
-    return any(st.entries or st.bytes or st.states for st in op.subtasks)
-
-
-def _detail_lines(op: OperatorPlan) -> int:
-    """Lines of an operator's per-subtask table: title, borders, header, rows, summary."""
-    return 6 + len(op.subtasks)
-
-
-def draw_plan(console: Console, plan: RescalePlan, show_all: bool = False) -> None:
-    """A rescale plan that fits a screen.
-
-    Operators with state get a per-subtask table each when those fit in :data:`PLAN_LINES`,
-    else one row each in one table (the :data:`PLAN_ROWS` largest by bytes; the rest counted);
-    operators without state are counted on one line. ``show_all``: every operator's
-    per-subtask table, stateless ones included.
-    """
-    with_state = [op for op in plan.operators if show_all or _has_state(op)]
-    stateless = [op for op in plan.operators if op not in with_state]
-    if show_all or sum(map(_detail_lines, with_state)) + 2 <= PLAN_LINES:
-        for op in with_state:
-            console.print(_plan_table(op))
-            console.print(
-                f"bytes moved {format_size(op.bytes_moved)} of {format_size(op.bytes)}, skew "
-                f"{op.skew:.2f} (max/mean bytes), union state {op.union_elements:,} elements "
-                f"x {op.new_parallelism} subtasks = {op.union_blowup:,} restored",
-                markup=False, highlight=False)
-    else:
-        _plan_summary(console, with_state)
-    if stateless:
-        console.print(_named_on_one_line(f"{counted(len(stateless), 'operator')} without "
-                                         f"state: ", [op.uid for op in stateless],
-                                         console.width),
-                      markup=False, highlight=False)
-
-
-def _named_on_one_line(prefix: str, names: list[str], width: int) -> str:
-    """``prefix`` and as many of ``names`` as fit ``width`` (at least one), the rest counted."""
-    for shown in range(len(names), 0, -1):
-        rest = len(names) - shown
-        line = prefix + ", ".join(names[:shown]) + (f" and {rest} more" if rest else "")
-        if len(line) <= width or shown == 1:
-            return line
-    return prefix.rstrip(": ")
-
-
-def _plan_summary(console: Console, ops: list[OperatorPlan]) -> None:
-    """One row per operator (the largest first), totals below; ``--all`` for every subtask.
-
-    Parallelisms shared by every operator go in the title (columns otherwise), the union
-    elements restored (each new subtask gets them all) only when there is union state: the
-    table fits 80 columns.
-    """
-    shared = {(op.old_parallelism, op.new_parallelism, op.old_max_parallelism,
-               op.new_max_parallelism) for op in ops}
-    if len(shared) == 1:
-        old_p, new_p, old_m, new_m = next(iter(shared))
-        console.print(f"parallelism {old_p} -> {new_p}, max parallelism {old_m}"
-                      + (f" -> {new_m} (keys re-hashed)" if old_m != new_m else ""),
-                      markup=False, highlight=False)
-    table = Table(title=f"{counted(len(ops), 'operator')} with state (--all: every subtask)",
-                  title_justify="left")
-    union = any(op.union_elements for op in ops)
-    columns = ["operator", *(("parallelism", "max parallelism") if len(shared) > 1 else ()),
-               "entries", "elements", "bytes", "moved", "skew", *(("union",) if union else ())]
-    for column in columns:
-        table.add_column(column, justify="left" if column in (
-            "operator", "parallelism", "max parallelism") else "right")
-    largest = sorted(ops, key=lambda op: -op.bytes)
-    for op in largest[:PLAN_ROWS]:
-        elements = sum(s.entries for st in op.subtasks for s in st.states
-                       if s.scope == "operator")
-        max_parallelism = (f"{op.old_max_parallelism} -> {op.new_max_parallelism}" if op.rehash
-                           else str(op.old_max_parallelism))
-        table.add_row(escape(op.uid), *((f"{op.old_parallelism} -> {op.new_parallelism}",
-                                         max_parallelism) if len(shared) > 1 else ()),
-                      f"{sum(st.entries for st in op.subtasks):,}", f"{elements:,}",
-                      format_size(op.bytes), format_size(op.bytes_moved), f"{op.skew:.2f}",
-                      *((f"{op.union_blowup:,}",) if union else ()))
-    console.print(table)
-    rest = largest[PLAN_ROWS:]
-    if rest:
-        console.print(f"and {counted(len(rest), 'more operator')} with state: "
-                      f"{format_size(sum(op.bytes for op in rest))}, "
-                      f"{format_size(sum(op.bytes_moved for op in rest))} moved",
-                      markup=False, highlight=False)
-    console.print(f"bytes moved {format_size(sum(op.bytes_moved for op in ops))} of "
-                  f"{format_size(sum(op.bytes for op in ops))}",
-                  markup=False, highlight=False)
-
-
-def _plan_table(op: OperatorPlan) -> Table:
-    title = (f"{op.uid}: parallelism {op.old_parallelism} -> {op.new_parallelism}, max "
-             f"parallelism {op.old_max_parallelism}"
-             + (f" -> {op.new_max_parallelism} (keys re-hashed)" if op.rehash else ""))
-    table = Table(title=title, title_justify="left")
-    for column in ("subtask", "key groups", "entries", "elements", "bytes", "bytes moved"):
-        table.add_column(column, justify="left" if column == "key groups" else "right")
-    for st in op.subtasks:
-        kg = st.key_group_range
-        elements = sum(s.entries for s in st.states if s.scope == "operator")
-        table.add_row(str(st.index), "-" if kg is None else f"{kg.start}-{kg.end}",
-                      f"{st.entries:,}", f"{elements:,}", format_size(st.bytes),
-                      format_size(st.bytes_moved))
-    return table
-
-
 def _difference_side(value: Any, ttl_timestamp: Any) -> str:
     """One side of a difference: the value, and with TTL its last access (as ``inspect``)."""
     if value is None:
@@ -635,7 +504,7 @@ def _difference_key(d: Difference) -> str:
 
 def snapshot_json(s: SnapshotInfo) -> dict[str, Any]:
     return {"checkpoint_id": s.checkpoint_id, "kind": s.kind, "created_ms": s.created_ms,
-            "bytes": s.bytes, "location": s.location}
+            "bytes": s.bytes, "location": s.location, "complete": s.complete}
 
 
 def build_json(summary: BuildSummary) -> dict[str, Any]:
@@ -686,65 +555,6 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
             for step in result.steps
         ],
     }
-
-
-def plan_json(plan: RescalePlan) -> dict[str, Any]:
-    return {
-        "parallelism": plan.parallelism, "max_parallelism": plan.max_parallelism,
-        "rehash": plan.rehash, "bytes_moved": plan.bytes_moved, "skew": plan.skew,
-        "operators": [{
-            "operator": op.identity.to_json(), "old_parallelism": op.old_parallelism,
-            "new_parallelism": op.new_parallelism,
-            "old_max_parallelism": op.old_max_parallelism,
-            "new_max_parallelism": op.new_max_parallelism, "rehash": op.rehash,
-            "bytes": op.bytes, "bytes_moved": op.bytes_moved, "skew": op.skew,
-            "union_elements": op.union_elements, "union_blowup": op.union_blowup,
-            "subtasks": [{
-                "subtask": st.index,
-                "key_group_range": (None if st.key_group_range is None
-                                    else [st.key_group_range.start, st.key_group_range.end]),
-                "entries": st.entries, "bytes": st.bytes, "bytes_moved": st.bytes_moved,
-                "downloads": [{"file": name, "bytes": size}
-                              for name, size in plan.downloads.get((op.uid, st.index), ())],
-                "states": [{"state": s.state, "scope": s.scope, "entries": s.entries,
-                            "bytes": s.bytes} for s in st.states],
-                "keyed_handles": [{"state": h.state, "file": ", ".join(plan.stored(h.file)),
-                                   "files": list(plan.stored(h.file)),
-                                   "key_group_range": [h.key_group_range.start,
-                                                       h.key_group_range.end]}
-                                  for h in st.keyed],
-                "operator_handles": [{"state": h.state, "mode": h.mode.name,
-                                      "file": ", ".join(plan.stored(h.file)),
-                                      "files": list(plan.stored(h.file)),
-                                      "first_element": h.first_element,
-                                      "element_count": h.element_count} for h in st.operator],
-            } for st in op.subtasks],
-        } for op in plan.operators],
-    }
-
-
-def rescale_result_json(result: RescaleResult) -> dict[str, Any]:
-    return {"location": result.location, "mode": result.mode,
-            "checkpoint_id": result.metadata.checkpoint_id,
-            "kind": result.metadata.kind.value, "files_linked": result.files_linked,
-            "files_copied": result.files_copied, "files_written": result.files_written,
-            "entries_written": result.entries_written,
-            "entries_dropped": result.entries_dropped, "seconds": result.seconds,
-            "flink_release": result.release,
-            "operators": [{"operator": op.identity.to_json(), "parallelism": op.parallelism,
-                           "max_parallelism": op.max_parallelism}
-                          for op in result.metadata.operators]}
-
-
-def verify_json(report: VerifyReport) -> dict[str, Any]:
-    def problem(p: Any) -> dict[str, Any]:
-        return {"kind": p.kind, "where": p.where, "message": p.message,
-                "operator": None if p.operator is None else p.operator.to_json()}
-    return {"location": report.location, "clean": report.clean, "files": report.files,
-            "bytes": report.bytes, "entries": report.entries,
-            "counts": dict(sorted(report.counts.items())),
-            "problems": [problem(p) for p in report.problems],
-            "warnings": [problem(w) for w in report.warnings]}
 
 
 def diff_json(report: DiffReport) -> dict[str, Any]:
@@ -823,6 +633,9 @@ class JsonOutput(Output):
                     "rows": result.rows, "seconds": result.seconds,
                     "tables": [t.to_json() for t in result.tables]})
 
+    def screenshot(self, path: str, columns: int, rows: int, keys: int) -> None:
+        self._emit({"svg": path, "columns": columns, "rows": rows, "keys": keys})
+
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         self._emit({"walkthroughs": [{"name": w.name, "title": w.title}
                                      for w in walkthroughs]})
@@ -839,14 +652,4 @@ class JsonOutput(Output):
                        for v in s.values]} for s in history.snapshots]})
 
     def query(self, result: QueryResult, out: str | None, limit: int | None) -> None:
-        table = result.table
-        shown = table if limit is None else table.slice(0, limit)
-        self._emit({
-            "columns": [{"name": f.name, "type": str(f.type)} for f in table.schema],
-            "row_count": table.num_rows, "location": out,
-            "rows": [] if out is not None else [
-                {name: jsonable(value, strict=False) for name, value in row.items()}
-                for row in shown.to_pylist()],
-            "read": [{"database": database, "schema": operator, "table": state,
-                      "key_groups": None if groups is None else list(groups)}
-                     for database, operator, state, groups in result.read]})
+        self._emit(query_json(result, out, limit))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -14,11 +16,14 @@ from formats.engines import ENGINES
 from formats.model import Checkpoint
 from formats.open import pinned
 from formats.operator_names import OperatorNames
+from formats.ttl_given import apply_ttls, resolve_ttls
+from statecore.errors import CheckpointError, InvalidArgumentError
 from statecore.undecodable import describe_damage, summarize_parts
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["TIMESTAMP", "Location", "Timestamp", "engine_options", "hold", "on_bad_record_option"]
+__all__ = ["TIMESTAMP", "Location", "StateTtl", "Timestamp", "engine_options", "given_ttls", "hold",
+           "on_bad_record_option", "parse_duration", "ttl_option"]
 
 
 def hold(*locations: str) -> None:
@@ -35,23 +40,33 @@ def hold(*locations: str) -> None:
 class Location(click.ParamType[str]):
     """A local path or a URI (``s3://bucket/path?...``): where state or data is.
 
-    A local path is checked like ``click.Path`` (``exists``, ``file_okay``, ``dir_okay``);
-    a URI is passed on as given: its filesystem is resolved, and a missing object reported,
-    by the command (:func:`formats.filesystems.resolve_filesystem`).
+    A local path is checked like ``click.Path`` (``file_okay``, ``dir_okay``); with
+    ``exists`` a path that does not exist is a domain error (exit code 3, as for every
+    command's input: docs/cli.md), naming ``what`` the path should be. A URI is passed on as
+    given: its filesystem is resolved, and a missing object reported, by the command
+    (:func:`formats.filesystems.resolve_filesystem`).
     """
 
     name = "PATH|URI"
 
     def __init__(self, exists: bool = False, file_okay: bool = True,
-                 dir_okay: bool = True) -> None:
-        self._path = click.Path(exists=exists, file_okay=file_okay, dir_okay=dir_okay)
+                 dir_okay: bool = True, what: str = "") -> None:
+        self._exists, self._what = exists, what
+        self._path = click.Path(file_okay=file_okay, dir_okay=dir_okay)
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> str:
         text = str(value)
         if "://" in text:
             return text
+        if self._exists and not os.path.lexists(text):
+            raise missing_input(text, self._what)
         return str(self._path.convert(text, param, ctx))
+
+
+def missing_input(path: str, what: str = "") -> CheckpointError:
+    """The error of an input path that does not exist (exit code 3, docs/cli.md)."""
+    return CheckpointError(f"{path} does not exist" + (f"; give {what}" if what else ""))
 
 
 class Timestamp(click.ParamType[int]):
@@ -96,6 +111,69 @@ class Timestamp(click.ParamType[int]):
 
 
 TIMESTAMP = Timestamp()
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_SHORT = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h|d)", re.IGNORECASE)
+_ISO = re.compile(r"P(?:(\d+(?:\.\d+)?)D)?(?:T(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?"
+                  r"(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> int | None:
+    """A duration in milliseconds, ``None`` if ``text`` is none.
+
+    ``500ms``, ``15s``, ``30m`` (or ``30min``), ``1h``, ``2d`` and sums of them (``1h30m``);
+    ISO 8601 ``PT1H``, ``P1DT12H``, ``PT0.5S`` (days, hours, minutes, seconds: Java's
+    ``Duration.parse``); a bare number is milliseconds (as ``build --ttl`` takes them).
+    """
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    iso = _ISO.fullmatch(text)
+    if iso and text.upper() not in ("P", "PT") and not text.upper().endswith("T"):
+        return round(sum(float(part or 0) * size for part, size in zip(
+            iso.groups(), (86_400_000, 3_600_000, 60_000, 1000), strict=True)))
+    parts = list(_SHORT.finditer(text))
+    if parts and "".join(p[0] for p in parts).replace(" ", "") == text.replace(" ", ""):
+        return round(sum(float(p[1]) * _UNITS[p[2].lower()] for p in parts))
+    return None
+
+
+class StateTtl(click.ParamType[tuple[str, int]]):
+    """``STATE=DURATION`` of ``--ttl``: a state (``NAME`` or ``OP/NAME``) and its TTL in ms."""
+
+    name = "STATE=DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[str, int]:
+        if isinstance(value, tuple):
+            return value
+        state, sep, duration = str(value).rpartition("=")
+        ttl = parse_duration(duration) if sep else None
+        if not state.strip() or ttl is None or ttl <= 0:
+            self.fail(f"{value!r}: give STATE=DURATION, STATE a state's name (OP/NAME where "
+                      f"several operators have one of that name) and DURATION its TTL, e.g. "
+                      f"1h, 30m, 15s, 500ms, 2d or PT1H", param, ctx)
+        return state.strip(), ttl
+
+
+def ttl_option(what: str) -> Callable[[F], F]:
+    """``--ttl STATE=DURATION`` (repeatable), for ``what`` (the option it serves)."""
+    return click.option(
+        "--ttl", "ttls", multiple=True, type=StateTtl(),
+        help=f"The TTL of a state (repeatable) for {what}: a Flink snapshot stores each "
+             "value's last access but not the TTL (it is in the job's StateTtlConfig), so "
+             "what expired is known only with it. STATE is a state's name, or OP/NAME (OP "
+             "its operator's uid, name or OperatorID) where several operators have one of "
+             "that name; DURATION e.g. 1h, 30m, 15s, 500ms, 2d or PT1H. Given for a "
+             "statectl checkpoint, it replaces the stored TTL.")
+
+
+def given_ttls(checkpoint: Checkpoint, ttls: tuple[tuple[str, int], ...]) -> None:
+    """Declare the ``--ttl`` TTLs in ``checkpoint`` (a name that matches none: exit 2)."""
+    try:
+        apply_ttls(checkpoint, resolve_ttls(checkpoint, ttls))
+    except InvalidArgumentError as exc:
+        raise click.BadParameter(str(exc), param_hint="--ttl") from exc
 
 
 def engine_options(command: F) -> F:
@@ -186,10 +264,16 @@ def reading(checkpoint: _C) -> _C:
     return checkpoint
 
 
+#: States the stderr line says how many values of were not decoded, and why; it names the
+#: others (:func:`undecodable_report`).
+SHOWN_STATES = 5
+
+
 def undecodable_report(meta: dict[str, Any]) -> tuple[str, str] | None:
     """What the checkpoints a command read could not decode: ``(line, damage)``.
 
-    ``line`` says per state how many values were not decoded and why (one line, for stderr);
+    ``line`` says per state how many values were not decoded and why (one line, for stderr;
+    beyond the first :data:`SHOWN_STATES`, the states' names per operator);
     ``damage`` is the error message when any part is damaged and ``--partial`` was not given
     (exit code 3), else empty. ``None`` when everything was decoded.
     """
@@ -197,17 +281,28 @@ def undecodable_report(meta: dict[str, Any]) -> tuple[str, str] | None:
              for part in checkpoint.undecodable_parts()]
     if not parts:
         return None
-    shown = []
-    for operator, state, damaged, values, key_groups, cls, reason in summarize_parts(parts):
+    shown: list[str] = []
+    more: dict[str, list[str]] = {}  # beyond the first few: the states' names per operator
+    for group in summarize_parts(parts):
+        if len(shown) == SHOWN_STATES:
+            names = more.setdefault(group.label, [])
+            if group.state not in names:
+                names.append(group.state)
+            continue
+        values = group.values
         count = "values" if values < 0 else f"{values:,} value{'s' if values != 1 else ''}"
-        groups = f" in {key_groups} key group{'s' if key_groups != 1 else ''}" if (
-            key_groups) else ""
-        why = reason if damaged or cls.rsplit(".", 1)[-1] in reason else f"{cls}: {reason}"
-        shown.append(f"{operator}/{state}: {count}{groups} ({why})")
+        groups = f" in {group.key_groups} key group{'s' if group.key_groups != 1 else ''}" if (
+            group.key_groups) else ""
+        why = (group.reason if group.damaged or group.class_name.rsplit(".", 1)[-1]
+               in group.reason else f"{group.class_name}: {group.reason}")
+        shown.append(f"{group.label}/{group.state}: {count}{groups} ({why})")
     damaged_parts = [p for p in parts if p.damaged]
     kind = "damaged" if damaged_parts else "not decodable by statectl"
-    line = (f"not decoded ({kind}): " + "; ".join(shown[:5])
-            + (f"; and {len(shown) - 5} more states" if len(shown) > 5 else "")
+    hidden = sum(map(len, more.values()))
+    line = (f"not decoded ({kind}): " + "; ".join(shown)
+            + (f"; and {hidden} more state{'s' if hidden != 1 else ''} ("
+               + "; ".join(f"{label}: {', '.join(names)}" for label, names in more.items())
+               + ")" if more else "")
             + " -- `statectl verify` lists every part")
     damage = ""
     if damaged_parts and not meta.get(PARTIAL):

@@ -399,10 +399,16 @@ def value_from_text(text: str, spec: str) -> Any:
     (``2023-11-14T22:13:20Z``) or epoch milliseconds; a date ``YYYY-MM-DD``; a local time
     ``HH:MM[:SS[.f]]``; a local date-time ``YYYY-MM-DDTHH:MM[:SS[.f]]``; big integers and
     decimals as their digits; lists, maps, tuples and structs as JSON (a tuple as an array, a
-    struct as an object of its fields, nested values in their JSON forms). A clear
-    :class:`InvalidArgumentError` when ``text`` is not such a value.
+    struct as an object of its fields, nested values in their JSON forms). A tuple of one
+    field -- the key of a Flink SQL operator grouped by one column, a one-column row -- is also
+    its field alone (``k7`` for ``["k7"]``). A clear :class:`InvalidArgumentError` when ``text``
+    is not such a value.
     """
     head, args = _parts(spec)
+    if head == "tuple" and len(args) == 1 and not text.lstrip().startswith("["):
+        one = (value_from_text(text, args[0]),)
+        parse_type(spec).check(one)
+        return one
     try:
         if head in ("string", "char", "enum", "global_window"):
             value: Any = text

@@ -6,7 +6,9 @@ backend this way).
 
 The output is a Flink canonical savepoint written as :mod:`formats.flink.savepoint_writer`
 describes (staged, ``_metadata`` last, an existing output refused); the source is never
-modified. Converting keeps parallelism and max parallelism; ``statectl rescale`` changes them.
+modified. Converting keeps every operator's parallelism and max parallelism (an operator Flink's
+SQL planner pins to parallelism 1 among others at 2 stays at 1); ``statectl rescale`` changes
+them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from formats.flink.bootstrap import bootstrap_release, write_flink_savepoint
 from formats.model import Checkpoint
-from formats.rescale import check_target, plan_checkpoint
+from formats.rescale import check_target, plan_checkpoint, refuse_lost_values
 from statecore.errors import InvalidArgumentError
 
 __all__ = ["FORMATS", "ConvertResult", "convert_checkpoint"]
@@ -60,9 +62,12 @@ def convert_checkpoint(checkpoint: Checkpoint, out: str, to: str = "flink", *,
     if checkpoint.format_name == "statectl":
         written = write_flink_savepoint(checkpoint, out, compress=compress,
                                         flink_version=flink_version)
-    else:  # already Flink's: rewritten at the same parallelism, as a canonical savepoint
-        parallelism = max((op.parallelism for op in checkpoint.metadata.operators), default=1)
-        plan = plan_checkpoint(checkpoint, parallelism)
+    else:  # already Flink's: every operator at its own parallelism, as a canonical savepoint
+        operators = checkpoint.metadata.operators
+        parallelism = max((op.parallelism for op in operators), default=1)
+        plan = plan_checkpoint(checkpoint, parallelism, operator_parallelism={
+            op.uid: op.parallelism for op in operators})
+        refuse_lost_values(checkpoint)
         written = checkpoint.write_rescaled(plan, out, compress=compress,
                                             flink_version=flink_version)
     return ConvertResult(out, to, checkpoint.format_name, written.files, written.bytes,

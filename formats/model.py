@@ -82,6 +82,8 @@ class WrittenSnapshot:
     #: ``formats.flink.versions.TargetRelease.to_json``), and in words; ``None``: no choice
     release: dict[str, Any] | None = None
     release_text: str = ""
+    #: entries left out because their TTL expired (``rescale --drop-expired``)
+    dropped: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,10 @@ def rehash_refused(op: OperatorMetadata, max_parallelism: int, reason: str
                    ) -> UnknownKeyHashError:
     """The error for a max-parallelism change of keys whose key group cannot be computed."""
     return UnknownKeyHashError(
-        f"operator {op.uid!r} cannot change its max parallelism to {max_parallelism}: its keys "
-        f"({op.key_type}) would each need their key group at the new max parallelism, and that "
-        f"is not computable: {reason}")
+        f"operator {op.identity.label!r} cannot change its max parallelism to "
+        f"{max_parallelism}: its keys ({op.key_type}) would each need their key group at the "
+        f"new max parallelism, and that is not computable: {reason}. Its max parallelism "
+        f"({op.max_parallelism}) can stay: rescale without --max-parallelism")
 
 
 def state_of(op: OperatorMetadata, name: str, scope: str) -> StateMetadata:
@@ -106,7 +109,7 @@ def state_of(op: OperatorMetadata, name: str, scope: str) -> StateMetadata:
     for state in op.states:
         if state.name == name and state.scope == scope:
             return state
-    raise CheckpointError(f"operator {op.uid!r} has no {scope} state {name!r}")
+    raise CheckpointError(f"operator {op.identity.label!r} has no {scope} state {name!r}")
 
 
 class Checkpoint(ABC):
@@ -163,8 +166,12 @@ class Checkpoint(ABC):
 
     def write_rescaled(self, plan: RescalePlan, location: str, *,
                        checkpoint_id: int | None = None, compress: bool = False,
-                       flink_version: str | None = None) -> WrittenSnapshot:
+                       flink_version: str | None = None,
+                       drop_expired_at: int | None = None) -> WrittenSnapshot:
         """Write this checkpoint rescaled as ``plan`` says, in its own format's kind of output.
+
+        ``drop_expired_at`` (epoch ms): leave out what TTL expired then (every state with TTL
+        must have a known TTL).
 
         A Flink snapshot writes a canonical savepoint that Flink restores
         (:mod:`formats.flink.rewrite`), for the Flink release ``flink_version`` ("1.20"; by
@@ -269,10 +276,43 @@ class Checkpoint(ABC):
                 return op
         raise CheckpointError(f"no operator with uid {uid!r} in this checkpoint")
 
+    def find_operator(self, text: str) -> OperatorMetadata:
+        """The operator the user names ``text``: its uid, OperatorID (any case) or name.
+
+        As :meth:`operator` matches (a uid, the uid given with ``--uid`` to a Flink 1.x
+        snapshot's operator, the OperatorID), and by name (``GroupAggregate[5]``).
+        Raises :class:`~statecore.errors.InvalidArgumentError` when no operator has that name,
+        or several do (then a uid or OperatorID tells them apart); the message lists them.
+        """
+        operators = self.metadata.operators
+        for op in operators:
+            if text in (op.uid, op.identity.uid) or text.lower() == op.identity.id:
+                return op
+        named = [op for op in operators if text == op.name]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise InvalidArgumentError(
+                f"{len(named)} operators are named {text!r}: give one's OperatorID ("
+                + ", ".join(op.identity.id for op in named) + ")")
+        shown = [op.identity.label for op in operators]
+        raise InvalidArgumentError(
+            f"no operator {text!r} in this checkpoint (by uid, name or OperatorID); it has "
+            + (", ".join(shown[:8]) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
+               if shown else "none"))
+
     def uncounted_keyed_bytes(self) -> dict[tuple[str, int], int] | None:
         """Keyed state not counted (read without decoding): bytes per ``(uid, subtask)``.
 
         ``None`` when the rows per key group are known (always, in statectl's format).
+        """
+        return None
+
+    def keyed_stream_bytes(self) -> dict[tuple[str, int], int] | None:
+        """Each subtask's keyed bytes as stored, per ``(uid, subtask)``, if not its states' sum.
+
+        A Flink snapshot's streams also hold headers and framing; ``None``: the sum is right
+        (statectl's files).
         """
         return None
 
@@ -282,6 +322,14 @@ class Checkpoint(ABC):
         None in statectl's format, whose values are typed columns.
         """
         return []
+
+    def unread_states(self) -> dict[tuple[str, str], str]:
+        """``(uid, state)`` -> why the state cannot be read completely, without reading it.
+
+        Known from its declaration (a Flink state whose serializers statectl has no decoder
+        for). None in statectl's format.
+        """
+        return {}
 
     def keyed_table_in(self, uid: str, handle: KeyedStateHandle,
                        key_groups: Collection[int]) -> pa.Table:
@@ -404,7 +452,7 @@ class Checkpoint(ABC):
         op = self.operator(uid)
         subtasks = [st for st in op.subtasks if st.index == subtask_index]
         if not subtasks:
-            raise CheckpointError(f"operator {uid!r} has no subtask {subtask_index}")
+            raise CheckpointError(f"operator {op.identity.label!r} has no subtask {subtask_index}")
         out = []
         for handle in subtasks[0].operator:
             state = state_of(op, handle.state, "operator")

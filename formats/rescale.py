@@ -23,7 +23,7 @@ output is published atomically like any checkpoint.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,6 +39,7 @@ from formats.model import Checkpoint, rehash_refused
 from formats.statectl.publish import publish
 from formats.statectl.reader import StatectlCheckpoint
 from formats.statectl.writer import ParquetFileWriter, link_file, link_files
+from formats.ttl_given import state_label, unknown_ttls
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -59,13 +60,14 @@ from statecore.errors import (
 )
 from statecore.key_groups import UPPER_BOUND_MAX_PARALLELISM
 from statecore.operator_backend import OperatorStateMode
-from statecore.rescale_plan import OperatorPlan, RescalePlan, plan_rescale
+from statecore.rescale_plan import OperatorPlan, RescalePlan, plan_rescale, rescale_targets
 from statecore.ttl import LONG_MAX
+from statecore.wording import counted
 
 __all__ = ["KeyedJob", "KeyedOutput", "KeyedWriter", "RehashCounter", "RehashTask",
            "RescaleResult", "check_source", "check_target", "count_new_key_groups",
-           "plan_checkpoint", "prepare_rows", "rescale_checkpoint", "write_keyed_locally",
-           "write_sorted"]
+           "plan_checkpoint", "prepare_rows", "refuse_lost_values", "rescale_checkpoint",
+           "write_keyed_locally", "write_sorted"]
 
 
 Progress = Callable[[int, int], None]
@@ -127,34 +129,45 @@ def count_new_key_groups(checkpoint: Checkpoint, tasks: Sequence[RehashTask],
 
 def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
                     max_parallelism: int | None = None,
-                    counter: RehashCounter | None = None) -> RescalePlan:
+                    counter: RehashCounter | None = None,
+                    operator_parallelism: Mapping[str, int] | None = None) -> RescalePlan:
     """The plan for ``checkpoint``; a max-parallelism change reads the keys to count entries.
 
     ``counter`` hashes the keys (default :func:`count_new_key_groups`; Spark's runs in tasks).
-    Within one max parallelism a Flink snapshot's plan is what Flink does on restore; Flink
-    refuses to restore keyed state at another max parallelism (reference §3), so a plan that
-    changes it is statectl's rewrite, which writes a savepoint Flink restores.
+    ``operator_parallelism``: a parallelism of its own per operator (by model uid); which
+    operators keep theirs: :func:`statecore.rescale_plan.rescale_targets`. Within one max
+    parallelism a Flink snapshot's plan is what Flink does on restore; Flink refuses to
+    restore keyed state at another max parallelism (reference §3), so a plan that changes it
+    is statectl's rewrite, which writes a savepoint Flink restores.
     """
+    if max_parallelism is not None and not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise ParallelismError(  # before reading any key
+            f"--max-parallelism {max_parallelism}: Flink's max parallelism is between 1 and "
+            f"{UPPER_BOUND_MAX_PARALLELISM} (KeyGroupRangeAssignment)")
+
+    def rehashable(op: OperatorMetadata) -> bool:
+        return op.key_type is None or not checkpoint.unknown_key_hash(op)
+
+    operators = checkpoint.metadata.operators
+    targets = rescale_targets(checkpoint.metadata, parallelism, max_parallelism,
+                              operator_parallelism, rehashable=rehashable)
+    # the operators whose keys move to new key groups (a kept operator keeps its own)
+    moving = [op for op in operators if op.key_type is not None
+              and targets[op.uid].max_parallelism != op.max_parallelism]
+    for op in moving:
+        reason = checkpoint.unknown_key_hash(op)
+        if reason:
+            raise rehash_refused(op, targets[op.uid].max_parallelism, reason)
     rehashed: dict[tuple[str, str], dict[tuple[int, int], int]] = {}
     if max_parallelism is not None:
-        if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:  # before reading any key
-            raise ParallelismError(
-                f"--max-parallelism {max_parallelism}: Flink's max parallelism is between 1 and "
-                f"{UPPER_BOUND_MAX_PARALLELISM} (KeyGroupRangeAssignment)")
-        for op in checkpoint.metadata.operators:
-            reason = checkpoint.unknown_key_hash(op)
-            if op.key_type is not None and op.max_parallelism != max_parallelism and reason:
-                raise rehash_refused(op, max_parallelism, reason)
         tasks: list[tuple[str, RehashTask]] = [
             (state.name, (op, st.index, handle))
-            for op in checkpoint.metadata.operators
-            if op.max_parallelism != max_parallelism and op.key_type is not None
+            for op in moving
             for state in op.states if state.scope == "keyed"
             for st in op.subtasks for handle in st.keyed if handle.state == state.name]
-        for op in checkpoint.metadata.operators:
-            if op.max_parallelism != max_parallelism and op.key_type is not None:
-                for state in (s for s in op.states if s.scope == "keyed"):
-                    rehashed[(op.uid, state.name)] = {}
+        for op in moving:
+            for state in (s for s in op.states if s.scope == "keyed"):
+                rehashed[(op.uid, state.name)] = {}
         found = (counter or count_new_key_groups)(checkpoint, [t for _, t in tasks],
                                                   max_parallelism)
         for (state_name, (op, subtask, _)), counts in zip(tasks, found, strict=True):
@@ -162,7 +175,8 @@ def plan_checkpoint(checkpoint: Checkpoint, parallelism: int,
             for group in np.flatnonzero(counts):
                 key = (subtask, int(group))
                 target[key] = target.get(key, 0) + int(counts[group])
-    plan = plan_rescale(checkpoint.metadata, parallelism, max_parallelism, rehashed=rehashed)
+    plan = plan_rescale(checkpoint.metadata, parallelism, max_parallelism, rehashed=rehashed,
+                        operator_parallelism=operator_parallelism, rehashable=rehashable)
     stored = {f.path: checkpoint.stored_names(f.path) for f in checkpoint.metadata.files}
     return replace(plan, stored_names={k: v for k, v in stored.items() if v != (k,)},
                    downloads=_downloads(checkpoint, plan))
@@ -215,7 +229,7 @@ def rescale_checkpoint(
     started = time.perf_counter()
     if not isinstance(checkpoint, StatectlCheckpoint):
         return _rewrite_in_own_format(checkpoint, location, plan, started, drop_expired,
-                                      checkpoint_id, flink_version)
+                                      checkpoint_id, flink_version, now)
     if flink_version is not None:
         raise InvalidArgumentError(
             "--flink-version: rescaling a statectl checkpoint writes statectl's format; "
@@ -261,18 +275,25 @@ def rescale_checkpoint(
 def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescalePlan,
                            started: float, drop_expired: bool,
                            checkpoint_id: int | None,
-                           flink_version: str | None = None) -> RescaleResult:
+                           flink_version: str | None = None,
+                           now: int | None = None) -> RescaleResult:
     """A source of another format writes its own kind of output.
 
     A Flink snapshot writes a canonical savepoint (:meth:`formats.model.Checkpoint.
     write_rescaled`).
     """
-    if drop_expired:
+    unknown = [state_label(op, s) for op, s in unknown_ttls(checkpoint)]
+    if drop_expired and unknown:
         raise UnsupportedFormatError(
             f"--drop-expired: a {checkpoint.format_name.capitalize()} snapshot does not record "
-            f"its states' TTL, so statectl cannot tell what expired; rescale without it")
-    written = checkpoint.write_rescaled(plan, location, checkpoint_id=checkpoint_id,
-                                        flink_version=flink_version)
+            f"its states' TTL ({', '.join(unknown)}), so statectl cannot tell what expired; "
+            f"give each with --ttl {unknown[0]}=DURATION")
+    refuse_lost_values(checkpoint, restores_itself=not plan.rehash and flink_version is None
+                       and not drop_expired)
+    written = checkpoint.write_rescaled(
+        plan, location, checkpoint_id=checkpoint_id, flink_version=flink_version,
+        drop_expired_at=(int(time.time() * 1000) if now is None else now) if drop_expired
+        else None)
     source = checkpoint.metadata
     operators = tuple(replace(op, parallelism=p.new_parallelism,
                               max_parallelism=p.new_max_parallelism, subtasks=())
@@ -281,8 +302,51 @@ def _rewrite_in_own_format(checkpoint: Checkpoint, location: str, plan: RescaleP
                                   else checkpoint_id, CheckpointKind.SAVEPOINT,
                                   int(time.time() * 1000), operators, ())
     return RescaleResult(location, "rehash" if plan.rehash else "compact", metadata, 0,
-                         written.files, written.entries, 0, time.perf_counter() - started,
+                         written.files, written.entries, written.dropped,
+                         time.perf_counter() - started,
                          release=written.release, release_text=written.release_text)
+
+
+def refuse_lost_values(checkpoint: Checkpoint, *, restores_itself: bool = False) -> None:
+    """Refuse to write a savepoint that would lose values statectl could not read.
+
+    Values kept as undecodable markers (a format that delimits them: a canonical savepoint,
+    RocksDB) are written back as their bytes; values a reader had to leave out (a heap
+    snapshot's block past an undecodable value, pairs whose key could not be read, a keyed
+    stream that could not be read at all) would be lost. The message says what the user can
+    do, and only what applies:
+
+    * ``restores_itself`` (a rescale that keeps every max parallelism, for the source's Flink
+      release): Flink rescales the snapshot itself when a job starts from it;
+    * a Flink checkpoint (never in the canonical format) whose lost values are in key groups
+      of a heap stream (an operator without RocksDB files), not lost for their keys: a
+      canonical savepoint of the job delimits every value and can be rewritten.
+    """
+    lost = [p for p in checkpoint.undecodable_parts() if not p.kept]
+    if not lost:
+        return
+    first = lost[0]
+    advice = []
+    if restores_itself:
+        advice.append("Flink rescales this snapshot itself when a job starts from it (its max "
+                      "parallelism stays)")
+    rocksdb = {op.uid for op in checkpoint.metadata.operators
+               if checkpoint.download_units(op.uid)}
+    if checkpoint.metadata.kind is CheckpointKind.CHECKPOINT and any(
+            p.key_group is not None and not p.reason.startswith(_KEYS_LOST)
+            and p.operator not in rocksdb for p in lost):
+        advice.append("a canonical savepoint of the job (flink savepoint --type canonical) "
+                      "delimits every value, so statectl can rewrite it")
+    raise UnsupportedFormatError(
+        f"cannot write a savepoint of this snapshot: state {first.state!r} of operator "
+        f"{first.operator} has values statectl could not read ({first.reason}), which the "
+        f"savepoint would lose ({counted(len(lost), 'such part')})"
+        + "".join(f"; {a}" for a in advice))
+
+
+#: How a heap stream's losses begin when its keys, not its values, could not be read
+#: (:mod:`formats.flink.keyed`): a canonical savepoint holds the same keys.
+_KEYS_LOST = ("no decoder for its keys", "its key")
 
 
 @dataclass

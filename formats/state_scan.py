@@ -8,8 +8,10 @@ as Arrow columns (sizes and expiry are computed vectorised, never row by row in 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -273,14 +275,14 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
         try:
             value = value_from_text(key, op.key_type)
         except InvalidArgumentError as exc:
-            errors.append(f"operator {op.uid!r} has {op.key_type} keys: {exc}")
+            errors.append(f"operator {op.identity.label!r} has {op.key_type} keys: {exc}")
             continue
         # None: the key's hash is not computable (a Flink RowData key): every group is read
         key_group = checkpoint.key_group_of(op, value)
         op_states: list[StateEntries] = []
         for state in keyed:
             wanted = None if namespace is None or state.namespace_type == "void" else \
-                value_from_text(namespace, state.namespace_type)
+                namespace_matcher(namespace, state.namespace_type)
             entries: list[Entry] = []
             for subtask, h in _keyed_handles(op, state.name):
                 if key_group is None:  # every key group
@@ -293,7 +295,7 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
                                                    _data_bytes(table))
                                if e.key == value
                                and (key_group is None or e.key_group == key_group)
-                               and (wanted is None or e.namespace == wanted))
+                               and (wanted is None or wanted(e.namespace)))
             entries.sort(key=lambda e: _namespace_order(e.namespace))
             op_states.append(StateEntries(op.uid, state.name, state.scope, state.kind,
                                           tuple(entries)))
@@ -310,6 +312,47 @@ def lookup(checkpoint: Checkpoint, key: str, states: Collection[str] | None = No
                                    "finds keyed state (run inspect without options to see "
                                    "the states)")
     return KeyLookup(key, tuple(locations), tuple(found))
+
+
+#: A window as text shows it: ``[start, end)`` (or ``]``), each an ISO time or epoch ms.
+_WINDOW = re.compile(r"\[\s*([^,\s]+)\s*,\s*([^,\s\)\]]+)\s*[)\]]")
+WINDOW_SPEC = "tuple<int64,int64>"
+
+
+def namespace_matcher(text: str, spec: str) -> Callable[[Any], bool]:
+    """Which namespaces ``--namespace text`` selects, of a state whose namespaces are ``spec``.
+
+    A value as :func:`formats.arrow_types.value_from_text` reads it; a window (Flink's
+    ``TimeWindow``, ``tuple<int64,int64>``) also as text shows it, ``[2023-11-17T13:00:00Z,
+    2023-11-17T14:00:00Z)``, with epoch ms or ISO times, or as its start alone (an ISO time or
+    epoch ms: the window that starts then).
+    """
+    if spec == WINDOW_SPEC:
+        window = _WINDOW.fullmatch(text.strip())
+        if window is not None:
+            bounds = (_epoch_ms(window[1]), _epoch_ms(window[2]))
+            if None not in bounds:
+                return lambda namespace: tuple(namespace) == bounds
+        start = _epoch_ms(text)
+        if start is not None:
+            return lambda namespace: isinstance(namespace, tuple) and namespace[0] == start
+    wanted = value_from_text(text, spec)
+    return lambda namespace: bool(namespace == wanted)
+
+
+def _epoch_ms(text: str) -> int | None:
+    """``text`` as epoch ms: a whole number, or an ISO 8601 time (UTC unless it says)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def _namespace_order(namespace: Any) -> tuple[int, Any]:

@@ -21,7 +21,12 @@ keeps going and reports each problem with a kind, so scripts can gate on it. Kin
 * ``duplicate-key``: a (key, namespace) appears twice in one state;
 * ``unreadable`` also for a state of a Flink snapshot that cannot be read (a truncated or
   corrupt file); a Flink file that is missing or has another size than ``_metadata`` says is
-  ``missing-file`` or ``size``, named by its path in the snapshot directory.
+  ``missing-file`` or ``size``, named by its path in the snapshot directory;
+* ``undecodable``: a state (or a subtask's state stream) of a Flink snapshot that statectl
+  could not read completely because it has no decoder for its serializers: the bytes are
+  intact, but what they hold was not checked. One problem per state, with the entries not
+  decoded where the format counts them; a checkpoint is clean only when every state was read
+  (:attr:`VerifyReport.not_read`).
 
 Warnings are listed apart and do not make a checkpoint unclean (nor ``verify`` exit with 1):
 they say what could not be checked, or what the job did that Flink allows but a rescale may
@@ -78,11 +83,10 @@ __all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "Problem", "VerifyReport", "verify_
 
 PROBLEM_KINDS = ("metadata", "unsafe-path", "missing-file", "size", "checksum", "unreadable",
                  "key-group-ranges", "handle-range", "overlap", "offsets", "key-placement",
-                 "duplicate-key")
+                 "duplicate-key", "undecodable")
 
 #: Kinds of warnings (see the module doc): they do not make a checkpoint unclean.
-WARNING_KINDS = ("key-hash-unknown", "broadcast-copies", "undecodable", "trailing-bytes",
-                 "unchecked")
+WARNING_KINDS = ("key-hash-unknown", "broadcast-copies", "trailing-bytes", "unchecked")
 
 #: Kinds that concern one stored file (``where`` is its path): what else fails because of it is
 #: not reported again.
@@ -104,6 +108,23 @@ class Problem:
 
 
 @dataclass
+class NotReadTotals:
+    """What verify could not read, in all: states, entries, and other parts.
+
+    ``states``: states not read completely; ``entries``: entries counted but not decoded
+    (``None`` when some could not be counted); ``streams``: parts beyond states' (a subtask's
+    keyed or operator state stream, a whole key group of a heap stream).
+    """
+
+    states: int = 0
+    entries: int | None = 0
+    streams: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.states or self.streams)
+
+
+@dataclass
 class VerifyReport:
     """What verify checked and found."""
 
@@ -117,6 +138,9 @@ class VerifyReport:
     current: OperatorIdentity | None = None
     #: what could not be checked (see the module doc); they leave the checkpoint clean
     warnings: list[Problem] = field(default_factory=list)
+    #: what statectl could not read (each is a problem too, of kind ``undecodable`` or
+    #: ``unreadable``)
+    not_read: NotReadTotals = field(default_factory=lambda: NotReadTotals())
 
     @property
     def clean(self) -> bool:
@@ -190,26 +214,46 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
 
 def _check_undecodable(checkpoint: Checkpoint, report: VerifyReport,
                        bad_files: set[str]) -> None:
-    """What could not be decoded, with counts: damage is a problem (``unreadable``).
+    """What could not be read, one problem per state (and per other part), with counts.
 
-    Values statectl has no decoder for are a warning (``undecodable``: the snapshot is intact).
-    Damage whose reason is a file already reported (missing, another size) is not repeated.
+    Damage is ``unreadable``; what statectl has no decoder for is ``undecodable`` (the bytes
+    are intact, but unchecked). Damage whose reason is a file already reported (missing,
+    another size) is not repeated. The totals are in :attr:`VerifyReport.not_read`.
     """
     identities = {op.uid: op.identity for op in checkpoint.metadata.operators}
-    for operator, state, damaged, values, key_groups, cls, reason in summarize_parts(
-            checkpoint.undecodable_parts()):
-        if damaged and any(reason.startswith((f"{file} ", f"{file}:")) for file in bad_files):
+    totals = report.not_read
+    states: set[tuple[str, str]] = set()
+    for group in summarize_parts(checkpoint.undecodable_parts()):
+        reason = group.reason
+        report.current = identities.get(group.operator)
+        label = report.current.label if report.current is not None else group.label
+        of_state = not (group.state.startswith("(") and group.state.endswith(")"))
+        if of_state:
+            if (group.operator, group.state) not in states:
+                states.add((group.operator, group.state))
+                totals.states += 1
+        else:
+            totals.streams += 1
+        if totals.entries is not None:
+            totals.entries = None if group.values < 0 else totals.entries + group.values
+        if group.damaged and any(reason.startswith((f"{file} ", f"{file}:"))
+                                 for file in bad_files):
             continue
-        report.current = identities.get(operator)
-        count = "values" if values < 0 else f"{values} value{'s' if values != 1 else ''}"
-        groups = f" in {key_groups} key group{'s' if key_groups != 1 else ''}" if (
-            key_groups) else ""
-        where = f"{operator}/{state}"
-        if damaged:
+        count = ("values" if group.values < 0
+                 else f"{group.values:,} value{'s' if group.values != 1 else ''}")
+        groups = f" in {group.key_groups} key group{'s' if group.key_groups != 1 else ''}" if (
+            group.key_groups) else ""
+        subtasks = ", ".join(map(str, group.subtasks))
+        where = f"{label}/{group.state}"
+        if not of_state:
+            what = group.state.strip("()") + (f" of subtask {subtasks}" if subtasks else "")
+            report.add("unreadable" if group.damaged else "undecodable", where,
+                       f"{what} not read: {reason}")
+        elif group.damaged:
             report.add("unreadable", where, f"{count}{groups} could not be read: {reason}")
         else:
-            report.warn("undecodable", where, f"{count}{groups} of class {cls} not decoded: "
-                                              f"{reason}")
+            report.add("undecodable", where,
+                       f"{count}{groups} not decoded (class {group.class_name}): {reason}")
     report.current = None
 
 
@@ -226,7 +270,8 @@ def _check_ranges(op: OperatorMetadata, report: VerifyReport) -> None:
               if st.key_group_range is not None]
     if not ranges:
         if op.key_type is not None:
-            report.add("key-group-ranges", f"operator {op.uid}", "no subtask has key groups")
+            report.add("key-group-ranges", f"operator {op.identity.label}",
+                       "no subtask has key groups")
         return
     owners = np.zeros(op.max_parallelism, dtype=np.int64)
     for _, kg in ranges:
@@ -234,11 +279,11 @@ def _check_ranges(op: OperatorMetadata, report: VerifyReport) -> None:
     gaps = np.flatnonzero(owners == 0)
     doubles = np.flatnonzero(owners > 1)
     if gaps.size:
-        report.add("key-group-ranges", f"operator {op.uid}",
+        report.add("key-group-ranges", f"operator {op.identity.label}",
                    f"{gaps.size} key groups of [0, {op.max_parallelism}) belong to no subtask "
                    f"(first: {int(gaps[0])})")
     if doubles.size:
-        report.add("key-group-ranges", f"operator {op.uid}",
+        report.add("key-group-ranges", f"operator {op.identity.label}",
                    f"{doubles.size} key groups belong to two subtasks (first: "
                    f"{int(doubles[0])})")
     for st in op.subtasks:
@@ -246,7 +291,7 @@ def _check_ranges(op: OperatorMetadata, report: VerifyReport) -> None:
             own = st.key_group_range
             if own is None or not (own.start <= h.key_group_range.start
                                    and h.key_group_range.end <= own.end):
-                report.add("handle-range", f"operator {op.uid}, subtask {st.index}",
+                report.add("handle-range", f"operator {op.identity.label}, subtask {st.index}",
                            f"handle of {h.state!r} in {h.file} holds key groups "
                            f"{h.key_group_range.start}-{h.key_group_range.end}, outside the "
                            f"subtask's " + ("none" if own is None
@@ -260,7 +305,7 @@ def _check_keyed(checkpoint: Checkpoint, op: OperatorMetadata, report: VerifyRep
         keys: list[pa.Table] = []
         for st in op.subtasks:
             for h in (h for h in st.keyed if h.state == state.name):
-                where = f"operator {op.uid}, state {state.name}, {h.file}"
+                where = f"operator {op.identity.label}, state {state.name}, {h.file}"
                 for r in h.rows:
                     if r.key_group in seen:
                         report.add("overlap", where,
@@ -279,7 +324,7 @@ def _check_keyed(checkpoint: Checkpoint, op: OperatorMetadata, report: VerifyRep
                 _check_placement(checkpoint, op, h, table, where, report)
                 columns = ["key"] + (["namespace"] if "namespace" in table.column_names else [])
                 keys.append(table.select(columns))
-        _check_duplicates(keys, f"operator {op.uid}, state {state.name}", report)
+        _check_duplicates(keys, f"operator {op.identity.label}, state {state.name}", report)
 
 
 def _check_placement(checkpoint: Checkpoint, op: OperatorMetadata, handle: KeyedStateHandle,
@@ -292,7 +337,7 @@ def _check_placement(checkpoint: Checkpoint, op: OperatorMetadata, handle: Keyed
     if expected is None:  # a key type whose hashCode statectl does not know
         reason = checkpoint.unknown_key_hash(op)
         if reason is not None:
-            report.warn("key-hash-unknown", f"operator {op.uid}",
+            report.warn("key-hash-unknown", f"operator {op.identity.label}",
                         f"the key group of a {_short(op.key_type)} key is not computable "
                         f"({reason}): key placement was not checked")
         return
@@ -339,7 +384,7 @@ def _check_operator_state(checkpoint: Checkpoint, op: OperatorMetadata, report: 
         for h in st.operator:
             if h.file in bad:
                 continue
-            where = f"operator {op.uid}, subtask {st.index}, state {h.state}"
+            where = f"operator {op.identity.label}, subtask {st.index}, state {h.state}"
             try:
                 table = checkpoint.rows_table(h.file, operator_schema(states[h.state]),
                                               h.first_element, h.element_count)
@@ -353,7 +398,7 @@ def _check_operator_state(checkpoint: Checkpoint, op: OperatorMetadata, report: 
         for index, copy in held[1:]:
             if copy != first:
                 differing = len(set(copy.items()) ^ set(first.items()))
-                report.warn("broadcast-copies", f"operator {op.uid}, state {name}",
+                report.warn("broadcast-copies", f"operator {op.identity.label}, state {name}",
                            f"subtask {index}'s copy differs from subtask {first_index}'s "
                            f"({differing} entries differ): every subtask holds the same "
                            f"broadcast state, and a rescale gives new subtasks one of the copies")

@@ -11,6 +11,13 @@ serves statectl's own checkpoints and, once read, Flink's. Reference §3 and §4
 * a max-parallelism change (which Flink refuses, §4.1) re-hashes every key: the plan then needs
   the number of entries per (old subtask, new key group), which only reading the keys can give
   (``rehashed``), and every keyed file is rewritten.
+* operators the new parallelism does not apply to (:func:`rescale_targets`): an operator whose
+  max parallelism is lower than other operators' was set on it (Flink's default is the same
+  for every operator up to parallelism 85, a job's setting is every operator's): Flink's SQL
+  planner sets parallelism 1 and max parallelism 1 on a sink's committer or a global
+  aggregate in every job. Such an operator keeps its parallelism and max parallelism
+  (``kept``) where the new parallelism is above its max parallelism or a new max parallelism
+  is given; ``operator_parallelism`` gives an operator a parallelism of its own.
 * operator state (§3): :func:`~statecore.rescale.assign_operator_state`, Flink's
   repartitioner, over element *ranges* of files (statectl's deliberate difference from Flink's
   per-element offsets, DESIGN "Rescale"). A union range that several old subtasks reference
@@ -24,7 +31,7 @@ from metadata; entries are exact.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from statecore.checkpoint import (
@@ -49,16 +56,36 @@ from statecore.operator_backend import OperatorStateMode
 from statecore.rescale import assign_operator_state
 
 __all__ = [
+    "KEPT",
+    "OPERATOR_PARALLELISM",
+    "PARALLELISM",
     "OperatorPlan",
+    "OperatorTarget",
     "RescalePlan",
     "StateShare",
     "SubtaskPlan",
     "check_rescale",
     "plan_rescale",
+    "rescale_targets",
 ]
 
 #: (operator uid, state name) -> {(old subtask, new key group): entries}
 Rehashed = Mapping[tuple[str, str], Mapping[tuple[int, int], int]]
+
+#: Where an operator's new parallelism comes from (``OperatorPlan.parallelism_from``): the
+#: plan's parallelism (``-p``), one given for the operator (``--operator-parallelism``), or its
+#: own, kept with its max parallelism (:func:`rescale_targets`).
+PARALLELISM, OPERATOR_PARALLELISM, KEPT = "parallelism", "operator-parallelism", "kept"
+
+
+@dataclass(frozen=True)
+class OperatorTarget:
+    """One operator's new parallelism and max parallelism, and where they come from."""
+
+    parallelism: int
+    max_parallelism: int
+    #: :data:`PARALLELISM`, :data:`OPERATOR_PARALLELISM` or :data:`KEPT`
+    source: str = PARALLELISM
 
 
 @dataclass(frozen=True)
@@ -102,6 +129,14 @@ class OperatorPlan:
     union_elements: int
     #: the operator as output names it (``OperatorMetadata.identity``)
     identity: OperatorIdentity
+    #: where ``new_parallelism`` comes from (:data:`PARALLELISM`, :data:`OPERATOR_PARALLELISM`,
+    #: :data:`KEPT`: the operator keeps its parallelism and max parallelism)
+    parallelism_from: str = PARALLELISM
+
+    @property
+    def kept(self) -> bool:
+        """Whether the operator keeps its parallelism and max parallelism (see the module)."""
+        return self.parallelism_from == KEPT
 
     @property
     def rehash(self) -> bool:
@@ -182,8 +217,9 @@ class RescalePlan:
 def check_rescale(op: OperatorMetadata, parallelism: int, max_parallelism: int) -> None:
     """Flink's preconditions for restoring ``op`` at the new parallelism (reference §4.1).
 
-    Raises :class:`ParallelismError` with the reason. Flink additionally refuses any change of
-    a configured max parallelism; statectl performs it offline by re-hashing (its headline).
+    Raises :class:`ParallelismError` with the reason and what can be given instead. Flink
+    additionally refuses any change of a configured max parallelism; statectl performs it
+    offline by re-hashing (its headline).
     """
     if parallelism < 1:
         raise ParallelismError(f"the new parallelism must be at least 1, got {parallelism}")
@@ -192,30 +228,111 @@ def check_rescale(op: OperatorMetadata, parallelism: int, max_parallelism: int) 
             f"the max parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got "
             f"{max_parallelism}")
     if parallelism > max_parallelism:
-        which = "new " if max_parallelism != op.max_parallelism else ""
+        if max_parallelism != op.max_parallelism:
+            raise ParallelismError(
+                f"operator {op.uid!r} cannot be restored at parallelism {parallelism}: the new "
+                f"maximum parallelism ({max_parallelism}) is lower than the parallelism. Give "
+                f"a max parallelism of at least {parallelism}, or a parallelism of at most "
+                f"{max_parallelism}.")
         raise ParallelismError(
             f"operator {op.uid!r} cannot be restored at parallelism {parallelism}: the "
-            f"{which}maximum parallelism ({max_parallelism}) is lower than the parallelism. "
-            f"Reduce the parallelism to at most {max_parallelism}"
-            + ("" if which else " or change the max parallelism with --max-parallelism") + ".")
+            f"maximum parallelism ({max_parallelism}) is lower than the parallelism. Reduce "
+            f"the parallelism to at most {max_parallelism} or change the max parallelism "
+            f"with --max-parallelism.")
+
+
+def rescale_targets(metadata: CheckpointMetadata, parallelism: int,
+                    max_parallelism: int | None = None,
+                    operator_parallelism: Mapping[str, int] | None = None, *,
+                    rehashable: Callable[[OperatorMetadata], bool] | None = None
+                    ) -> dict[str, OperatorTarget]:
+    """Every operator's new parallelism and max parallelism, by uid.
+
+    * an operator in ``operator_parallelism`` (uid -> parallelism, 1 to its new max
+      parallelism) gets that parallelism and the new max parallelism (``max_parallelism``,
+      else its own): the user named it;
+    * an operator whose max parallelism is lower than another operator's had it set on itself
+      (Flink's default max parallelism is the same for every operator up to parallelism 85,
+      and a job's setting is every operator's), as Flink's SQL planner sets parallelism 1 and
+      max parallelism 1 on a sink's committer or a global aggregate in every job. It is
+      **kept** -- its parallelism and max parallelism stay -- where ``parallelism`` is above
+      its max parallelism (Flink restores it only where the job sets its parallelism) or a
+      new ``max_parallelism`` is given (Flink refuses to restore an operator's state at
+      another max parallelism than the one the job sets on it);
+    * every other operator gets ``parallelism`` and the new max parallelism.
+
+    Raises :class:`ParallelismError` for an operator that cannot take them, saying what can
+    be given instead: ``rehashable(op)`` tells whether ``op``'s max parallelism can change
+    (its keys' key groups are computable; default: yes).
+    """
+    if parallelism < 1:
+        raise ParallelismError(f"the new parallelism must be at least 1, got {parallelism}")
+    if max_parallelism is not None and not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise ParallelismError(
+            f"the max parallelism must be between 1 and {UPPER_BOUND_MAX_PARALLELISM}, got "
+            f"{max_parallelism}")
+    named = dict(operator_parallelism or {})
+    unknown = sorted(set(named) - {op.uid for op in metadata.operators})
+    if unknown:
+        raise ParallelismError(f"no operator {unknown[0]!r} in this checkpoint")
+    highest = max((op.max_parallelism for op in metadata.operators), default=1)
+    out: dict[str, OperatorTarget] = {}
+    for op in metadata.operators:
+        new_max = op.max_parallelism if max_parallelism is None else max_parallelism
+        if op.uid in named:
+            n = named[op.uid]
+            if not 1 <= n <= new_max:
+                which = "new " if new_max != op.max_parallelism else ""
+                raise ParallelismError(
+                    f"operator {op.identity.label}: parallelism {n} is outside 1 to its "
+                    f"{which}max parallelism ({new_max})")
+            out[op.uid] = OperatorTarget(n, new_max, OPERATOR_PARALLELISM)
+        elif op.max_parallelism < highest and (op.max_parallelism < parallelism
+                                               or max_parallelism is not None):
+            out[op.uid] = OperatorTarget(op.parallelism, op.max_parallelism, KEPT)
+        elif parallelism > new_max:
+            raise _too_high(op, parallelism, new_max, max_parallelism is not None, rehashable)
+        else:
+            check_rescale(op, parallelism, new_max)
+            out[op.uid] = OperatorTarget(parallelism, new_max)
+    return out
+
+
+def _too_high(op: OperatorMetadata, parallelism: int, new_max: int, new: bool,
+              rehashable: Callable[[OperatorMetadata], bool] | None) -> ParallelismError:
+    """``op`` cannot run at ``parallelism`` > ``new_max``: what can be given instead."""
+    where = (f"operator {op.identity.label} cannot be restored at parallelism {parallelism}: "
+             f"{'the new' if new else 'its'} maximum parallelism ({new_max}) is lower than the "
+             f"parallelism")
+    advice = [f"a parallelism of at most {new_max}"]
+    if rehashable is None or rehashable(op):
+        advice.append(f"--max-parallelism {parallelism} or more (keys are re-hashed)")
+    return ParallelismError(f"{where}. Give " + ", or ".join(advice) + ".")
 
 
 def plan_rescale(metadata: CheckpointMetadata, parallelism: int,
                  max_parallelism: int | None = None, *,
-                 rehashed: Rehashed | None = None) -> RescalePlan:
+                 rehashed: Rehashed | None = None,
+                 operator_parallelism: Mapping[str, int] | None = None,
+                 rehashable: Callable[[OperatorMetadata], bool] | None = None) -> RescalePlan:
     """Plan restoring every operator of ``metadata`` at ``parallelism``.
 
-    ``max_parallelism``: the new max parallelism (``None``: unchanged). Where it differs from an
-    operator's, ``rehashed`` must give that operator's keyed entries per (old subtask, new key
-    group) for every keyed state (the local and Spark engines count them by hashing the keys).
+    ``max_parallelism``: the new max parallelism (``None``: unchanged). Which operators take
+    them, keep their own or have one given in ``operator_parallelism`` (uid -> parallelism):
+    :func:`rescale_targets`. Where an operator's new max parallelism differs from its own,
+    ``rehashed`` must give that operator's keyed entries per (old subtask, new key group) for
+    every keyed state (the local and Spark engines count them by hashing the keys).
     """
+    targets = rescale_targets(metadata, parallelism, max_parallelism, operator_parallelism,
+                              rehashable=rehashable)
     sizes = {f.path: f.size for f in metadata.files}
     extent = file_extents(metadata)
     plans = []
     for op in metadata.operators:
-        new_max = op.max_parallelism if max_parallelism is None else max_parallelism
-        check_rescale(op, parallelism, new_max)
-        plans.append(_plan_operator(op, parallelism, new_max, sizes, extent, rehashed or {}))
+        target = targets[op.uid]
+        plan = _plan_operator(op, target.parallelism, target.max_parallelism, sizes, extent,
+                              rehashed or {})
+        plans.append(replace(plan, parallelism_from=target.source))
     return RescalePlan(parallelism, max_parallelism, tuple(plans))
 
 

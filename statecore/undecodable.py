@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["Undecodable", "UndecodablePart", "describe_damage", "summarize_parts"]
+__all__ = ["PartsSummary", "Undecodable", "UndecodablePart", "describe_damage",
+           "summarize_parts"]
 
 #: Most bytes of one undecodable value kept in memory (longer values keep their first bytes
 #: and say so): a corrupt length must not make statectl hold a huge copy.
@@ -65,7 +67,13 @@ class UndecodablePart:
     ``key_group`` is ``None`` when the part is not one key group's (a whole stream's keys).
     ``values`` is ``-1`` where the count is unknown. ``kept`` says whether the values are in
     the state's rows as :class:`Undecodable` markers (delimited formats) or missing from them
-    (a heap checkpoint's block that could not be read).
+    (a heap checkpoint's block that could not be read). ``state`` is a state's name, or in
+    parentheses what else was not read (``(keyed state)``: a subtask's keyed state stream,
+    ``(operator state)``, ``(key group)``: a whole key group of a heap stream).
+
+    ``operator`` is the operator's uid in the model; ``operator_label`` names it as output
+    does (:attr:`statecore.checkpoint.OperatorIdentity.label`: the uid, else Flink's name
+    with the OperatorID), :attr:`shown` whichever is known.
     """
 
     operator: str
@@ -78,25 +86,59 @@ class UndecodablePart:
     reason: str
     damaged: bool
     kept: bool = False
+    operator_label: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The operator as output names it."""
+        return self.operator_label or self.operator
+
+    @property
+    def of_state(self) -> bool:
+        """Whether the part is one state's (else: a stream's or a key group's, see above)."""
+        return not (self.state.startswith("(") and self.state.endswith(")"))
 
 
-def summarize_parts(parts: Iterable[UndecodablePart]
-                    ) -> list[tuple[str, str, bool, int, int, str, str]]:
-    """Parts grouped per ``(operator, state, damaged)``, sorted.
+class PartsSummary(NamedTuple):
+    """The parts of one ``(operator, state, damaged)``: see :func:`summarize_parts`."""
 
-    Each is ``(operator, state, damaged, values, key groups, class, first reason)``;
-    ``values`` is -1 where a count is unknown.
-    """
+    operator: str
+    state: str
+    damaged: bool
+    #: values not decoded, summed; -1 where some count is unknown
+    values: int
+    #: key groups they are in
+    key_groups: int
+    class_name: str
+    #: the first part's reason
+    reason: str
+    #: the operator as output names it (:attr:`UndecodablePart.shown`)
+    label: str
+    #: values left out of the rows (not kept as markers), summed; -1 where unknown
+    left_out: int
+    #: the subtasks they are in
+    subtasks: tuple[int, ...]
+
+
+def summarize_parts(parts: Iterable[UndecodablePart]) -> list[PartsSummary]:
+    """Parts grouped per ``(operator, state, damaged)``, sorted."""
     grouped: dict[tuple[str, str, bool], list[UndecodablePart]] = {}
     for part in parts:
         grouped.setdefault((part.operator, part.state, part.damaged), []).append(part)
     out = []
     for (operator, state, damaged), group in sorted(grouped.items()):
-        values = -1 if any(p.values < 0 for p in group) else sum(p.values for p in group)
-        key_groups = len({(p.subtask, p.key_group) for p in group if p.key_group is not None})
-        out.append((operator, state, damaged, values, key_groups, group[0].class_name,
-                    group[0].reason))
+        out.append(PartsSummary(
+            operator, state, damaged, _total(group),
+            len({(p.subtask, p.key_group) for p in group if p.key_group is not None}),
+            group[0].class_name, group[0].reason, group[0].shown,
+            _total([p for p in group if not p.kept]),
+            tuple(sorted({p.subtask for p in group if p.subtask >= 0}))))
     return out
+
+
+def _total(parts: list[UndecodablePart]) -> int:
+    """The parts' values summed; -1 where one's is unknown."""
+    return -1 if any(p.values < 0 for p in parts) else sum(p.values for p in parts)
 
 
 def describe_damage(parts: Iterable[UndecodablePart]) -> str:
@@ -108,7 +150,7 @@ def describe_damage(parts: Iterable[UndecodablePart]) -> str:
     if not damaged:
         return ""
     first = damaged[0]
-    where = f"operator {first.operator}, state {first.state!r}, subtask {first.subtask}" + (
+    where = f"operator {first.shown}, state {first.state!r}, subtask {first.subtask}" + (
         f", key group {first.key_group}" if first.key_group is not None else "")
     what = f" ({first.class_name} of {first.serializer})" if first.serializer else ""
     more = f" (and {len(damaged) - 1} more damaged parts)" if len(damaged) > 1 else ""

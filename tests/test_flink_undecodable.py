@@ -7,7 +7,8 @@ incremental checkpoint and native savepoint), copied and changed in one place:
   (the same number of bytes, so the snapshot stays intact): that state's values are
   undecodable -- markers with their bytes where the format delimits values, counted as left out
   in the heap format -- and every other state and operator is exactly as in the untouched
-  snapshot; every command exits 0 with one line on stderr; ``verify`` warns;
+  snapshot; every reading command exits 0 with one line on stderr; ``verify`` names the state
+  as not read (exit 1);
 * **damaged**: one POJO value's flags byte set to a value no ``PojoSerializer`` writes: the
   damage is exactly that value (canonical savepoint) or that state's block in one key group
   (heap checkpoint: the next block is found again); everything else is as untouched; reading
@@ -96,7 +97,7 @@ def _states(location: Path, partial: bool = False
 
 
 @pytest.mark.parametrize(("name", "snapshot"), SNAPSHOTS, ids=[s[0] for s in SNAPSHOTS])
-def test_an_unknown_serializer_hides_nothing_else_and_exits_0(name: str, snapshot: Path,
+def test_an_unknown_serializer_hides_nothing_else(name: str, snapshot: Path,
                                                                tmp_path: Path) -> None:
     copy = _copy(snapshot, tmp_path)
     assert _patch(copy, lambda data: data.replace(DAY_SNAPSHOT, UNKNOWN_SNAPSHOT)) > 0
@@ -122,7 +123,8 @@ def test_an_unknown_serializer_hides_nothing_else_and_exits_0(name: str, snapsho
     # a summary reads only _metadata and the headers: it decodes nothing, and says so
     code, out, err = run("inspect", str(copy))
     assert code == 0 and "day" in out and "keyed entries not counted" in out, err
-    commands = (["inspect", "--all"], ["inspect", "--key", "k1"],
+    key = str(before[("pojo-keyed", "last-event")][0][1])  # a key the snapshot holds
+    commands = (["inspect", "--all"], ["inspect", "--key", key],
                 ["export", "--format", "jsonl", "--out", str(tmp_path / "x")],
                 ["rescale", "--plan", "-p", "3"], ["diff", str(copy)])
     for command in commands:
@@ -131,10 +133,14 @@ def test_an_unknown_serializer_hides_nothing_else_and_exits_0(name: str, snapsho
         assert "not decoded" in err and "pojo-keyed/day" in err, err
         assert ("last-event" if command[0] == "inspect" else "pojo-keyed") in out or (
             command[0] in ("export", "diff"))
+    # verify: clean only when every state was read -- the day state was not (exit 1)
     code, out, err = run("--output", "json", "verify", str(copy))
     report = json.loads(out)
-    assert code == 0 and report["clean"], err
-    assert any(w["kind"] == "undecodable" and "day" in w["where"] for w in report["warnings"])
+    assert code == 1 and not report["clean"], err
+    problems = [p for p in report["problems"] if p["kind"] == "undecodable"]
+    assert [p["where"] for p in problems] == ["pojo-keyed/day"], problems
+    assert report["not_read"] == {"states": 1, "entries": len(before[("pojo-keyed", "day")]),
+                                  "streams": 0}
 
 
 @pytest.mark.parametrize(("name", "snapshot"),

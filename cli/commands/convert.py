@@ -33,7 +33,8 @@ def convert_command(output: Output, source: str, to: str, out: str, compress: bo
     keep their uids, and so the OperatorIDs Flink derives from them; types map onto Flink's
     built-in serializers, TTL onto Flink's TTL serializer. A Flink snapshot (a RocksDB
     incremental checkpoint, a native savepoint) becomes a canonical savepoint, which restores
-    into any state backend. Parallelism and max parallelism stay (statectl rescale changes
+    into any state backend. Every operator keeps its parallelism and max parallelism (an
+    operator Flink's SQL planner pinned to 1 among others at 2 too; statectl rescale changes
     them). SOURCE is never modified. The savepoint's _metadata is the one the chosen Flink
     release reads (--flink-version).
     """

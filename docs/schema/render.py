@@ -24,7 +24,7 @@ END = "<!-- end of generated reference -->"
 ORDER = ("inspect", "query", "history", "rescale", "diff", "verify", "export", "export-manifest",
          "convert",
          "build", "snapshot-list", "snapshot-take", "snapshot-release", "snapshot-prune",
-         "trace", "trace-list-examples")
+         "trace", "trace-list-examples", "browse")
 
 
 def _load() -> dict[str, dict[str, Any]]:
@@ -98,7 +98,9 @@ def _rows(schema: dict[str, Any], root: dict[str, Any], schemas: dict[str, Any],
         path = f"{prefix}{name}"
         description = field.get("description") or _resolve(field, root, schemas).get(
             "description", "")
-        optional = "" if name in required else " (when asked for)"
+        # an optional field says itself when it is there ("Present when ...")
+        optional = "" if name in required or description.startswith("Present when") \
+            else " (when asked for)"
         escaped = description.replace("|", "\\|")
         rows.append(f"| `{path}` | {_type(field, root, schemas)} | {escaped}{optional} |")
         inner = _resolve(field, root, schemas)

@@ -39,11 +39,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.filesystems import is_storage_failure
+from formats.filesystems import is_storage_failure, join_location
 from formats.flink.keyed import (
     KeyedHeader,
 )
 from formats.flink.metadata import (
+    FlinkIncrementalHandle,
     FlinkMetadata,
     FlinkOperator,
     parse_metadata,
@@ -140,6 +141,8 @@ class FlinkCheckpoint(Checkpoint):
         self.problems = problems
         #: what could not be decoded, as far as read (decoding on demand adds to it)
         self.undecodable: list[UndecodablePart] = []
+        #: why keyed states cannot be read completely, as their headers tell
+        self.unread: dict[tuple[str, str], str] = {}
         self.key_codecs = key_codecs
         self._sources: tuple[SourceProgress, ...] | None = None
         #: whether keyed state was decoded at open (else: ``decode=False``, see
@@ -283,8 +286,12 @@ class FlinkCheckpoint(Checkpoint):
 
     def write_rescaled(self, plan: RescalePlan, location: str, *,
                        checkpoint_id: int | None = None, compress: bool = False,
-                       flink_version: str | None = None) -> WrittenSnapshot:
+                       flink_version: str | None = None,
+                       drop_expired_at: int | None = None) -> WrittenSnapshot:
         """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.rewrite`).
+
+        ``drop_expired_at``: what TTL expired then is left out (local engine only), by the
+        TTLs the model declares (given with ``--ttl``: the snapshot has none).
 
         Written for ``flink_version`` ("1.20"), by default the source's release as far as its
         ``_metadata`` version tells (:mod:`formats.flink.versions`); a release that cannot
@@ -299,14 +306,26 @@ class FlinkCheckpoint(Checkpoint):
             first = lost[0]
             raise UnsupportedFormatError(
                 f"cannot write a savepoint of this snapshot: state {first.state!r} of operator "
-                f"{first.operator} has values statectl could not read ({first.reason}), which "
+                f"{first.shown} has values statectl could not read ({first.reason}), which "
                 f"the savepoint would lose ({len(lost)} such part{'s' if len(lost) > 1 else ''}; "
                 f"a canonical savepoint of the job, which delimits every value, can be "
                 f"rewritten)")
-        write = self.rewriter or rewrite_flink_savepoint
+        unknown = [s.name for op in self.metadata.operators for s in op.states
+                   if s.ttl is not None and s.ttl <= 0]
+        if drop_expired_at is not None and (self.rewriter is not None or unknown):
+            raise UnsupportedFormatError(
+                f"--drop-expired: the TTL of {', '.join(map(repr, unknown))} is not in the "
+                f"snapshot; give it with --ttl" if unknown else
+                "--drop-expired on a Flink snapshot runs on the local engine")
         with written_by(target.release.kryo_major):  # the same as read: checked above
-            written = write(self, plan, location, checkpoint_id=checkpoint_id,
-                            compress=compress, release=target.release)
+            if self.rewriter is not None:
+                written = self.rewriter(self, plan, location, checkpoint_id=checkpoint_id,
+                                        compress=compress, release=target.release)
+            else:
+                written = rewrite_flink_savepoint(self, plan, location,
+                                                  checkpoint_id=checkpoint_id,
+                                                  compress=compress, release=target.release,
+                                                  drop_expired_at=drop_expired_at)
         return replace(written, release=target.to_json(), release_text=target.describe())
 
     def check_release(self, flink_version: str | None) -> None:
@@ -367,7 +386,8 @@ class FlinkCheckpoint(Checkpoint):
         checkpoint properties, source coordinator state, trailing bytes); files missing, of
         another size, or leading out of the snapshot (``verify``'s kinds, each file once).
         """
-        found = metadata_problems(self.flink, [op.uid for op in self.metadata.operators])
+        found = metadata_problems(self.flink, [op.identity.label
+                                               for op in self.metadata.operators])
         seen: set[str] = set()
         streams = SnapshotStreams(self.fs, self.root)
         for held, stream in self.flink.stream_handles():
@@ -381,16 +401,34 @@ class FlinkCheckpoint(Checkpoint):
         """The keyed streams' bytes per ``(uid, subtask)`` when keyed state was not counted."""
         if self.counted:
             return None
-        uids = [op.uid for op in self.metadata.operators]
+        return self.keyed_stream_bytes()
+
+    def keyed_stream_bytes(self) -> dict[tuple[str, int], int]:
+        """The keyed streams' bytes per ``(uid, subtask)`` as stored (decoded or not).
+
+        A heap or canonical handle's stream, a RocksDB handle's files together.
+        """
         out: dict[tuple[str, int], int] = {}
-        for source in self.keyed_sources:
-            key = (uids[source.operator], source.subtask)
-            out[key] = out.get(key, 0) + source.size
+        for op, flink_op in zip(self.metadata.operators, self.flink.operators, strict=True):
+            for st in flink_op.subtasks:
+                for handle in st.managed_keyed:
+                    size = (handle.meta.size + sum(f.size for _, f in handle.files)
+                            if isinstance(handle, FlinkIncrementalHandle)
+                            else handle.stream.size)
+                    out[(op.uid, st.index)] = out.get((op.uid, st.index), 0) + size
         return out
 
     def undecodable_parts(self) -> list[UndecodablePart]:
         """What could not be decoded so far (decoding on demand adds to it)."""
         return list(self.undecodable)
+
+    def unread_states(self) -> dict[tuple[str, str], str]:
+        """Why keyed states cannot be read completely, from their headers (decoding nothing).
+
+        Their keys, meta info, namespace or values have no decoder in statectl
+        (:func:`formats.flink.keyed.undecodable_state`).
+        """
+        return dict(self.unread)
 
     def expected_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
                             table: pa.Table) -> np.ndarray | None:
@@ -449,7 +487,8 @@ class FlinkCheckpoint(Checkpoint):
                     state = coordinator.data if coordinator.kind == "inline" else None
                 if coordinator is None and not readers:
                     continue
-                progress = source_progress(op.uid, state, readers, f"operator {op.uid}")
+                progress = source_progress(op.uid, state, readers,
+                                           f"operator {op.identity.label}")
                 if coordinator is not None and state is None:
                     progress = replace(progress, notes=(
                         *progress.notes, "enumerator state in a file statectl does not read"))
@@ -513,7 +552,9 @@ def open_flink_checkpoint(
                                      "run it with the local engine")
     path = f"{root}/{FLINK_METADATA_FILE}"
     data = read_snapshot_file(fs, root, path, FLINK_METADATA_FILE, MAX_METADATA_BYTES)
-    flink = parse_metadata(data, FLINK_METADATA_FILE)
+    shown = location if location.rstrip("/").endswith(FLINK_METADATA_FILE) else join_location(
+        location, FLINK_METADATA_FILE)
+    flink = parse_metadata(data, FLINK_METADATA_FILE, shown)
     named: dict[str, str] = {}
     if names:
         flink, named = _named(flink, names)
@@ -540,6 +581,7 @@ def open_flink_checkpoint(
                                  builder.operator_files, allow_pickle)
     checkpoint.keyed_decoded = decode
     checkpoint.undecodable = builder.undecodable  # decoding on demand adds to the same list
+    checkpoint.unread = builder.unread
     checkpoint.keyed_sources = tuple(builder.sources)
     checkpoint.file_sources = builder.file_sources
     checkpoint.counted = decode or counts is not None

@@ -42,7 +42,6 @@ from formats.flink.keyed import (
     in_state,
     pair_decoder,
     reason_of,
-    undecodable_key,
 )
 from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle
 from formats.flink.rocksdb import SstFile, open_sst
@@ -100,8 +99,6 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
     """
     meta, _ = read(handle.meta, "meta data")
     header = cached_header(meta, f"{where}: meta data", headers, len(meta))
-    if header.key is None:
-        raise undecodable_key(where, header)
     info = DecodedIncremental()
     info.files.append(RocksDBFile("(meta data)", stored(handle.meta, "(meta data)")
                                   if stored is not None else "(meta data)", len(meta)))
@@ -145,7 +142,7 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
         out = decoded.entries[state.name]
         sizes = decoded.state_key_group_bytes[state.name]
         decode_pair = pair_decoder(state, header.key, f"{where}: state {state.name!r}", out,
-                                   decoded.losses)
+                                   decoded.losses, header.key_snapshot)
         lose = _pair_loser(decoded.losses, state.name, header,
                            f"{where}: state {state.name!r}")
         # only the handle's key groups: a key outside them is ignored, as Flink's restore does

@@ -32,6 +32,7 @@ import pyarrow as pa
 from formats.flink.javaio import DataReader
 from formats.flink.losses import Losses, described, reason_of, short_names
 from formats.flink.metadata import FlinkKeyedHandle
+from formats.flink.pairs import PairDecoder, in_state, pair_decoder, undecodable_error
 from formats.flink.state_meta import (
     HeaderCache,
     KeyedHeader,
@@ -43,16 +44,15 @@ from formats.flink.state_meta import (
 )
 from formats.flink.types.codecs import STRING_READ as _STRING_READ
 from formats.flink.types.codecs import VOID_READ as _VOID_READ
-from formats.flink.types.codecs import Codec, why_undecodable
-from formats.flink.types.snapshots import SerializerSnapshot
+from formats.flink.types.codecs import why_undecodable
 from statecore.errors import CheckpointError, CorruptCheckpointError, UnsupportedFormatError
 from statecore.serializers import VOID_NAMESPACE
-from statecore.undecodable import Undecodable
 
-__all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "Losses", "StateInfo", "cached_header",
+__all__ = ["DecodedKeyed", "HeaderCache", "KeyedHeader", "Losses", "PairDecoder", "StateInfo",
+           "cached_header",
            "described", "header_end", "reason_of", "short_names",
            "decode_keyed_stream", "group_ends", "in_state", "pair_decoder", "read_keyed_header",
-           "read_state_info", "undecodable_key", "unframe_snappy"]
+           "read_state_info", "undecodable_key", "undecodable_state", "unframe_snappy"]
 
 _BLOCK_HEAD = struct.Struct(">hi")  # a heap state block: short state id, int entry count
 _I32 = struct.Struct(">i")
@@ -123,26 +123,9 @@ def _snappy_length(payload: bytes, where: str) -> int:
     raise CorruptCheckpointError(f"{where}: bad Snappy length")
 
 
-def _undecodable(where: str, what: str, snapshot: SerializerSnapshot | None) -> Exception:
-    shown = "no serializer" if snapshot is None else (
-        why_undecodable(snapshot) or f"serializer {snapshot.class_name}")
-    return UnsupportedFormatError(
-        f"{where}: {what} uses {shown}, which statectl cannot decode")
-
-
-def in_state(exc: CheckpointError, state: StateInfo) -> CheckpointError:
-    """``exc`` (raised reading one of ``state``'s values) naming the state and its serializers.
-
-    The same exception class, its message completed.
-    """
-    described = ", ".join(f"{k.lower().removesuffix('_serializer')} {v}"
-                          for k, v in state.serializer_names.items())
-    return type(exc)(f"{exc} (state {state.name!r}: {described})")
-
-
 def undecodable_key(where: str, header: KeyedHeader) -> Exception:
     """The error for a key serializer statectl cannot decode."""
-    return _undecodable(where, "the key", header.key_snapshot)
+    return undecodable_error(where, "the key", header.key_snapshot)
 
 
 def decode_keyed_stream(data: bytes, handle: FlinkKeyedHandle, where: str,
@@ -153,10 +136,12 @@ def decode_keyed_stream(data: bytes, handle: FlinkKeyedHandle, where: str,
     ``headers``, shared by the streams of one snapshot, saves parsing the same header (every
     subtask of an operator writes the same one) again: a header is reused only for a stream
     that starts with exactly its bytes. Headers are never changed after parsing.
+
+    A key serializer statectl cannot decode leaves every state's entries undecoded: they are
+    counted in the losses as far as the format tells (the canonical format's pairs each; the
+    heap format's first block of each key group).
     """
     header = cached_header(data, where, headers, header_end(handle, len(data)))
-    if header.key is None:
-        raise _undecodable(where, "the key", header.key_snapshot)
     decoded = DecodedKeyed({s.name: [] for s in header.states},
                            {s.name: {} for s in header.states})
     if handle.kind == "canonical":
@@ -191,14 +176,16 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
     """
     states = header.states
     losses = decoded.losses
-    read_key = header.key.read  # type: ignore[union-attr]
+    read_key = header.key.read if header.key is not None else _no_key
     offsets = list(handle.offsets)
     ends = group_ends(offsets, len(data))
     whole = DataReader(data, where)
     n_states = len(states)
     # per state id: how its entries are read (decided once, not per block); None: no codec
-    plans = [_heap_plan(s, read_key, decoded) if _heap_readable(s) else None for s in states]
-    names = [_heap_described(s) for s in states]
+    plans = [_heap_plan(s, read_key, decoded) if header.key is not None and _heap_readable(s)
+             else None for s in states]
+    names = [_heap_described(s, header) for s in states]
+    state_sizes = [decoded.state_key_group_bytes[s.name] for s in states]
     group_bytes = decoded.key_group_bytes
     size = len(data)
     # a key group without entries: a block header (state id, count 0) per state
@@ -233,7 +220,7 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
                     group_bytes[key_group] = end - offset
                     continue  # else the block-by-block reading below says what is wrong
             _heap_key_group(r, r.end if header.compressed else end, key_group, states, plans,
-                            names, read_key, losses, where)
+                            names, read_key, losses, where, state_sizes)
         except CheckpointError as exc:
             losses.add("(key group)", key_group, -1, "(the whole key group)", "",
                        reason_of(exc, where), True, False)
@@ -241,12 +228,37 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
         group_bytes[key_group] = end - offset
 
 
+def undecodable_state(state: StateInfo, header: KeyedHeader) -> str:
+    """Why ``state``'s entries cannot be decoded, as its header tells; ``""`` when they can.
+
+    Its keys (the key serializer), its meta info (not read to its end), its namespace, its
+    map keys or its values have no decoder. A state whose values alone have none is read but
+    for them (a canonical savepoint or RocksDB keeps them as markers; a heap checkpoint counts
+    its entries).
+    """
+    if header.key is None or state.unread or not _heap_readable(state):
+        return _heap_described(state, header)[2]
+    return ""
+
+
 def _heap_readable(state: StateInfo) -> bool:
     return state.value is not None and (state.kind == "timers" or state.namespace is not None)
 
 
-def _heap_described(state: StateInfo) -> tuple[str, str, str]:
+def _no_key(r: DataReader) -> Any:
+    raise UnsupportedFormatError(f"{r.where}: no decoder for the key")
+
+
+def _heap_described(state: StateInfo, header: KeyedHeader) -> tuple[str, str, str]:
     """``(class, serializer, reason)`` of what makes a state's block unreadable without a codec."""
+    if header.key is None:
+        cls, ser = described(header.key_snapshot)
+        return cls, ser, short_names(f"no decoder for its keys: "
+                                     f"{why_undecodable(header.key_snapshot)}")
+    if state.unread:
+        snapshot = state.serializers.get("VALUE_SERIALIZER")
+        cls, ser = described(snapshot)
+        return cls, ser, short_names(f"its meta info could not be read: {state.unread}")
     if state.kind != "timers" and state.namespace is None and state.value is not None:
         snapshot = state.serializers.get("NAMESPACE_SERIALIZER")
         what = "its namespace"
@@ -262,8 +274,12 @@ def _heap_key_group(r: DataReader, limit: int, key_group: int, states: list[Stat
                     plans: list[tuple[int, Reader, Reader | None, list[Any], dict[int, int]]
                                 | None],
                     names: list[tuple[str, str, str]], read_key: Reader, losses: Losses,
-                    where: str) -> None:
-    """The state blocks of one key group, from ``r.pos`` to ``limit``."""
+                    where: str, state_sizes: list[dict[int, int]]) -> None:
+    """The state blocks of one key group, from ``r.pos`` to ``limit``.
+
+    A block that could not be read to its end has its bytes counted in ``state_sizes`` (per
+    state id): up to the next block found again, else to the key group's end.
+    """
     data_k = r.data
     n_states = len(states)
     seen = 0
@@ -307,6 +323,11 @@ def _heap_key_group(r: DataReader, limit: int, key_group: int, states: list[Stat
                            reason_of(exc, where), damaged, False)
         lost_damaged = bool(lost_damaged) or damaged
         found = _resync_block(data_k, pos, limit, key_group, seen, plans, read_key, where)
+        # its bytes: up to the next block found, or (none found) the rest of the key group,
+        # blocks passed over included (they are counted lost, their bytes unknown)
+        lost = state_sizes[state_id]
+        lost[key_group] = lost.get(key_group, 0) + (limit if found is None else found) - \
+            block_start
         if found is None:
             break
         pos = found
@@ -429,24 +450,14 @@ def _heap_plan(state: StateInfo, read_key: Reader, decoded: DecodedKeyed
             decoded.state_key_group_bytes[state.name])
 
 
-def _skip_length(r: DataReader, length: int) -> None:
-    """Skip the little-endian base-256 length Flink appends to an ambiguous composite key."""
-    n = 1
-    while length >> (8 * n):
-        n += 1
-    r.raw(n)
-
-
 def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, where: str,
                       max_parallelism: int, decoded: DecodedKeyed) -> None:
     states = header.states
-    key_codec = header.key
-    assert key_codec is not None
     prefix = 1 if max_parallelism <= 128 else 2
     n_states = len(states)
     losses = decoded.losses
-    pair_decoders = [pair_decoder(s, key_codec, where, decoded.entries[s.name], losses)
-                     for s in states]
+    pair_decoders = [pair_decoder(s, header.key, where, decoded.entries[s.name], losses,
+                                  header.key_snapshot) for s in states]
     key_class, key_serializer = described(header.key_snapshot)
     state_sizes = [decoded.state_key_group_bytes[s.name] for s in states]
     offsets = list(handle.offsets)
@@ -537,229 +548,6 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
                        reason_of(exc, where), True, False)
             continue
         decoded.key_group_bytes[key_group] = end - offset
-
-
-PairDecoder = Callable[[DataReader, DataReader, int], None]
-
-
-def pair_decoder(state: StateInfo, key_codec: Codec, where: str,
-                 out: list[tuple[int, Any, Any, Any]], losses: Losses | None = None
-                 ) -> PairDecoder:
-    """The decoder of one state's canonical pairs, specialised once per stream.
-
-    It is called with ``k`` holding the key after its key-group prefix and ``v`` the value,
-    and appends ``(key_group, key, namespace, value)`` to ``out``. A value that cannot be
-    decoded -- no codec, or its bytes do not parse -- is appended as an
-    :class:`~statecore.undecodable.Undecodable` with its bytes (a pair delimits its value) and
-    counted in ``losses``; a pair whose key, namespace or map key cannot be decoded is counted
-    there and left out (the decoder raises only without ``losses``).
-    """
-    append = out.append
-    value_snapshot = state.serializers.get("VALUE_SERIALIZER")
-    if state.kind == "list" and value_snapshot is not None and value_snapshot.nested:
-        value_snapshot = value_snapshot.nested[0]
-    elif state.kind == "map" and value_snapshot is not None and len(value_snapshot.nested) == 2:
-        value_snapshot = value_snapshot.nested[1]
-    value_class, value_serializer = described(value_snapshot)
-    name = state.name
-
-    def lost(what: str, snapshot: SerializerSnapshot | None) -> PairDecoder:
-        """Every pair is left out: ``what`` has no codec."""
-        if losses is None:
-            return _undecodable_pair(where, what, snapshot)
-        cls, ser = described(snapshot)
-        reason = short_names(f"no decoder for {what}: "
-                             f"{why_undecodable(snapshot) if snapshot else 'no serializer'}")
-
-        def skip(k: DataReader, v: DataReader, key_group: int) -> None:
-            losses.add(name, key_group, 1, cls, ser, reason, False, False)
-        return skip
-
-    def marker(exc: CheckpointError, raw: bytes, key_group: int) -> Undecodable:
-        if losses is None:
-            raise in_state(exc, state) from exc
-        damaged = not isinstance(exc, UnsupportedFormatError)
-        reason = reason_of(exc, where)
-        losses.add(name, key_group, 1, value_class, value_serializer, reason, damaged, True)
-        return Undecodable(value_class, value_serializer, reason, raw, damaged)
-
-    if state.kind == "timers":
-        if state.value is None:
-            return lost(f"timers {state.name!r}", state.serializers.get("VALUE_SERIALIZER"))
-        read_timer = state.value.read
-
-        def timer(k: DataReader, v: DataReader, key_group: int) -> None:
-            timestamp, key, namespace = read_timer(k)
-            _at_end(k, "timer")
-            append((key_group, key, namespace, timestamp))
-        return timer
-    if state.namespace is None:
-        return lost(f"the namespace of state {state.name!r}",
-                    state.serializers.get("NAMESPACE_SERIALIZER"))
-    if state.kind == "map" and state.user_key is None:
-        snapshot = state.serializers.get("VALUE_SERIALIZER")
-        return lost(f"the map keys of state {state.name!r}",
-                    snapshot.nested[0] if snapshot is not None and snapshot.nested else None)
-    read_key, read_ns = key_codec.read, state.namespace.read
-    void = read_ns is _VOID_READ
-    ambiguous = key_codec.length < 0 and state.namespace.length < 0
-
-    def generic_key_and_namespace(k: DataReader) -> tuple[Any, Any]:
-        start = k.pos
-        key = read_key(k)
-        if void:  # the common case: one 0 byte, read inline (never ambiguous: length 0)
-            pos = k.pos
-            if pos >= k.end or k.data[pos]:
-                raise k.fail("bad void namespace byte")
-            k.pos = pos + 1
-            return key, VOID_NAMESPACE
-        if ambiguous:
-            _skip_length(k, k.pos - start)
-        start = k.pos
-        namespace = read_ns(k)
-        if ambiguous:
-            _skip_length(k, k.pos - start)
-        return key, namespace
-
-    key_and_namespace = generic_key_and_namespace
-    if void and read_key is _STRING_READ:
-        def key_and_namespace(k: DataReader) -> tuple[Any, Any]:
-            # the commonest key: a short ASCII String (one length byte) and the void namespace
-            data, pos = k.data, k.pos
-            if pos < k.end:
-                n = data[pos] - 1
-                after = pos + 1 + n
-                if 0 <= n < 127 and after < k.end and not data[after]:
-                    chunk = data[pos + 1:after]
-                    if chunk.isascii():
-                        k.pos = after + 1
-                        return chunk.decode("ascii"), VOID_NAMESPACE
-            return generic_key_and_namespace(k)
-
-    element = state.element
-    why = why_undecodable(value_snapshot) if value_snapshot else "no serializer"
-    unsupported = UnsupportedFormatError(short_names(f"no decoder for {why}"))
-
-    def no_codec(r: DataReader) -> Any:
-        raise unsupported
-
-    read_element = element.read if element is not None else no_codec
-    # a value state's value and a map value fill the rest of a pair's value: delimited
-    read_whole = element.read_delimited if element is not None else no_codec
-    if state.kind == "map":
-        assert state.user_key is not None
-        read_user_key = state.user_key.read
-
-        # the key and namespace of the previous pair: their bytes, then them decoded
-        previous: list[Any] = [b"", None, None]
-
-        def map_pair(k: DataReader, v: DataReader, key_group: int) -> None:
-            # a key's user keys come one pair each, adjacent: when this pair starts with the
-            # previous key's bytes it has that key (Flink's key and namespace encodings are
-            # self-delimiting), so it is not decoded again
-            start, seen = k.pos, previous[0]
-            n = len(seen)
-            if n and start + n <= k.end and k.data[start:start + n] == seen:
-                k.pos = start + n
-                key, namespace = previous[1], previous[2]
-            else:
-                key, namespace = key_and_namespace(k)
-                previous[:] = k.data[start:k.pos], key, namespace
-            user_key = read_user_key(k)
-            if k.pos < k.end:
-                _at_end(k, "map key")
-            at = v.pos  # a null flag, then the value unless null
-            if at >= v.end:
-                raise v.fail("truncated: 1 more bytes expected, 0 left")
-            v.pos = at + 1
-            if v.data[at]:
-                value = None
-            else:
-                try:
-                    value = read_whole(v)
-                except CheckpointError as exc:
-                    value = marker(exc, bytes(v.data[at + 1:v.end]), key_group)
-            if out:  # a key's user keys come one pair each, adjacent: extend its map
-                last = out[-1]
-                if last[0] == key_group and last[1] == key and last[2] == namespace:
-                    last[3][user_key] = value
-                    return
-            append((key_group, key, namespace, {user_key: value}))
-        return map_pair
-    if state.kind == "list":
-        def list_pair(k: DataReader, v: DataReader, key_group: int) -> None:
-            key, namespace = key_and_namespace(k)
-            _at_end(k, "key")
-            start = v.pos
-            try:
-                fast = _fixed_list(element, v)
-                if fast is not None:
-                    append((key_group, key, namespace, fast))
-                    return
-                if read_element is DataReader.sized_bytes:
-                    append((key_group, key, namespace, v.byte_arrays(separator=0x2C)))
-                    return
-                elements = []
-                while v.pos < v.end:
-                    elements.append(read_element(v))
-                    if v.pos < v.end and v.u8() != 0x2C:
-                        raise v.fail("list elements not separated by ','")
-            except CheckpointError as exc:  # the list whole: its elements have no lengths
-                append((key_group, key, namespace,
-                        marker(exc, bytes(v.data[start:v.end]), key_group)))
-                return
-            append((key_group, key, namespace, elements))
-        return list_pair
-
-    def value_pair(k: DataReader, v: DataReader, key_group: int) -> None:
-        key, namespace = key_and_namespace(k)
-        if k.pos < k.end:
-            _at_end(k, "key")
-        start = v.pos
-        try:
-            value = read_whole(v)
-            if v.pos < v.end:
-                _at_end(v, "value")
-        except CheckpointError as exc:
-            value = marker(exc, bytes(v.data[start:v.end]), key_group)
-        append((key_group, key, namespace, value))
-    return value_pair
-
-
-def _undecodable_pair(where: str, what: str, snapshot: SerializerSnapshot | None
-                      ) -> PairDecoder:
-    def fail(k: DataReader, v: DataReader, key_group: int) -> None:
-        raise _undecodable(where, what, snapshot)
-    return fail
-
-
-_SEPARATED: dict[tuple[str, int], Any] = {}
-
-
-def _fixed_list(codec: Codec | None, v: DataReader) -> list[Any] | None:
-    """A canonical list of fixed-size primitives (``e,e,e``) in one ``struct`` call."""
-    if codec is None or codec.struct_code is None:
-        return None
-    size = codec.length
-    total = v.end - v.pos
-    n, rest = divmod(total + 1, size + 1)
-    if rest or n == 0:
-        return None  # not that shape: the element-by-element reader says what is wrong
-    data, pos = v.data, v.pos
-    if n > 1 and data[pos + size:v.end:size + 1] != b"," * (n - 1):
-        return None
-    parser = _SEPARATED.get((codec.struct_code, n))
-    if parser is None:
-        parser = struct.Struct(">" + (codec.struct_code + "x") * (n - 1) + codec.struct_code)
-        if len(_SEPARATED) < 4096:
-            _SEPARATED[(codec.struct_code, n)] = parser
-    v.pos = v.end
-    return list(parser.unpack_from(data, pos))
-
-
-def _at_end(r: DataReader, what: str) -> None:
-    if not r.at_end():
-        raise r.fail(f"{r.remaining} bytes left after the {what}")
 
 
 def iter_timers(entries: list[tuple[int, Any, Any, Any]]

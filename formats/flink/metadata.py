@@ -182,7 +182,8 @@ class FlinkMetadata:
         subtask's handles (an incremental handle's metadata and files).
         """
         for op in self.operators:
-            name = op.uid or op.name or op.operator_id
+            # named as inspect names it: the uid, else the name with the OperatorID
+            name = op.uid or (f"{op.name} ({op.operator_id})" if op.name else op.operator_id)
             if op.coordinator_state is not None:
                 yield f"coordinator state of operator {name}", op.coordinator_state
             for st in op.subtasks:
@@ -197,12 +198,32 @@ class FlinkMetadata:
                         yield held, keyed.stream
 
 
-def parse_metadata(data: bytes, where: str = "_metadata") -> FlinkMetadata:
-    """Parse a whole ``_metadata`` file (reference §8.2)."""
-    r = DataReader(data, where)
+def parse_metadata(data: bytes, where: str = "_metadata", path: str | None = None
+                   ) -> FlinkMetadata:
+    """Parse a whole ``_metadata`` file (reference §8.2).
+
+    A file that ends before its structure does (its own reads run past its end, or a count
+    or length needs more bytes than are left) is said to be truncated, with ``path`` (where
+    the file is, for the message; default ``where``).
+    """
     if len(data) < 8:
-        raise CorruptCheckpointError(f"{where}: {len(data)} bytes, too short for a Flink "
-                                     f"checkpoint metadata file")
+        raise CorruptCheckpointError(f"{path or where} is truncated: {len(data)} bytes, too "
+                                     f"short for a Flink checkpoint metadata file")
+    try:
+        return _parse_metadata(data, where)
+    except CorruptCheckpointError as exc:
+        message = str(exc)
+        if message.startswith(f"{where}: ") and any(
+                sign in message for sign in ("truncated:", "bytes left)", " left (at byte")):
+            detail = message.removeprefix(f"{where}: ").removeprefix("truncated: ")
+            raise CorruptCheckpointError(
+                f"{path or where} is truncated: it ends after {len(data)} bytes, before its "
+                f"last part ({detail})") from exc
+        raise
+
+
+def _parse_metadata(data: bytes, where: str) -> FlinkMetadata:
+    r = DataReader(data, where)
     magic = r.i32() & 0xFFFFFFFF
     if magic != HEADER_MAGIC:
         raise CorruptCheckpointError(f"{where}: not a Flink metadata file (magic number "

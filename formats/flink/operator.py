@@ -16,6 +16,7 @@ from typing import Any
 from formats.flink.javaio import DataReader
 from formats.flink.keyed import StateInfo, described, read_state_info, reason_of, short_names
 from formats.flink.metadata import FlinkOperatorHandle
+from formats.flink.state_meta import recover_state_infos
 from formats.flink.types.codecs import Codec, codec_for, why_undecodable
 from statecore.errors import CheckpointError, UnsupportedFormatError
 from statecore.undecodable import Undecodable
@@ -61,13 +62,20 @@ def decode_operator_stream(data: bytes, handle: FlinkOperatorHandle, where: str
     compressed = r.boolean() if version >= 6 else False
     infos: dict[str, StateInfo] = {}
     info: StateInfo | None
-    for _ in range(2):  # list states, then broadcast states
-        for _ in range(r.count("operator states", 10, r.i16())):
-            info = read_state_info(r)
-            infos[info.name] = info
+    states_at = r.pos
+    try:
+        for _ in range(2):  # list states, then broadcast states
+            for _ in range(r.count("operator states", 10, r.i16())):
+                info = read_state_info(r)
+                infos[info.name] = info
+    except UnsupportedFormatError as exc:  # a serializer snapshot statectl cannot parse
+        infos = _recovered(data, handle, where, states_at, exc)
+        r.pos = len(data)
     if compressed and any(offsets for _mode, offsets in handle.states.values()):
         raise UnsupportedFormatError(f"{where}: compressed operator state is not supported yet")
     all_offsets = sorted({o for _mode, offsets in handle.states.values() for o in offsets})
+    if all_offsets and r.pos == len(data):  # recovered: the elements follow the header
+        r.pos = all_offsets[0]
     out = []
     for name, (mode, offsets) in handle.states.items():
         info = infos.get(name)
@@ -123,3 +131,27 @@ def decode_operator_stream(data: bytes, handle: FlinkOperatorHandle, where: str
                                         [(n, cls, ser, why_lost, damaged)
                                          for n, why_lost, damaged in lost]))
     return out
+
+
+def _recovered(data: bytes, handle: FlinkOperatorHandle, where: str, states_at: int,
+               exc: UnsupportedFormatError) -> dict[str, StateInfo]:
+    """The header's states found by their structure (:func:`recover_state_infos`).
+
+    The header ends where the first element starts (the stream's end without elements). Each
+    state keeps its name and mode; an element of one whose serializer was not read is kept as
+    its bytes (each is delimited by the offsets).
+    """
+    end = min((o for _mode, offsets in handle.states.values() for o in offsets),
+              default=len(data))
+    infos = recover_state_infos(data, where, states_at, end, reason_of(exc, where), gap=2)
+    if not infos:
+        raise exc
+    # the list states' count, then theirs; the broadcast states' count, then theirs: a list
+    # state read as far as it parses may end with the broadcast count, which is no part of it
+    lists = int.from_bytes(data[states_at:states_at + 2], "big", signed=True)
+    if 0 < lists < len(infos):
+        last = infos[lists - 1]
+        unparsed = any(snapshot.outer.get("unparsed") for snapshot in last.serializers.values())
+        if (unparsed or last.unread) and last.raw[-2:] == (len(infos) - lists).to_bytes(2, "big"):
+            last.raw = last.raw[:-2]
+    return {info.name: info for info in infos}

@@ -39,7 +39,6 @@ from formats.flink.keyed import (
     group_ends,
     header_end,
     iter_timers,
-    undecodable_key,
 )
 from formats.flink.losses import refuse_losses
 from formats.flink.metadata import FlinkIncrementalHandle, FlinkKeyedHandle
@@ -227,8 +226,9 @@ def read_header(streams: SnapshotStreams, handle: FlinkKeyedHandle | FlinkIncrem
                 where: str, headers: HeaderCache | None = None) -> KeyedHeader:
     """A keyed handle's header alone (key serializer, states): its stream's first bytes.
 
-    A RocksDB handle's header is its meta-data stream, read whole. The key serializer must be
-    one statectl decodes, as when decoding the handle.
+    A RocksDB handle's header is its meta-data stream, read whole. A key serializer statectl
+    cannot decode leaves ``header.key`` ``None``: decoding the handle then counts every entry
+    as not decoded (:func:`formats.flink.keyed.decode_keyed_stream`).
     """
     if isinstance(handle, FlinkIncrementalHandle):
         meta, _ = streams.read(handle.meta)
@@ -244,9 +244,6 @@ def read_header(streams: SnapshotStreams, handle: FlinkKeyedHandle | FlinkIncrem
             # the header ends where the first key group starts: exactly its bytes are read
             end = min(header_end(handle, stream.size), stream.size)
             header = cached_header(streams.read_range(stream, 0, end), shown, headers, end)
-    if header.key is None:
-        raise undecodable_key(where if isinstance(handle, FlinkIncrementalHandle)
-                              else f"{where}: {streams.name(handle.stream)}", header)
     return header
 
 

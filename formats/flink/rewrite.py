@@ -18,13 +18,17 @@ everything goes:
   ``i % old_p``, as planned.
 - Coordinator state (a source's split enumerator) is carried over as is.
 
-Every operator gets the new parallelism and max parallelism: Flink refuses a job whose
-configured max parallelism differs from the savepoint's.
+Every operator gets the parallelism and max parallelism its plan gives
+(:func:`statecore.rescale_plan.rescale_targets`): the new ones, as Flink refuses a job whose
+configured max parallelism differs from the savepoint's, except for an operator kept at its own
+(a max parallelism set lower than the other operators', as Flink's SQL planner sets 1 on a
+sink's committer or a global aggregate), whose ``_metadata`` entry keeps the source's exactly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, Protocol
 
 from formats.flink.keyed import KeyedHeader, StateInfo
@@ -45,8 +49,10 @@ from statecore.checkpoint import CheckpointMetadata, OperatorMetadata
 from statecore.errors import CheckpointError, UnsupportedFormatError
 from statecore.key_groups import KeyGroupRange, compute_key_group_for_key_hash
 from statecore.rescale_plan import OperatorPlan, RescalePlan
+from statecore.ttl import TtlValue, expired
 
-__all__ = ["FlinkSource", "keyed_layout", "rewrite_flink_savepoint", "savepoint_operators"]
+__all__ = ["Expiry", "FlinkSource", "keyed_layout", "rewrite_flink_savepoint",
+           "savepoint_operators"]
 
 
 class FlinkSource(Protocol):
@@ -68,20 +74,64 @@ class FlinkSource(Protocol):
 
 def rewrite_flink_savepoint(checkpoint: FlinkSource, plan: RescalePlan, location: str, *,
                             checkpoint_id: int | None = None, compress: bool = False,
-                            release: FlinkRelease = LATEST) -> WrittenSnapshot:
-    """Write ``checkpoint`` as ``plan`` says, as a canonical savepoint for ``release``."""
-    operators = savepoint_operators(checkpoint, plan)
+                            release: FlinkRelease = LATEST,
+                            drop_expired_at: int | None = None) -> WrittenSnapshot:
+    """Write ``checkpoint`` as ``plan`` says, as a canonical savepoint for ``release``.
+
+    ``drop_expired_at`` (epoch ms): leave out what TTL expired then (:class:`Expiry`).
+    """
+    expiry = None if drop_expired_at is None else Expiry(drop_expired_at)
+    operators = savepoint_operators(checkpoint, plan, expiry=expiry)
     new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
-    return write_savepoint(location, new_id, operators, compress=compress, release=release)
+    written = write_savepoint(location, new_id, operators, compress=compress, release=release)
+    return written if expiry is None else replace(written, dropped=expiry.dropped)
+
+
+class Expiry:
+    """What ``rescale --drop-expired`` leaves out: TTL values expired at ``now``.
+
+    Flink's rule ``last access + ttl <= now`` (:func:`statecore.ttl.expired`), with each
+    state's TTL from the model (a Flink snapshot has none: given with ``--ttl``,
+    :mod:`formats.ttl_given`). A value-like entry goes when its value expired; list elements
+    and map entries go one by one, and the entry with them when none is left (as a rewrite
+    of statectl's format drops them: :func:`formats.rescale.drop_expired_rows`). A value
+    without a last access (not decoded) is kept. ``dropped`` counts the entries left out.
+    """
+
+    def __init__(self, now: int) -> None:
+        self.now, self.dropped = now, 0
+
+    def alive(self, value: Any, ttl: int) -> bool:
+        return not (isinstance(value, TtlValue) and value.last_access_timestamp is not None
+                    and expired(value.last_access_timestamp, ttl, self.now))
+
+    def filter(self, entries: Iterator[Entry], kind: str, ttl: int | None) -> Iterator[Entry]:
+        """``entries`` of a state of ``kind`` without what expired (all: without a TTL)."""
+        if ttl is None or ttl <= 0 or kind == "timers":
+            yield from entries
+            return
+        for key_group, key, namespace, value in entries:
+            if isinstance(value, list):
+                value = [v for v in value if self.alive(v, ttl)]
+            elif isinstance(value, dict):
+                value = {k: v for k, v in value.items() if self.alive(v, ttl)}
+            elif not self.alive(value, ttl):
+                value = None
+            if value is None or (not value and isinstance(value, list | dict)):
+                self.dropped += 1
+                continue
+            yield key_group, key, namespace, value
 
 
 def savepoint_operators(checkpoint: FlinkSource, plan: RescalePlan, *,
-                        keyed_entries: bool = True) -> list[SavepointOperator]:
+                        keyed_entries: bool = True,
+                        expiry: Expiry | None = None) -> list[SavepointOperator]:
     """The savepoint's operators as ``plan`` says, in the source's order.
 
     ``keyed_entries=False`` leaves out the keyed entries (``SavepointOperator.keyed``): whoever
     writes the keyed files elsewhere (Spark tasks) decodes them; the key and state layouts
     and the refusals (an unknown key hash with a new max parallelism) are the same.
+    ``expiry``: leave out what TTL expired (:class:`Expiry`).
     """
     if checkpoint.unpickled:
         raise UnsupportedFormatError("a snapshot opened with --allow-pickle shows unpickled "
@@ -89,7 +139,7 @@ def savepoint_operators(checkpoint: FlinkSource, plan: RescalePlan, *,
     problems = checkpoint.open_problems()
     if problems:
         raise CheckpointError(f"the source could not be read completely: {problems[0][2]}")
-    return [_operator(checkpoint, op, op_plan, keyed_entries)
+    return [_operator(checkpoint, op, op_plan, keyed_entries, expiry)
             for op, op_plan in zip(checkpoint.metadata.operators, plan.operators, strict=True)]
 
 
@@ -105,7 +155,7 @@ def keyed_layout(header: KeyedHeader, where: str
 
 
 def _operator(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
-              keyed_entries: bool = True) -> SavepointOperator:
+              keyed_entries: bool = True, expiry: Expiry | None = None) -> SavepointOperator:
     flink_op = checkpoint.flink_operator(op.uid)
     where = f"operator {op.identity.label}"
     # the uid as stored, or as the user named the operator (--uid: Flink 1.x stores none)
@@ -115,7 +165,7 @@ def _operator(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
                             else flink_op.coordinator_state.data)
     header = checkpoint.keyed_header(op.uid)
     if header is not None:
-        _keyed(checkpoint, op, plan, header, out, where, keyed_entries)
+        _keyed(checkpoint, op, plan, header, out, where, keyed_entries, expiry)
     _operator_state(checkpoint, op, plan, out, where)
     return out
 
@@ -158,7 +208,7 @@ def _state_out(info: StateInfo, where: str) -> KeyedStateOut:
 
 def _keyed(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
            header: KeyedHeader, out: SavepointOperator, where: str,
-           keyed_entries: bool = True) -> None:
+           keyed_entries: bool = True, expiry: Expiry | None = None) -> None:
     out.key_snapshot = header.key_snapshot_raw
     out.key, out.key_length, out.keyed_states = keyed_layout(header, where)
     assert header.key is not None
@@ -169,12 +219,17 @@ def _keyed(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
             f"hashCode is user code or unknown), so the max parallelism cannot change")
     if not keyed_entries:
         return
+    ttls = {s.name: s.ttl for s in op.states if s.scope == "keyed"}
     for sub in plan.subtasks:
         key_groups = sub.key_group_range
         assert key_groups is not None
         out.keyed[sub.index] = (key_groups, [
             list(_entries(checkpoint, op, info.name, key_groups,
-                          plan.new_max_parallelism if plan.rehash else None, java_hash))
+                          plan.new_max_parallelism if plan.rehash else None, java_hash)
+                 if expiry is None else expiry.filter(
+                     _entries(checkpoint, op, info.name, key_groups,
+                              plan.new_max_parallelism if plan.rehash else None, java_hash),
+                     info.kind, ttls.get(info.name)))
             for info in header.states])
 
 

@@ -30,6 +30,7 @@ from formats.flink.keyed import (
     Losses,
     StateInfo,
     reason_of,
+    undecodable_state,
 )
 from formats.flink.metadata import (
     FlinkIncrementalHandle,
@@ -59,6 +60,7 @@ from statecore.checkpoint import (
     TTL_UNKNOWN,
     KeyedStateHandle,
     KeyGroupRows,
+    OperatorIdentity,
     OperatorMetadata,
     OperatorStateHandle,
     StateMetadata,
@@ -127,6 +129,11 @@ class SnapshotBuilder:
         self.operator_files: dict[str, DecodedOperatorState] = {}  # virtual file -> state
         #: what could not be decoded (values kept as markers, or left out), as decoded
         self.undecodable: list[UndecodablePart] = []
+        #: each operator as output names it (its identity's label), by model uid
+        self.labels: dict[str, str] = {}
+        #: why a keyed state cannot be read (completely), as its header tells: ``(uid, state)``
+        #: -> reason (:func:`formats.flink.keyed.undecodable_state`)
+        self.unread: dict[tuple[str, str], str] = {}
 
     def lost(self, uid: str, subtask: int, losses: Losses, on_demand: bool = False) -> None:
         """A decoder's losses as the snapshot's :class:`UndecodablePart` list.
@@ -134,9 +141,10 @@ class SnapshotBuilder:
         ``on_demand``: rows decoded after the opening, whose damage raises unless ``partial``.
         """
         start = len(self.undecodable)
+        label = self.labels.get(uid, "")
         self.undecodable.extend(
             UndecodablePart(uid, state, subtask, key_group, values, cls, ser, reason, damaged,
-                            kept)
+                            kept, label)
             for state, key_group, values, cls, ser, reason, damaged, kept in losses.parts())
         if on_demand and not self.partial:
             refuse_damage(self.undecodable[start:])
@@ -221,7 +229,7 @@ class SnapshotBuilder:
         """
         self.undecodable.append(UndecodablePart(
             uid, what or "(state)", subtask, None, -1, "(unread)", "", reason_of(exc, where),
-            not isinstance(exc, UnsupportedFormatError), False))
+            not isinstance(exc, UnsupportedFormatError), False, self.labels.get(uid, "")))
 
     # -- operators ------------------------------------------------------------------------
 
@@ -230,7 +238,10 @@ class SnapshotBuilder:
         uid = op.uid or op.operator_id
         if sum(1 for o in all_ops if (o.uid or o.operator_id) == uid) > 1:
             uid = op.operator_id
-        where = f"operator {op.name or uid} ({op.operator_id})"
+        label = OperatorIdentity(op.operator_id, uid if op.uid == uid else None,
+                                 op.name or None).label
+        self.labels[uid] = label
+        where = f"operator {label}"
         states: dict[str, StateMetadata] = {}
         keyed: dict[int, list[tuple[Any, ...]]] = {}
         key_type: str | None = None
@@ -245,20 +256,32 @@ class SnapshotBuilder:
                 except StatectlError as exc:
                     self.fail(exc, hw, uid, st.index, "(keyed state)")
                     continue
-                assert header.key is not None
+                # keys statectl cannot decode: their type is opaque, and no entry is decoded
+                key_spec = (header.key.spec if header.key is not None
+                            else opaque_spec(header.key_snapshot))
                 described = [(state_declaration(info), rows_of[info.name])
                              for info in header.states]
                 try:  # every subtask's header declares the states alike
                     for state_meta, _rows in described:
                         _same_declaration(states.get(state_meta.name), state_meta, hw)
-                    if key_type is not None and key_type != header.key.spec:
-                        raise CorruptCheckpointError(f"{hw}: keys of type {header.key.spec}, "
+                    if key_type is not None and key_type != key_spec:
+                        raise CorruptCheckpointError(f"{hw}: keys of type {key_spec}, "
                                                      f"another subtask's are {key_type}")
                 except StatectlError as exc:
                     self.fail(exc, hw, uid, st.index, "(keyed state)")
                     continue
-                key_type = header.key.spec
-                self.key_codecs[uid] = header.key
+                key_type = key_spec
+                if header.key is not None:
+                    self.key_codecs[uid] = header.key
+                for info in header.states:
+                    why = undecodable_state(info, header)
+                    if why:
+                        self.unread.setdefault((uid, info.name), why)
+                if header.missing:
+                    self.fail(UnsupportedFormatError(
+                        f"{header.missing} of the {len(header.states) + header.missing} states "
+                        f"of its header could not be found ({header.recovered})"), hw, uid,
+                        st.index, "(keyed state)")
                 known = self.keyed_headers.setdefault(uid, header)
                 if known is not header:  # a state registered in some subtasks only (lazily)
                     names = {info.name for info in known.states}
@@ -296,7 +319,7 @@ class SnapshotBuilder:
                 for ds in decoded_states:
                     self.undecodable.extend(
                         UndecodablePart(uid, ds.name, st.index, None, n, cls, ser, why, damaged,
-                                        kept)
+                                        kept, label)
                         for n, cls, ser, why, damaged, kept in ds.undecodable())
                 for ds in decoded_states:
                     self.operator_stored[id(ds)] = (self.stored_as(op_handle.stream),)
@@ -364,7 +387,7 @@ class SnapshotBuilder:
 
     def keyed_file(self, op_index: int, state: StateMetadata, key_type: str, subtask: int,
                    rows: list[tuple[int, Any, Any, Any]] | PendingRows, kg_bytes: dict[int, int],
-                   key_group_range: KeyGroupRange, key_codec: Codec, max_parallelism: int,
+                   key_group_range: KeyGroupRange, key_codec: Codec | None, max_parallelism: int,
                    stored: tuple[str, ...]) -> KeyedStateHandle:
         runs: list[tuple[int, int]] = []  # (key group, rows) per run of equal key groups
         pending = rows.ident if isinstance(rows, PendingRows) else None

@@ -10,17 +10,19 @@ and a RocksDB handle's meta-data stream start with; an ``inspect`` summary reads
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from formats.flink.javaio import DataReader
+from formats.flink.losses import reason_of
 from formats.flink.metadata import FlinkKeyedHandle
 from formats.flink.types.codecs import Codec, codec_for
-from formats.flink.types.snapshots import SerializerSnapshot, read_snapshot
+from formats.flink.types.snapshots import SNAPSHOT_PROXY_VERSION, SerializerSnapshot, read_snapshot
 from statecore.errors import CheckpointError, UnsupportedFormatError
 
 __all__ = ["KEYED_PROXY_VERSION", "STATE_TYPES", "HeaderCache", "KeyedHeader", "StateInfo",
            "cached_header", "header_end", "read_keyed_header", "read_state_info",
-           "read_state_infos"]
+           "read_state_infos", "recover_state_infos"]
 
 KEYED_PROXY_VERSION = 6
 STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
@@ -41,6 +43,9 @@ class StateInfo:
     user_key: Codec | None = None
     #: the meta info's bytes exactly as Flink wrote them (a savepoint writer carries them over)
     raw: bytes = b""
+    #: why statectl could not read this meta info to its end (its serializers or some of them
+    #: are unknown: :func:`recover_state_infos`); ``""`` when it was read
+    unread: str = ""
 
     @property
     def serializer_names(self) -> dict[str, str]:
@@ -73,6 +78,12 @@ class KeyedHeader:
     size: int = 0  # bytes of the header
     #: the key serializer snapshot's bytes as Flink wrote them (proxy version included)
     key_snapshot_raw: bytes = b""
+    #: the states the header declares whose meta info was not found at all (their names are
+    #: unknown: :func:`recover_state_infos`)
+    missing: int = 0
+    #: why the header could not be read exactly (``""``: it was); its states were then
+    #: recovered as far as they could be (:func:`recover_state_infos`)
+    recovered: str = ""
 
 
 def read_keyed_header(r: DataReader, end: int | None = None) -> KeyedHeader:
@@ -83,7 +94,10 @@ def read_keyed_header(r: DataReader, end: int | None = None) -> KeyedHeader:
     layout is the serializer's own, and nothing frames it) does not stop the header: its
     state keeps the snapshot as unparsed (no codec: its values are reported undecodable) and
     reading goes on where the rest of the header parses exactly up to ``end``
-    (:func:`_resync_header`).
+    (:func:`_resync_header`). Where several such snapshots leave no exact parse, or the key
+    serializer's is one, the states are recovered from the header's structure
+    (:func:`recover_state_infos`): every state keeps its name and kind, and says in
+    :attr:`StateInfo.unread` what could not be read.
     """
     start = r.pos
     version = r.i32()
@@ -93,12 +107,54 @@ def read_keyed_header(r: DataReader, end: int | None = None) -> KeyedHeader:
             f"statectl reads version {KEYED_PROXY_VERSION} (Flink 1.17 and later)")
     compressed = r.boolean()
     at = r.pos
-    key_snapshot = read_snapshot(r)
+    try:
+        key_snapshot = read_snapshot(r)
+    except UnsupportedFormatError as exc:
+        if end is None:
+            raise
+        return _recovered_header(r, start, at, end, compressed, exc, None)
     key_raw = r.data[at:r.pos]
     n = r.count("states", 10, r.i16())
-    states = read_state_infos(r, n, end)
+    states_at = r.pos
+    try:
+        states = read_state_infos(r, n, end)
+    except UnsupportedFormatError as exc:
+        if end is None:
+            raise
+        r.pos = states_at
+        return _recovered_header(r, start, at, end, compressed, exc, (key_snapshot, key_raw, n))
     return KeyedHeader(compressed, key_snapshot, codec_for(key_snapshot), states, r.pos - start,
                        key_raw)
+
+
+def _recovered_header(r: DataReader, start: int, key_at: int, end: int, compressed: bool,
+                      exc: UnsupportedFormatError,
+                      key: tuple[SerializerSnapshot, bytes, int] | None) -> KeyedHeader:
+    """The header as far as :func:`recover_state_infos` finds it.
+
+    ``key``: the key's snapshot, its bytes and the states' count, when they were read.
+    """
+    reason = reason_of(exc, r.where)
+    if key is None:  # the key serializer's snapshot: the states' count is just before them
+        r.pos = key_at
+        key_snapshot = _unparsed(r, exc)
+        first = next((p for p in _meta_starts(r.data, key_at + 4, end)
+                      if int.from_bytes(r.data[p - 2:p], "big", signed=True) > 0), None)
+        if first is None:
+            raise UnsupportedFormatError(f"{exc} (and no state of the header could be found "
+                                         f"past it)") from exc
+        n = int.from_bytes(r.data[first - 2:first], "big", signed=True)
+        key_raw = r.data[key_at:first - 2]
+    else:
+        key_snapshot, key_raw, n = key
+        first = r.pos
+    states = recover_state_infos(r.data, r.where, first, end, reason)
+    if not states:
+        raise UnsupportedFormatError(f"{exc} (and no state of the header could be found past "
+                                     f"it)") from exc
+    r.pos = end
+    return KeyedHeader(compressed, key_snapshot, None if key is None else codec_for(key_snapshot),
+                       states[:n], end - start, key_raw, max(0, n - len(states)), reason)
 
 
 def read_state_infos(r: DataReader, n: int, end: int | None = None) -> list[StateInfo]:
@@ -147,7 +203,7 @@ def read_state_info(r: DataReader, states_after: int = 0, end: int | None = None
 MAX_RESYNC_TRIES = 4096
 
 
-def _unparsed(r: DataReader, exc: UnsupportedFormatError) -> SerializerSnapshot:
+def _unparsed(r: DataReader, exc: CheckpointError) -> SerializerSnapshot:
     """The class and version of a snapshot statectl could not parse, and why (no codec)."""
     start = r.pos
     try:
@@ -196,6 +252,159 @@ def _resync_header(r: DataReader, at: int, serializers_after: int, states_after:
             return candidate
     raise UnsupportedFormatError(f"{exc} (and the rest of the header could not be found past "
                                  f"it)") from exc
+
+
+# -- recovering the states of a header that does not parse exactly ---------------------------
+
+#: A meta info's serializer key (``StateMetaInfoSnapshot.CommonSerializerKeys``: KEY_, NAMESPACE_,
+#: VALUE_SERIALIZER) and option key (``CommonOptionsKeys``), and a Java class name.
+_SERIALIZER_KEY = re.compile(r"[A-Z][A-Z_]*_SERIALIZER")
+_OPTION_KEY = re.compile(r"[A-Z][A-Z_]*")
+_CLASS_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
+#: Most options and serializers a meta info has (Flink writes 0-1 and 1-2).
+_MAX_ENTRIES = 16
+
+
+def recover_state_infos(data: bytes, where: str, start: int, end: int, reason: str,
+                        gap: int = 0) -> list[StateInfo]:
+    """The meta infos of a header from ``start`` to ``end``, found by their structure.
+
+    For a header that does not parse exactly (several serializer snapshots statectl cannot
+    parse, whose ends nothing frames). A ``StateMetaInfoSnapshot`` starts with the state's
+    name, its type, its options and the count of its serializers, then each serializer's key
+    (``VALUE_SERIALIZER``...) and snapshot (proxy version 2, a class name): every position
+    where that structure holds starts a meta info, which ends where the next one starts (the
+    last: at ``end``). Each is then read exactly where it parses so (a meta info inside a
+    span that parses exactly is no start), else as far as it does: its name, kind and options
+    always (they come before the serializers), every serializer snapshot that parses, and in
+    :attr:`StateInfo.unread` why the rest was not read (``reason``: why the header did not
+    parse). ``gap``: bytes that may stand between two meta infos (an operator state header's
+    count of broadcast states after its list states: 2).
+    """
+    infos: list[StateInfo] = []
+    starts = _meta_starts(data, start, end)
+    i = 0
+    while i < len(starts):
+        at = starts[i]
+        following = starts[i + 1:]
+        exact = _exact_info(data, where, at, end, [*following, *(p - gap for p in following)])
+        if exact is not None:
+            infos.append(exact)
+            i = next((j for j in range(i + 1, len(starts)) if starts[j] >= at + len(exact.raw)),
+                     len(starts))
+            continue
+        upto = starts[i + 1] if i + 1 < len(starts) else end
+        infos.append(_partial_info(data, where, at, upto, reason, gap))
+        i += 1
+    return infos
+
+
+def _meta_starts(data: bytes, start: int, end: int) -> list[int]:
+    """Every position in ``start..end`` where a meta info's structure holds."""
+    found = []
+    for p in range(start, end - 10):
+        length = int.from_bytes(data[p:p + 2], "big")
+        after = p + 2 + length
+        # the state type's ordinal: an int 0..4
+        if after + 12 > end or data[after:after + 3] != b"\0\0\0" or data[after + 3] >= len(
+                STATE_TYPES):
+            continue
+        if _meta_skeleton(data, p, end) is not None:
+            found.append(p)
+    return found
+
+
+def _meta_skeleton(data: bytes, p: int, end: int) -> tuple[str, int, dict[str, str], int] | None:
+    """``(name, ordinal, options, serializers)`` when a meta info's structure holds at ``p``."""
+    r = DataReader(data, "", p, end)
+    try:
+        name = r.utf()
+        ordinal = r.i32()
+        n_options = r.i32()
+        if not 0 <= ordinal < len(STATE_TYPES) or not 0 <= n_options <= _MAX_ENTRIES:
+            return None
+        options = {}
+        for _ in range(n_options):
+            key = r.utf()
+            if not _OPTION_KEY.fullmatch(key):
+                return None
+            options[key] = r.utf()
+        n = r.i32()
+        if not 0 < n <= _MAX_ENTRIES or not _serializer_entry(data, r.pos, end):
+            return None
+    except CheckpointError:
+        return None
+    return name, ordinal, options, n
+
+
+def _serializer_entry(data: bytes, p: int, end: int) -> bool:
+    """Whether a serializer entry starts at ``p``: its key, proxy version 2, a class name."""
+    r = DataReader(data, "", p, end)
+    try:
+        if not _SERIALIZER_KEY.fullmatch(r.utf()) or r.i32() != SNAPSHOT_PROXY_VERSION:
+            return False
+        return bool(_CLASS_NAME.fullmatch(r.utf()))
+    except CheckpointError:
+        return False
+
+
+def _exact_info(data: bytes, where: str, at: int, end: int, following: list[int]
+                ) -> StateInfo | None:
+    """The meta info at ``at`` when it parses exactly, up to another start or ``end``."""
+    r = DataReader(data, where, at, end)
+    try:
+        info = read_state_info(r)
+    except CheckpointError:
+        return None
+    return info if r.pos == end or r.pos in following else None
+
+
+def _partial_info(data: bytes, where: str, at: int, upto: int, reason: str, gap: int = 0
+                  ) -> StateInfo:
+    """The meta info from ``at`` to ``upto``, read as far as it parses.
+
+    See :func:`recover_state_infos`.
+    """
+    skeleton = _meta_skeleton(data, at, upto)
+    assert skeleton is not None  # a start
+    name, ordinal, options, n = skeleton
+    r = DataReader(data, where, at, upto)
+    r.utf()
+    r.i32()
+    for _ in range(r.i32() * 2):
+        r.utf()
+    r.i32()
+    serializers: dict[str, SerializerSnapshot] = {}
+    missing = n
+    while missing:
+        key = r.utf()
+        at_snapshot = r.pos
+        missing -= 1
+        try:
+            snapshot = read_snapshot(r)
+            if r.pos not in (upto, upto - gap) and not (
+                    missing and _serializer_entry(data, r.pos, upto)):
+                raise UnsupportedFormatError(f"{where}: serializer snapshot {snapshot.class_name} "
+                                             f"does not end where the next entry starts")
+        except CheckpointError as exc:
+            r.pos = at_snapshot
+            snapshot = _unparsed(r, exc)
+            following = next((q for q in range(at_snapshot + 4, upto)
+                              if _serializer_entry(data, q, upto)), None) if missing else None
+            serializers[key] = snapshot
+            if following is None:
+                r.pos = upto
+                break
+            r.pos = following
+            continue
+        serializers[key] = snapshot
+    # its bytes: up to the next meta info, the gap before it aside when the last snapshot
+    # parsed to there (an unparsed last snapshot may end at either)
+    info = StateInfo(name, STATE_TYPES[ordinal], options, serializers, raw=data[at:r.pos])
+    _assign_codecs(info)
+    if missing:  # (an unparsed snapshot found says itself why: ``why_undecodable``)
+        info.unread = f"{missing} of its {n} serializer snapshots could not be found ({reason})"
+    return info
 
 
 def _assign_codecs(info: StateInfo) -> None:

@@ -972,18 +972,16 @@ public class CoverageJob {
         return env.executeAsync((verify ? "coverage-verify-" : "coverage-generate-") + new File(base).getName());
     }
 
-    static void waitFor(String what, java.util.function.BooleanSupplier done, long timeoutMs) throws Exception {
-        waitFor(what, done, timeoutMs, null);
-    }
-
-    /** Waits until done, failing at the timeout or as soon as the job (if given) has ended. */
-    static void waitFor(String what, java.util.function.BooleanSupplier done, long timeoutMs, JobClient job) throws Exception {
+    /** Waits until done, failing at the timeout or as soon as one of the jobs given has ended
+     * (also the SQL coverage job's: SqlCoverageJob). */
+    static void waitFor(String what, java.util.function.BooleanSupplier done, long timeoutMs, JobClient... jobs) throws Exception {
         long deadline = System.currentTimeMillis() + timeoutMs;
         for (int n = 0; !done.getAsBoolean(); n++) {
             if (System.currentTimeMillis() > deadline) throw new IllegalStateException("timed out waiting for " + what);
-            if (job != null && n % 10 == 9) {
-                JobStatus st = job.getJobStatus().get();
-                if (st.isGloballyTerminalState()) {
+            if (n % 10 == 9) {
+                for (JobClient job : jobs) {
+                    JobStatus st = job.getJobStatus().get();
+                    if (!st.isGloballyTerminalState()) continue;
                     String why = "";
                     try {
                         job.getJobExecutionResult().get();

@@ -245,6 +245,10 @@ public class SerializerVectors {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args.length == 1 && args[0].equals("sql")) {  // tests/test_flink_sql_types.py
+            SqlVectors.main();
+            return;
+        }
         vector("Instant", InstantSerializer.INSTANCE, Instant.ofEpochSecond(-1, 999_999_999));
         vector("Instant null", InstantSerializer.INSTANCE, null);
         vector("LocalDate", LocalDateSerializer.INSTANCE, LocalDate.of(4, 2, 29));
@@ -530,5 +534,380 @@ public class SerializerVectors {
         vector("Tuple2 extremes", new TupleSerializer<>((Class<Tuple2<Long, Double>>) (Class<?>) Tuple2.class,
                 new TypeSerializer<?>[] {LongSerializer.INSTANCE, org.apache.flink.api.common.typeutils.base.DoubleSerializer.INSTANCE}),
                 Tuple2.of(Long.MIN_VALUE, Double.NEGATIVE_INFINITY));
+    }
+}
+
+/**
+ * Flink SQL's and CEP's serializers (flink-table-runtime, flink-cep; Flink 2.3 and 1.20), for
+ * tests/test_flink_sql_types.py: {@code java SerializerVectors sql} prints one line per case,
+ * {@code SQL<TAB>name<TAB>serializer snapshot<TAB>value}, both in hex, as {@link
+ * SerializerVectors#vector} does. Classes of one Flink major only are reached by reflection.
+ * {@code SQL-OLD} lines are snapshots in an older form (an older outer snapshot version, or a
+ * composite snapshot's legacy form) that Flink reads, with the bytes the serializer Flink
+ * restores from them writes.
+ */
+class SqlVectors {
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static void sql(String name, org.apache.flink.api.common.typeutils.TypeSerializer serializer, Object value)
+            throws Exception {
+        DataOutputSerializer out = new DataOutputSerializer(256);
+        serializer.serialize(value, out);
+        DataOutputSerializer snapshot = new DataOutputSerializer(256);
+        TypeSerializerSnapshot.writeVersionedSnapshot(snapshot, serializer.snapshotConfiguration());
+        System.out.println("SQL\t" + name + "\t" + SerializerVectors.hex(snapshot.getCopyOfBuffer()) + "\t"
+                + SerializerVectors.hex(out.getCopyOfBuffer()));
+    }
+
+    /**
+     * A composite snapshot as an older Flink wrote it: its outer snapshot version replaced by
+     * {@code outerVersion} and the outer snapshot's {@code drop} bytes left out (or, with {@code
+     * outerVersion} below 0, the legacy form of versioned snapshot version {@code -outerVersion}:
+     * no magic number and no outer version), read back by Flink; the value as the serializer
+     * Flink restores writes it.
+     */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static void old(String name, TypeSerializer serializer, int outerVersion, int drop, Object value) throws Exception {
+        DataOutputSerializer current = new DataOutputSerializer(256);
+        TypeSerializerSnapshot.writeVersionedSnapshot(current, serializer.snapshotConfiguration());
+        byte[] bytes = current.getCopyOfBuffer();
+        int nameEnd = 2 + (((bytes[0] & 0xFF) << 8) | (bytes[1] & 0xFF));
+        DataOutputSerializer older = new DataOutputSerializer(256);
+        older.write(bytes, 0, nameEnd);
+        if (outerVersion < 0) {
+            older.writeInt(-outerVersion);
+        } else {
+            older.write(bytes, nameEnd, 8);  // the snapshot version and the magic number
+            older.writeInt(outerVersion);
+        }
+        int skip = nameEnd + 12 + drop;
+        older.write(bytes, skip, bytes.length - skip);
+        byte[] olderBytes = older.getCopyOfBuffer();
+        TypeSerializerSnapshot restored = TypeSerializerSnapshot.readVersionedSnapshot(
+                new org.apache.flink.core.memory.DataInputDeserializer(olderBytes), SqlVectors.class.getClassLoader());
+        DataOutputSerializer out = new DataOutputSerializer(256);
+        restored.restoreSerializer().serialize(value, out);
+        System.out.println("SQL-OLD\t" + name + "\t" + SerializerVectors.hex(olderBytes) + "\t"
+                + SerializerVectors.hex(out.getCopyOfBuffer()));
+    }
+
+    static org.apache.flink.table.data.StringData str(String s) {
+        return org.apache.flink.table.data.StringData.fromString(s);
+    }
+
+    static org.apache.flink.table.data.TimestampData ts(long millis, int nanos) {
+        return org.apache.flink.table.data.TimestampData.fromEpochMillis(millis, nanos);
+    }
+
+    static org.apache.flink.table.data.DecimalData dec(String v, int precision, int scale) {
+        return org.apache.flink.table.data.DecimalData.fromBigDecimal(new BigDecimal(v), precision, scale);
+    }
+
+    static void main() throws Exception {
+        table();
+        rows();
+        cep();
+    }
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static void table() throws Exception {
+        // the table runtime's own serializers, alone
+        sql("TimestampData p3", new org.apache.flink.table.runtime.typeutils.TimestampDataSerializer(3),
+                ts(1_700_000_000_123L, 0));
+        sql("TimestampData p9", new org.apache.flink.table.runtime.typeutils.TimestampDataSerializer(9),
+                ts(-1_500L, 999_999));
+        sql("TimestampData p6", new org.apache.flink.table.runtime.typeutils.TimestampDataSerializer(6),
+                ts(-1L, 1_000));
+        sql("TimestampData p0", new org.apache.flink.table.runtime.typeutils.TimestampDataSerializer(0),
+                ts(-62_135_596_800_000L, 0));
+        sql("DecimalData 10,2", new org.apache.flink.table.runtime.typeutils.DecimalDataSerializer(10, 2),
+                dec("-12345678.90", 10, 2));
+        sql("DecimalData 18,0", new org.apache.flink.table.runtime.typeutils.DecimalDataSerializer(18, 0),
+                dec("999999999999999999", 18, 0));
+        sql("DecimalData 38,10", new org.apache.flink.table.runtime.typeutils.DecimalDataSerializer(38, 10),
+                dec("1234567890123456789012345678.0123456789", 38, 10));
+        sql("DecimalData 20,0", new org.apache.flink.table.runtime.typeutils.DecimalDataSerializer(20, 0),
+                dec("-99999999999999999999", 20, 0));
+        sql("DecimalData 19,4 zero", new org.apache.flink.table.runtime.typeutils.DecimalDataSerializer(19, 4),
+                dec("0", 19, 4));
+        sql("StringData", org.apache.flink.table.runtime.typeutils.StringDataSerializer.INSTANCE, str("Zürich 東京"));
+        sql("StringData empty", org.apache.flink.table.runtime.typeutils.StringDataSerializer.INSTANCE, str(""));
+        sql("Array of INT", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.IntType()),
+                new org.apache.flink.table.data.GenericArrayData(new Integer[] {1, null, -3}));
+        sql("Array of BIGINT NOT NULL", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.BigIntType(false)),
+                new org.apache.flink.table.data.GenericArrayData(new long[] {Long.MIN_VALUE, 0L, 7L}));
+        sql("Array of STRING", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.VarCharType(Integer.MAX_VALUE)),
+                new org.apache.flink.table.data.GenericArrayData(new Object[] {str("a"), null, str("longer than seven")}));
+        sql("Array empty", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.DoubleType()),
+                new org.apache.flink.table.data.GenericArrayData(new Object[0]));
+        sql("Array of BOOLEAN", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.BooleanType()),
+                new org.apache.flink.table.data.GenericArrayData(new Object[] {true, null, false}));
+        sql("Array of SMALLINT", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.SmallIntType()),
+                new org.apache.flink.table.data.GenericArrayData(new Object[] {(short) -2, null, (short) 300}));
+        sql("Array of TIMESTAMP(9)", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.TimestampType(9)),
+                new org.apache.flink.table.data.GenericArrayData(new Object[] {ts(5L, 6), null}));
+        sql("Array of DECIMAL(30,2)", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.DecimalType(30, 2)),
+                new org.apache.flink.table.data.GenericArrayData(new Object[] {dec("-1.50", 30, 2), null}));
+        sql("Array of ARRAY<INT>", new org.apache.flink.table.runtime.typeutils.ArrayDataSerializer(
+                new org.apache.flink.table.types.logical.ArrayType(new org.apache.flink.table.types.logical.IntType())),
+                new org.apache.flink.table.data.GenericArrayData(new Object[] {
+                        new org.apache.flink.table.data.GenericArrayData(new int[] {1, 2}), null}));
+        Map<Object, Object> map = new LinkedHashMap<>();
+        map.put(str("a"), 1L);
+        map.put(str("bb"), null);
+        map.put(str("ccccccccc"), -1L);
+        sql("Map of STRING to BIGINT", new org.apache.flink.table.runtime.typeutils.MapDataSerializer(
+                new org.apache.flink.table.types.logical.VarCharType(10),
+                new org.apache.flink.table.types.logical.BigIntType()),
+                new org.apache.flink.table.data.GenericMapData(map));
+        Map<Object, Object> multiset = new LinkedHashMap<>();
+        multiset.put(7, 2);
+        multiset.put(-1, 1);
+        sql("Multiset of INT", new org.apache.flink.table.runtime.typeutils.MapDataSerializer(
+                new org.apache.flink.table.types.logical.IntType(),
+                new org.apache.flink.table.types.logical.IntType(false)),
+                new org.apache.flink.table.data.GenericMapData(multiset));
+        sql("RawValueData of String", new org.apache.flink.table.runtime.typeutils.RawValueDataSerializer<>(
+                StringSerializer.INSTANCE), org.apache.flink.table.data.RawValueData.fromObject("raw ü"));
+        sql("RawValueData of Long", new org.apache.flink.table.runtime.typeutils.RawValueDataSerializer<>(
+                LongSerializer.INSTANCE), org.apache.flink.table.data.RawValueData.fromObject(-5L));
+        org.apache.flink.table.runtime.typeutils.RowDataSerializer keyRows =
+                new org.apache.flink.table.runtime.typeutils.RowDataSerializer(
+                        new org.apache.flink.table.types.logical.VarCharType(Integer.MAX_VALUE),
+                        new org.apache.flink.table.types.logical.BigIntType());
+        java.util.LinkedList<Object> list = new java.util.LinkedList<>();
+        list.add(org.apache.flink.table.data.GenericRowData.of(str("a"), 1L));
+        list.add(null);
+        list.add(org.apache.flink.table.data.GenericRowData.ofKind(org.apache.flink.types.RowKind.DELETE, str("b"), null));
+        sql("LinkedList of RowData", new org.apache.flink.table.runtime.typeutils.LinkedListSerializer<>(keyRows), list);
+        java.util.LinkedList<Object> longs = new java.util.LinkedList<>(Arrays.asList(3L, -4L));
+        sql("LinkedList of Long without null mask", new org.apache.flink.table.runtime.typeutils.LinkedListSerializer<>(
+                LongSerializer.INSTANCE, false), longs);
+        sql("LinkedList empty", new org.apache.flink.table.runtime.typeutils.LinkedListSerializer<>(keyRows),
+                new java.util.LinkedList<>());
+        old("LinkedList of Long outer v2", new org.apache.flink.table.runtime.typeutils.LinkedListSerializer<>(
+                LongSerializer.INSTANCE), 2, 1, new java.util.LinkedList<>(Arrays.asList(3L, null)));
+        old("LinkedList of Long outer v1", new org.apache.flink.table.runtime.typeutils.LinkedListSerializer<>(
+                LongSerializer.INSTANCE), 1, 1, new java.util.LinkedList<>(Arrays.asList(3L, 9L)));
+        java.util.Comparator<Long> order = (java.util.Comparator<Long> & java.io.Serializable) Long::compare;
+        java.util.TreeMap<Long, Object> sorted = new java.util.TreeMap<>(order);
+        sorted.put(5L, Arrays.asList(org.apache.flink.table.data.GenericRowData.of(str("x"), 2L)));
+        sorted.put(-1L, null);
+        sql("SortedMap of Long to List of RowData", new org.apache.flink.table.runtime.typeutils.SortedMapSerializer<>(
+                order, LongSerializer.INSTANCE, new ListSerializer<>(keyRows)), sorted);
+        org.apache.flink.table.data.binary.BinaryRowData key = keyRows.toBinaryRow(
+                org.apache.flink.table.data.GenericRowData.of(str("k1"), 3L)).copy();
+        sql("WindowKey", new org.apache.flink.table.runtime.typeutils.WindowKeySerializer(keyRows),
+                new org.apache.flink.table.runtime.util.WindowKey(3_600_000L, key));
+        sql("CountWindow", new org.apache.flink.table.runtime.operators.window.CountWindow.Serializer(),
+                new org.apache.flink.table.runtime.operators.window.CountWindow(42L));
+        sql("table TimeWindow", new org.apache.flink.table.runtime.operators.window.TimeWindow.Serializer(),
+                org.apache.flink.table.runtime.operators.window.TimeWindow.of(-1000L, 1000L));
+        sql("BinaryRowData", new org.apache.flink.table.runtime.typeutils.BinaryRowDataSerializer(2), key);
+        try {
+            Class<?> c = Class.forName("org.apache.flink.table.runtime.operators.sink.SortedLongSerializer");
+            sql("SortedLong", (TypeSerializer) c.getConstructor().newInstance(), -5L);
+        } catch (ClassNotFoundException e) {
+            // Flink 1.x has none
+        }
+        sql("External ROW<a INT, b STRING>", org.apache.flink.table.runtime.typeutils.ExternalSerializer.of(
+                org.apache.flink.table.api.DataTypes.ROW(
+                        org.apache.flink.table.api.DataTypes.FIELD("a", org.apache.flink.table.api.DataTypes.INT()),
+                        org.apache.flink.table.api.DataTypes.FIELD("b", org.apache.flink.table.api.DataTypes.STRING()))),
+                Row.of(1, "x"));
+        sql("External BIGINT", org.apache.flink.table.runtime.typeutils.ExternalSerializer.of(
+                org.apache.flink.table.api.DataTypes.BIGINT()), 7L);
+        // the data views of distinct and collect aggregates: plain map/list state of rows and primitives
+        sql("MapView of RowData to Long", new MapSerializer<>(keyRows, LongSerializer.INSTANCE),
+                Collections.singletonMap(org.apache.flink.table.data.GenericRowData.of(str("d"), 4L), 2L));
+    }
+
+    /** RowDataSerializer over every LogicalType BinaryWriter writes. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static void rows() throws Exception {
+        org.apache.flink.table.types.logical.LogicalType[] scalars = {
+                new org.apache.flink.table.types.logical.BooleanType(),
+                new org.apache.flink.table.types.logical.TinyIntType(),
+                new org.apache.flink.table.types.logical.SmallIntType(),
+                new org.apache.flink.table.types.logical.IntType(),
+                new org.apache.flink.table.types.logical.BigIntType(),
+                new org.apache.flink.table.types.logical.FloatType(),
+                new org.apache.flink.table.types.logical.DoubleType(),
+                new org.apache.flink.table.types.logical.CharType(3),
+                new org.apache.flink.table.types.logical.VarCharType(Integer.MAX_VALUE),
+                new org.apache.flink.table.types.logical.BinaryType(2),
+                new org.apache.flink.table.types.logical.VarBinaryType(Integer.MAX_VALUE),
+                new org.apache.flink.table.types.logical.DateType(),
+                new org.apache.flink.table.types.logical.TimeType(3),
+                new org.apache.flink.table.types.logical.TimestampType(3),
+                new org.apache.flink.table.types.logical.TimestampType(9),
+                new org.apache.flink.table.types.logical.LocalZonedTimestampType(3),
+                new org.apache.flink.table.types.logical.LocalZonedTimestampType(6),
+                new org.apache.flink.table.types.logical.DecimalType(10, 2),
+                new org.apache.flink.table.types.logical.DecimalType(38, 18),
+                new org.apache.flink.table.types.logical.YearMonthIntervalType(
+                        org.apache.flink.table.types.logical.YearMonthIntervalType.YearMonthResolution.YEAR_TO_MONTH),
+                new org.apache.flink.table.types.logical.DayTimeIntervalType(
+                        org.apache.flink.table.types.logical.DayTimeIntervalType.DayTimeResolution.DAY_TO_SECOND),
+        };
+        org.apache.flink.table.runtime.typeutils.RowDataSerializer all =
+                new org.apache.flink.table.runtime.typeutils.RowDataSerializer(scalars);
+        sql("Row of every scalar type", all, org.apache.flink.table.data.GenericRowData.of(
+                true, (byte) -128, (short) -2, Integer.MIN_VALUE, Long.MAX_VALUE, 1.5f, -0.25,
+                str("ab "), str("a string longer than 7 bytes ü"), new byte[] {1, 2},
+                new byte[] {9, 8, 7, 6, 5, 4, 3, 2, 1}, -719_162, 86_399_999,
+                ts(1_700_000_000_123L, 0), ts(-1L, 999_999), ts(0L, 0), ts(253_402_300_799_999L, 999_000),
+                dec("-12345678.90", 10, 2), dec("-12345678901234567890.123456789012345678", 38, 18),
+                -13, 86_400_000L * 3 + 1));
+        Object[] nulls = new Object[scalars.length];
+        sql("Row of every scalar type all null", all,
+                org.apache.flink.table.data.GenericRowData.ofKind(org.apache.flink.types.RowKind.UPDATE_BEFORE, nulls));
+        sql("Row short values", all, org.apache.flink.table.data.GenericRowData.ofKind(
+                org.apache.flink.types.RowKind.UPDATE_AFTER,
+                false, (byte) 1, (short) 1, 1, 1L, Float.NaN, Double.NEGATIVE_INFINITY, str("x"), str(""),
+                new byte[0], new byte[] {1, 2, 3, 4, 5, 6, 7}, 0, 0, ts(0L, 0), ts(0L, 1), ts(-5L, 0),
+                ts(-5L, 1000), dec("0.00", 10, 2), dec("0.000000000000000001", 38, 18), 0, 0L));
+        org.apache.flink.table.types.logical.LogicalType inner = org.apache.flink.table.types.logical.RowType.of(
+                new org.apache.flink.table.types.logical.IntType(),
+                new org.apache.flink.table.types.logical.VarCharType(Integer.MAX_VALUE));
+        org.apache.flink.table.types.logical.LogicalType[] nested = {
+                inner,
+                new org.apache.flink.table.types.logical.ArrayType(new org.apache.flink.table.types.logical.VarCharType(10)),
+                new org.apache.flink.table.types.logical.ArrayType(new org.apache.flink.table.types.logical.IntType(false)),
+                new org.apache.flink.table.types.logical.MapType(
+                        new org.apache.flink.table.types.logical.VarCharType(10),
+                        new org.apache.flink.table.types.logical.DoubleType()),
+                new org.apache.flink.table.types.logical.MultisetType(new org.apache.flink.table.types.logical.IntType()),
+                new org.apache.flink.table.types.logical.RawType<>(String.class, StringSerializer.INSTANCE),
+                new org.apache.flink.table.types.logical.ArrayType(new org.apache.flink.table.types.logical.TimestampType(9)),
+                new org.apache.flink.table.types.logical.ArrayType(inner),
+        };
+        Map<Object, Object> map = new LinkedHashMap<>();
+        map.put(str("k"), 0.5);
+        map.put(str("n"), null);
+        Map<Object, Object> multiset = new LinkedHashMap<>();
+        multiset.put(3, 2);
+        sql("Row of nested types", new org.apache.flink.table.runtime.typeutils.RowDataSerializer(nested),
+                org.apache.flink.table.data.GenericRowData.of(
+                        org.apache.flink.table.data.GenericRowData.of(5, str("inner string, long")),
+                        new org.apache.flink.table.data.GenericArrayData(new Object[] {str("a"), null, str("bbbbbbbbbbb")}),
+                        new org.apache.flink.table.data.GenericArrayData(new int[] {1, 2, 3}),
+                        new org.apache.flink.table.data.GenericMapData(map),
+                        new org.apache.flink.table.data.GenericMapData(multiset),
+                        org.apache.flink.table.data.RawValueData.fromObject("raw"),
+                        new org.apache.flink.table.data.GenericArrayData(new Object[] {ts(1L, 2), null}),
+                        new org.apache.flink.table.data.GenericArrayData(new Object[] {
+                                org.apache.flink.table.data.GenericRowData.of(null, str("x")), null})));
+        sql("Row of nested types all null", new org.apache.flink.table.runtime.typeutils.RowDataSerializer(nested),
+                new org.apache.flink.table.data.GenericRowData(nested.length));
+        sql("Row empty", new org.apache.flink.table.runtime.typeutils.RowDataSerializer(),
+                new org.apache.flink.table.data.GenericRowData(0));
+        org.apache.flink.table.types.logical.LogicalType[] wide = new org.apache.flink.table.types.logical.LogicalType[70];
+        Object[] wideValues = new Object[70];
+        for (int i = 0; i < 70; i++) {
+            wide[i] = new org.apache.flink.table.types.logical.IntType();
+            wideValues[i] = i % 3 == 0 ? null : i;
+        }
+        sql("Row of 70 fields", new org.apache.flink.table.runtime.typeutils.RowDataSerializer(wide),
+                org.apache.flink.table.data.GenericRowData.of(wideValues));
+        sql("Row key of one string", new org.apache.flink.table.runtime.typeutils.RowDataSerializer(
+                new org.apache.flink.table.types.logical.VarCharType(Integer.MAX_VALUE)),
+                org.apache.flink.table.data.GenericRowData.of(str("k17")));
+        sql("Row NOT NULL fields", new org.apache.flink.table.runtime.typeutils.RowDataSerializer(
+                new org.apache.flink.table.types.logical.BigIntType(false),
+                new org.apache.flink.table.types.logical.VarCharType(false, 5)),
+                org.apache.flink.table.data.GenericRowData.of(9L, str("five5")));
+    }
+
+    /** flink-cep's serializers: NFA state, the shared buffer's nodes, edges and events. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static void cep() throws Exception {
+        org.apache.flink.cep.nfa.sharedbuffer.EventId e1 = new org.apache.flink.cep.nfa.sharedbuffer.EventId(0, 1_000L);
+        org.apache.flink.cep.nfa.sharedbuffer.EventId e2 = new org.apache.flink.cep.nfa.sharedbuffer.EventId(3, -5L);
+        org.apache.flink.cep.nfa.sharedbuffer.NodeId n1 = new org.apache.flink.cep.nfa.sharedbuffer.NodeId(e1, "start");
+        org.apache.flink.cep.nfa.sharedbuffer.NodeId n2 = new org.apache.flink.cep.nfa.sharedbuffer.NodeId(e2, "middle ü");
+        org.apache.flink.cep.nfa.DeweyNumber d1 = new org.apache.flink.cep.nfa.DeweyNumber(1);
+        org.apache.flink.cep.nfa.DeweyNumber d2 = new org.apache.flink.cep.nfa.DeweyNumber(1).addStage().increase(3).addStage();
+        sql("EventId", org.apache.flink.cep.nfa.sharedbuffer.EventId.EventIdSerializer.INSTANCE, e2);
+        sql("NodeId", new org.apache.flink.cep.nfa.sharedbuffer.NodeId.NodeIdSerializer(), n2);
+        sql("NodeId null", new org.apache.flink.cep.nfa.sharedbuffer.NodeId.NodeIdSerializer(), null);
+        sql("DeweyNumber", org.apache.flink.cep.nfa.DeweyNumber.DeweyNumberSerializer.INSTANCE, d2);
+        sql("SharedBufferEdge", new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge.SharedBufferEdgeSerializer(),
+                new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge(n1, d2));
+        sql("SharedBufferEdge to null", new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge.SharedBufferEdgeSerializer(),
+                new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge(null, d1));
+        org.apache.flink.cep.nfa.sharedbuffer.SharedBufferNode node = new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferNode();
+        node.addEdge(new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge(n1, d1));
+        node.addEdge(new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge(null, d2));
+        node.getEdges().get(0).lock();
+        org.apache.flink.cep.nfa.sharedbuffer.SharedBufferNodeSerializer nodes =
+                new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferNodeSerializer();
+        sql("SharedBufferNode", nodes, node);
+        sql("Lockable of SharedBufferNode", new org.apache.flink.cep.nfa.sharedbuffer.Lockable.LockableTypeSerializer<>(nodes),
+                new org.apache.flink.cep.nfa.sharedbuffer.Lockable<>(node, 2));
+        org.apache.flink.table.runtime.typeutils.RowDataSerializer events =
+                new org.apache.flink.table.runtime.typeutils.RowDataSerializer(
+                        new org.apache.flink.table.types.logical.VarCharType(Integer.MAX_VALUE),
+                        new org.apache.flink.table.types.logical.IntType(),
+                        new org.apache.flink.table.types.logical.TimestampType(3));
+        sql("Lockable of RowData", new org.apache.flink.cep.nfa.sharedbuffer.Lockable.LockableTypeSerializer<>(events),
+                new org.apache.flink.cep.nfa.sharedbuffer.Lockable<>(
+                        org.apache.flink.table.data.GenericRowData.of(str("k1"), 7, ts(1_000L, 0)), 1));
+        sql("Lockable of String", new org.apache.flink.cep.nfa.sharedbuffer.Lockable.LockableTypeSerializer<>(
+                StringSerializer.INSTANCE), new org.apache.flink.cep.nfa.sharedbuffer.Lockable<>("event", 0));
+        java.util.List<org.apache.flink.cep.nfa.ComputationState> states = new ArrayList<>();
+        states.add(org.apache.flink.cep.nfa.ComputationState.createState("start", null, d1, -1L, -1L, null));
+        states.add(org.apache.flink.cep.nfa.ComputationState.createState("middle ü", n2, d2, 1_000L, 900L, e1));
+        java.util.PriorityQueue<org.apache.flink.cep.nfa.ComputationState> partial =
+                new java.util.PriorityQueue<>(org.apache.flink.cep.nfa.NFAState.COMPUTATION_STATE_COMPARATOR);
+        partial.addAll(states);
+        java.util.PriorityQueue<org.apache.flink.cep.nfa.ComputationState> completed =
+                new java.util.PriorityQueue<>(org.apache.flink.cep.nfa.NFAState.COMPUTATION_STATE_COMPARATOR);
+        completed.add(org.apache.flink.cep.nfa.ComputationState.createState("$endState$", n1, d2, 5L, 6L, e2));
+        org.apache.flink.cep.nfa.NFAState nfa = new org.apache.flink.cep.nfa.NFAState(partial, completed);
+        sql("NFAState", new org.apache.flink.cep.nfa.NFAStateSerializer(), nfa);
+        sql("NFAState empty", new org.apache.flink.cep.nfa.NFAStateSerializer(),
+                new org.apache.flink.cep.nfa.NFAState(new ArrayList<>()));
+        // the outer snapshot version 1 (Flink before 1.16: no previous timestamps)
+        old("NFAState outer v1", new org.apache.flink.cep.nfa.NFAStateSerializer(), 1, 1, nfa);
+        // and the legacy form of a version-1 snapshot (Flink 1.7: no magic, no outer version)
+        old("NFAState v1 legacy", new org.apache.flink.cep.nfa.NFAStateSerializer(), -1, 1, nfa);
+        old("Lockable v1 legacy", new org.apache.flink.cep.nfa.sharedbuffer.Lockable.LockableTypeSerializer<>(
+                StringSerializer.INSTANCE), -1, 0, new org.apache.flink.cep.nfa.sharedbuffer.Lockable<>("e", 3));
+        // Flink < 1.13's SharedBufferNode serializer (1.x still reads it; its serialize throws):
+        // a ListSerializer of edges, which its deserialize reads back
+        try {
+            Class<?> c = Class.forName("org.apache.flink.cep.nfa.sharedbuffer.SharedBufferNode$SharedBufferNodeSerializer");
+            TypeSerializer legacyNodes = (TypeSerializer) c.getConstructor().newInstance();
+            DataOutputSerializer out = new DataOutputSerializer(256);
+            new ListSerializer<>(new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge.SharedBufferEdgeSerializer())
+                    .serialize(Arrays.asList(new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge(n1, d1),
+                            new org.apache.flink.cep.nfa.sharedbuffer.SharedBufferEdge(null, d2)), out);
+            byte[] bytes = out.getCopyOfBuffer();
+            Object back = legacyNodes.deserialize(new org.apache.flink.core.memory.DataInputDeserializer(bytes));
+            if (((org.apache.flink.cep.nfa.sharedbuffer.SharedBufferNode) back).getEdges().size() != 2) {
+                throw new IllegalStateException("the old SharedBufferNodeSerializer read " + back);
+            }
+            DataOutputSerializer snapshot = new DataOutputSerializer(256);
+            TypeSerializerSnapshot.writeVersionedSnapshot(snapshot, legacyNodes.snapshotConfiguration());
+            System.out.println("SQL-OLD\tSharedBufferNode before 1.13\t" + SerializerVectors.hex(snapshot.getCopyOfBuffer())
+                    + "\t" + SerializerVectors.hex(bytes));
+        } catch (ClassNotFoundException e) {
+            // Flink 2.x has none
+        }
+        // the shared buffer's map state: EventId -> Lockable<event>, NodeId -> Lockable<SharedBufferNode>
+        sql("Map of EventId to Lockable of RowData", new MapSerializer<>(
+                org.apache.flink.cep.nfa.sharedbuffer.EventId.EventIdSerializer.INSTANCE,
+                new org.apache.flink.cep.nfa.sharedbuffer.Lockable.LockableTypeSerializer<>(events)),
+                Collections.singletonMap(e1, new org.apache.flink.cep.nfa.sharedbuffer.Lockable<>(
+                        org.apache.flink.table.data.GenericRowData.of(null, 1, null), 1)));
     }
 }

@@ -15,7 +15,12 @@ module                   what
 ``temporal.py``          ``java.time``, ``java.sql``, ``Date``, ``BigInteger``, ``BigDecimal``
 ``arrays.py``            ``GenericArraySerializer`` (``T[]``)
 ``kryo.py``              values Flink hands to Kryo (generic types)
-``row_data.py``          Flink SQL's ``BinaryRowData``
+``row_data.py``          Flink SQL's ``RowDataSerializer``: its rows, their encoder and hash
+``binary_data.py``       ``BinaryRowData``/``BinaryArrayData``/``BinaryMapData`` by ``LogicalType``
+``logical_types.py``     the Java-serialized ``LogicalType``s of SQL snapshots
+``table_runtime.py``     the table runtime's other serializers (timestamps, decimals, arrays,
+                         maps, raw values, linked lists, sorted maps, window keys, windows)
+``cep.py``               flink-cep's: ``NFAState``, the shared buffer, ``Lockable``
 ``encoders.py``          the mirror of the codecs: values back to Flink's bytes
 =======================  =================================================================
 """

@@ -8,7 +8,8 @@ serializers (lists, maps, sets, ``NullableSerializer``, ``Either``, tuples, rows
 the Scala API's ``Option``, case classes and collections); the richer types have modules of
 their own in this folder (:mod:`~formats.flink.types.pojo`, :mod:`~formats.flink.types.temporal`,
 :mod:`~formats.flink.types.arrays`, :mod:`~formats.flink.types.kryo`,
-:mod:`~formats.flink.types.row_data`). A serializer statectl does not know gets no codec: its
+:mod:`~formats.flink.types.row_data`, Flink SQL's :mod:`~formats.flink.types.table_runtime` and
+CEP's :mod:`~formats.flink.types.cep`). A serializer statectl does not know gets no codec: its
 values stay raw bytes where their length is known (canonical savepoints, RocksDB) -- never a
 crash.
 """
@@ -20,12 +21,14 @@ from typing import Any
 
 from formats.flink.javaio import DataReader, utf16_units_to_str
 from formats.flink.types.arrays import flagged_elements, generic_array_codec
+from formats.flink.types.cep import CEP_CODECS
 from formats.flink.types.codec import Codec
 from formats.flink.types.flink_version import KRYO_MAJOR
 from formats.flink.types.kryo import kryo_codec
 from formats.flink.types.pojo import PojoSubclass, enum_codec, pojo_codec
 from formats.flink.types.row_data import row_data_codec
 from formats.flink.types.snapshots import MAX_NAME, NAME_PATTERN, SerializerSnapshot
+from formats.flink.types.table_runtime import TABLE_CODECS
 from formats.flink.types.temporal import TEMPORAL
 from statecore.errors import StatectlError, UnsupportedFormatError
 from statecore.hashing import (
@@ -234,6 +237,9 @@ def _codec_for(snapshot: SerializerSnapshot) -> Codec | None:
                           KRYO_MAJOR.get(),
                           serializers=snapshot.outer.get("registration_serializers"),
                           default_serializers=snapshot.outer.get("default_serializers", ()))
+    sql = TABLE_CODECS.get(short) or CEP_CODECS.get(short)  # Flink SQL's and CEP's own
+    if sql is not None:
+        return sql(snapshot, codec_for)
     nested = [codec_for(n) for n in snapshot.nested]
     if any(c is None for c in nested):
         return None

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from formats.flink.javaout import string_value_bytes as _string_value_bytes
+from formats.flink.types.cep import CEP_ENCODERS
 from formats.flink.types.codecs import (
     FLINK_VALUE_CLASSES,
     PRIMITIVE_ARRAYS,
@@ -55,8 +56,9 @@ from formats.flink.types.pojo import (
     POJO_NO_SUBCLASS,
     pojo_subclass_union,
 )
-from formats.flink.types.row_data import RowDataTuple
+from formats.flink.types.row_data import row_data_encoder
 from formats.flink.types.snapshots import SerializerSnapshot
+from formats.flink.types.table_runtime import TABLE_ENCODERS
 from statecore.errors import InvalidArgumentError
 from statecore.serializers import GLOBAL_WINDOW, decimal_parts
 from statecore.ttl import TtlValue
@@ -375,7 +377,10 @@ def _encoder(snapshot: SerializerSnapshot) -> Encoder | None:
     if outer in PRIMITIVE_ARRAYS:
         return _list(_BASIC[PRIMITIVE_ARRAYS[outer]])
     if short.startswith("RowDataSerializer$"):
-        return _row_data
+        return row_data_encoder(snapshot.java_objects)
+    sql = TABLE_ENCODERS.get(short) or CEP_ENCODERS.get(short)  # Flink SQL's and CEP's own
+    if sql is not None:
+        return sql(snapshot, _encoder)
     if short == "EnumSerializer$EnumSerializerSnapshot":
         return _enum(snapshot.outer["class"], snapshot.outer["constants"])
     if short == "KryoSerializerSnapshot":  # decoded values written back; kept bytes as they are
@@ -758,13 +763,3 @@ def _row(parts: list[Encoder], legacy: bool) -> Encoder:
             if field is not None:
                 part(out, field)
     return write
-
-
-def _row_data(out: bytearray, value: Any) -> None:
-    """``RowDataSerializer``: ``int size`` then the ``BinaryRowData`` the value was read from."""
-    if not isinstance(value, RowDataTuple):
-        raise InvalidArgumentError("a RowData value can only be written as the binary row it "
-                                   "was read from")
-    out += _I32.pack(len(value.binary))
-    out += value.binary
-

@@ -1,12 +1,16 @@
-"""Flink SQL's ``BinaryRowData``: the codec of ``RowDataSerializer`` values, and their hash code.
+"""Flink SQL's ``RowDataSerializer``: the codec of its values, their encoder and hash code.
 
-``RowDataSerializer`` (``flink-table-runtime``) writes ``int size`` then the row's bytes: an
-8-byte aligned header with the ``RowKind`` byte and a null bit per field, one 8-byte
-little-endian slot per field, variable-length data after the slots (reference §6.4). The field
-types come from the serializer snapshot's Java-serialized ``LogicalType`` objects
-(:mod:`formats.flink.types.codecs` reads them); a row with a type not listed in
-``_ROW_DATA_FIELDS`` gets no codec. A decoded row keeps its bytes: Flink's key-group hash of a
-``RowData`` key is ``BinaryRowData.hashCode`` over them.
+``RowDataSerializer`` (``flink-table-runtime``) writes ``int size`` then a ``BinaryRowData``
+(:mod:`formats.flink.types.binary_data` reads and writes its fields). The field types come from
+the serializer snapshot's Java-serialized ``LogicalType`` objects
+(:mod:`formats.flink.types.logical_types`). A decoded row keeps its bytes: Flink's key-group
+hash of a ``RowData`` key is ``BinaryRowData.hashCode`` over them, and the writer writes a row
+it read back as those bytes (a code-generated projection may leave bytes a fresh
+``BinaryRowWriter`` would not); a row built by hand is written as
+``RowDataSerializer.toBinaryRow`` writes a ``GenericRowData``.
+
+The empty row (the key of every SQL aggregate without ``GROUP BY``) has the ``json`` spec (no
+``tuple<>`` spec exists): its value is ``[]``, an :class:`EmptyRowData` keeping its bytes.
 """
 
 from __future__ import annotations
@@ -16,108 +20,33 @@ from collections.abc import Callable
 from typing import Any
 
 from formats.flink.javaio import DataReader
-from formats.flink.javaser import JavaEnum, JavaObject
+from formats.flink.types.binary_data import (
+    BinaryFormatError,
+    SqlField,
+    read_row,
+    row_header_bytes,
+    sql_field,
+    write_row,
+)
 from formats.flink.types.codec import Codec
-from statecore.errors import UnsupportedFormatError
+from formats.flink.types.logical_types import SqlType, sql_type
+from statecore.errors import InvalidArgumentError, StatectlError, UnsupportedFormatError
 from statecore.hashing import to_int32
 
-__all__ = ["RowDataTuple", "row_data_codec"]
+__all__ = ["EmptyRowData", "RowDataTuple", "binary_row_hash", "row_data_codec",
+           "row_data_encoder", "row_fields", "row_kind"]
 
-_LONG = struct.Struct("<q")
-_INT = struct.Struct("<i")
-_SHORT = struct.Struct("<h")
-_DOUBLE = struct.Struct("<d")
-_FLOAT = struct.Struct("<f")
-
-
-def _type_root(logical: Any) -> tuple[str, bool]:
-    """``(type root, nullable)`` of a parsed ``LogicalType`` object (or ``DataType``)."""
-    if isinstance(logical, JavaObject) and "logicalType" in logical.fields:
-        logical = logical.fields["logicalType"]
-    if not isinstance(logical, JavaObject):
-        return "UNKNOWN", True
-    root = logical.fields.get("typeRoot")
-    name = root.constant if isinstance(root, JavaEnum) else "UNKNOWN"
-    return name, bool(logical.fields.get("isNullable", True))
-
-
-#: BinaryRowData fixed-slot readers by LogicalTypeRoot: (spec, reader(row bytes, slot)).
-def _slot_long(row: bytes, at: int) -> int:
-    return int(_LONG.unpack_from(row, at)[0])
-
-
-def _slot_var(row: bytes, at: int) -> bytes:
-    word = int.from_bytes(row[at:at + 8], "little")
-    if word >> 63:  # compact: up to 7 bytes in the slot itself, length in the top byte
-        length = (word >> 56) & 0x7F
-        return row[at:at + length]
-    offset, length = word >> 32, word & 0xFFFFFFFF
-    if offset + length > len(row):
-        raise ValueError("variable-length field beyond the row")
-    return row[offset:offset + length]
-
-
-_ROW_DATA_FIELDS: dict[str, tuple[str, Callable[[bytes, int], Any]]] = {
-    "BIGINT": ("int64", _slot_long),
-    "INTEGER": ("int32", lambda row, at: int(_INT.unpack_from(row, at)[0])),
-    "SMALLINT": ("int16", lambda row, at: int(_SHORT.unpack_from(row, at)[0])),
-    "TINYINT": ("int8", lambda row, at: row[at] - 256 if row[at] > 127 else row[at]),
-    "BOOLEAN": ("bool", lambda row, at: row[at] != 0),
-    "DOUBLE": ("float64", lambda row, at: float(_DOUBLE.unpack_from(row, at)[0])),
-    "FLOAT": ("float32", lambda row, at: float(_FLOAT.unpack_from(row, at)[0])),
-    "DATE": ("int32", lambda row, at: int(_INT.unpack_from(row, at)[0])),
-    "TIME_WITHOUT_TIME_ZONE": ("int32", lambda row, at: int(_INT.unpack_from(row, at)[0])),
-    "VARCHAR": ("string", lambda row, at: _slot_var(row, at).decode("utf-8", "replace")),
-    "CHAR": ("string", lambda row, at: _slot_var(row, at).decode("utf-8", "replace")),
-    "VARBINARY": ("bytes", _slot_var),
-    "BINARY": ("bytes", _slot_var),
-    "RAW": ("bytes", _slot_var),
-}
-
-
-def row_data_codec(types: tuple[Any, ...]) -> Codec | None:
-    """``RowDataSerializer``: ``int size`` then a ``BinaryRowData``.
-
-    The row: an 8-byte aligned header with the RowKind byte and a null bit per field, one
-    8-byte little-endian slot per field, variable-length data after the slots.
-    """
-    roots = [_type_root(t)[0] for t in types]
-    if any(root not in _ROW_DATA_FIELDS for root in roots):
-        return None
-    fields = [_ROW_DATA_FIELDS[root] for root in roots]
-    arity = len(fields)
-    header = ((arity + 63 + 8) // 64) * 8
-    fixed = header + 8 * arity
-
-    # per field: its null bit (after the RowKind byte), its slot's offset, its slot reader
-    layout = [(i + 8, header + 8 * i, slot) for i, (_spec, slot) in enumerate(fields)]
-
-    seen: dict[bytes, RowDataTuple] = {}  # rows repeat (a key in every state and map pair)
-
-    def read(r: DataReader) -> tuple[Any, ...]:
-        row = r.sized_bytes()
-        known = seen.get(row)
-        if known is not None:
-            return known
-        if len(row) < fixed:
-            raise r.fail(f"a BinaryRowData of {len(row)} bytes, at least {fixed} expected")
-        bits = int.from_bytes(row[:header], "little")
-        try:
-            values = [None if bits >> bit & 1 else slot(row, at) for bit, at, slot in layout]
-        except (ValueError, struct.error) as exc:
-            raise r.fail(f"malformed BinaryRowData: {exc}") from exc
-        decoded = RowDataTuple(values, row)
-        if len(seen) >= 4096:
-            seen.clear()
-        seen[row] = decoded
-        return decoded
-
-    return Codec(read, "tuple<" + ",".join(spec for spec, _ in fields) + ">", -1,
-                 "RowData<" + ",".join(roots) + ">", _binary_row_hash)
+_INT = struct.Struct(">i")
+#: ``RowKind.toByteValue()``: INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE.
+ROW_KINDS = (0, 1, 2, 3)
 
 
 class RowDataTuple(tuple):  # type: ignore[type-arg]
-    """A decoded ``BinaryRowData``: its fields, and its bytes (which its hash code is of)."""
+    """A decoded ``BinaryRowData``: its fields, and its bytes (which its hash code is of).
+
+    ``kind`` is its ``RowKind`` byte (0 ``INSERT``, 1 ``UPDATE_BEFORE``, 2 ``UPDATE_AFTER``, 3
+    ``DELETE``), the first byte of its header.
+    """
 
     binary: bytes
 
@@ -126,18 +55,141 @@ class RowDataTuple(tuple):  # type: ignore[type-arg]
         obj.binary = binary
         return obj
 
+    @property
+    def kind(self) -> int:
+        return self.binary[0] if self.binary else 0
+
+
+class EmptyRowData(list):  # type: ignore[type-arg]
+    """The empty ``BinaryRowData`` (no fields): ``[]`` in the ``json`` spec, and its bytes.
+
+    Hashable (a key, in a dict of keys): by its bytes. It holds no element, ever.
+    """
+
+    binary: bytes
+
+    def __init__(self, binary: bytes) -> None:
+        super().__init__()
+        self.binary = binary
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(self.binary)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EmptyRowData):
+            return self.binary == other.binary
+        return isinstance(other, list) and not other
+
+    @property
+    def kind(self) -> int:
+        return self.binary[0] if self.binary else 0
+
+
+def row_kind(value: Any) -> int:
+    """The ``RowKind`` byte of a row value (``INSERT``, 0, when it carries none)."""
+    kind = getattr(value, "kind", 0)
+    if kind not in ROW_KINDS:
+        raise InvalidArgumentError(f"row kind {kind!r} (0..3)")
+    return int(kind)
+
+
+def row_fields(types: tuple[Any, ...]) -> list[SqlField] | None:
+    """The fields of a row of Java-serialized ``LogicalType``s.
+
+    ``None`` when one of them is a type statectl does not decode.
+    """
+    try:
+        parsed: list[SqlType] = [sql_type(t) for t in types]
+    except UnsupportedFormatError:
+        return None
+    fields = [sql_field(t) for t in parsed]
+    if any(f is None for f in fields):
+        return None
+    return [f for f in fields if f is not None]
+
+
+def row_data_codec(types: tuple[Any, ...]) -> Codec | None:
+    """``RowDataSerializer``: ``int size`` then a ``BinaryRowData`` of the snapshot's types."""
+    fields = row_fields(types)
+    if fields is None:
+        return None
+    arity = len(fields)
+    fixed = row_header_bytes(arity) + 8 * arity
+    seen: dict[bytes, Any] = {}  # rows repeat (a key in every state and map pair)
+
+    def read(r: DataReader) -> Any:
+        row = r.sized_bytes()
+        known = seen.get(row)
+        if known is not None:
+            return known
+        if len(row) < fixed:
+            raise r.fail(f"a BinaryRowData of {len(row)} bytes, at least {fixed} expected")
+        if row[0] not in ROW_KINDS:
+            raise r.fail(f"a BinaryRowData of RowKind byte {row[0]} (0..3)")
+        try:
+            values = read_row(row, 0, len(row), fields)
+        except (BinaryFormatError, struct.error, IndexError) as exc:
+            raise r.fail(f"malformed BinaryRowData: {exc}") from exc
+        decoded: Any = RowDataTuple(values, row) if arity else EmptyRowData(row)
+        if len(seen) >= 4096:
+            seen.clear()
+        seen[row] = decoded
+        return decoded
+
+    spec = "tuple<" + ",".join(f.spec for f in fields) + ">" if arity else "json"
+    name = "RowData<" + ",".join(f.type.describe() for f in fields) + ">"
+    return Codec(read, spec, -1, name, binary_row_hash(fields))
+
+
+def _binary_of(value: Any, fields: list[SqlField]) -> bytes:
+    """A row value's ``BinaryRowData``: the bytes it was read from, else written anew."""
+    binary = getattr(value, "binary", None)
+    if isinstance(binary, bytes):
+        return binary
+    return write_row(value, fields, row_kind(value))
+
+
+def row_data_encoder(types: tuple[Any, ...]) -> Callable[[bytearray, Any], None] | None:
+    """``RowDataSerializer.serialize``: ``int size``, then the row's ``BinaryRowData``.
+
+    A row statectl read is written as the bytes it was read from; another (a tuple, or ``[]`` for
+    the empty row) as ``toBinaryRow`` writes a ``GenericRowData`` of those fields (its
+    ``RowKind`` the value's ``kind``, else ``INSERT``).
+    """
+    fields = row_fields(types)
+    if fields is None:
+        return None
+
+    def write(out: bytearray, value: Any) -> None:
+        binary = _binary_of(value, fields)
+        out += _INT.pack(len(binary))
+        out += binary
+    return write
+
 
 _C1, _C2, _MASK = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
 
 
-def _binary_row_hash(value: Any) -> int:
+def binary_row_hash(fields: list[SqlField]) -> Callable[[Any], int]:
     """``BinaryRowData.hashCode``: ``MurmurHashUtil.hashByWords`` (seed 42) over its bytes.
 
-    Murmur3 x86_32 over little-endian 4-byte words, then ``fmix`` with the length.
+    Murmur3 x86_32 over little-endian 4-byte words, then ``fmix`` with the length. A row built
+    by hand (a key typed on the command line) is hashed over the bytes ``toBinaryRow`` writes.
     """
-    data = getattr(value, "binary", None)
-    if data is None or len(data) % 4:
-        raise UnsupportedFormatError("a RowData key's hash needs its binary form")
+    def java_hash(value: Any) -> int:
+        try:
+            data = _binary_of(value, fields)
+        except StatectlError as exc:
+            raise UnsupportedFormatError(f"a RowData key's hash needs its binary form: "
+                                         f"{exc}") from exc
+        return murmur_hash_by_words(data)
+    return java_hash
+
+
+def murmur_hash_by_words(data: bytes) -> int:
+    """``MurmurHashUtil.hashByWords(segments, offset, size)`` with seed 42."""
+    if len(data) % 4:
+        raise UnsupportedFormatError("a BinaryRowData's size is not a multiple of 4")
     h1 = 42
     for (word,) in struct.iter_unpack("<I", data):
         k1 = (word * _C1) & _MASK

@@ -30,6 +30,15 @@ its version and class-specific bytes (``TypeSerializerSnapshot.writeSnapshot``).
   classes): the names in order and the serializer class a registration names (Java-serialized
   serializer instances are never deserialized).
 
+Flink SQL's (``flink-table-runtime``) and CEP's (``flink-cep``): ``TimestampDataSerializerSnapshot``
+(``int precision``), ``DecimalSerializerSnapshot`` (``int precision``, ``int scale``),
+``BinaryRowDataSerializerSnapshot`` (``int`` arity), ``ArrayDataSerializerSnapshot`` and
+``MapDataSerializerSnapshot`` (Java-serialized ``LogicalType``s and serializers),
+``SortedMapSerializerSnapshot`` (a Java-serialized comparator, then the nested snapshots); the
+composite ``NFAStateSerializerSnapshot`` (outer version 2: a boolean, "supports previous
+timestamps") and ``LinkedListSerializerSnapshot`` (outer version 3: a boolean, "has a null
+mask"; 2: a mask; 1: none), and the rest as composites without outer snapshot.
+
 Composite snapshots of version 1 or 2 (``ListSerializerSnapshot``, ``MapSerializerSnapshot``,
 ``GenericArraySerializerSnapshot``, ``TupleSerializerSnapshot``, ``RowSerializerSnapshot``,
 ``NullableSerializerSnapshot``, ``JavaEitherSerializerSnapshot``) are their legacy form, which
@@ -123,6 +132,8 @@ _SIMPLE_SERIALIZERS = frozenset({
     "BooleanValueSerializer", "ByteValueSerializer", "CharValueSerializer",
     "DoubleValueSerializer", "FloatValueSerializer", "ShortValueSerializer",
     "NullValueSerializer", "Tuple0SerializerSnapshot",
+    # flink-table-runtime (Flink SQL) and flink-cep
+    "CountWindow", "SortedLongSerializer", "EventId", "DeweyNumber",
 })
 
 
@@ -156,6 +167,9 @@ def read_versioned_snapshot(r: DataReader, depth: int = 0) -> SerializerSnapshot
                 f"version{'s' if len(versions) > 1 else ''} "
                 f"{', '.join(map(str, sorted(versions)))}")
         return reader(r, name, version, depth)
+    if short in _VERSIONED_LEGACY and version <= HIGHEST_LEGACY_READ_VERSION:
+        legacy_outer = {"version": version, **_VERSIONED_LEGACY[short](r, version)}
+        return SerializerSnapshot(name, version, _nested(r, depth), outer=legacy_outer)
     legacy = _LEGACY_COMPOSITES.get(short)
     if legacy is not None and version <= HIGHEST_LEGACY_READ_VERSION:
         legacy_outer = {"version": version, **legacy(r)}
@@ -172,6 +186,11 @@ def read_versioned_snapshot(r: DataReader, depth: int = 0) -> SerializerSnapshot
             outer["padding"] = _padding(r)
         elif short in ("ScalaCaseClassSerializerSnapshot", "Tuple2CaseClassSerializerSnapshot"):
             outer["class"] = _checked_name(r, "case class")
+        elif short == "NFAStateSerializerSnapshot" and "previous_timestamp" not in outer:
+            outer["previous_timestamp"] = outer_version >= 2 and r.boolean()
+        elif short == "LinkedListSerializer$LinkedListSerializerSnapshot" and \
+                "null_mask" not in outer:
+            outer["null_mask"] = outer_version == 2 or (outer_version > 2 and r.boolean())
         elif short == "TraversableSerializerSnapshot":
             if outer_version != 2:
                 raise UnsupportedFormatError(
@@ -234,6 +253,17 @@ _LEGACY_COMPOSITES: dict[str, Callable[[DataReader], dict[str, Any]]] = {
     "RowSerializer$RowSerializerSnapshot": _no_outer,
     "NullableSerializer$NullableSerializerSnapshot": lambda r: {"padding": _padding(r)},
     "JavaEitherSerializerSnapshot": _no_outer,
+}
+
+
+#: Composite snapshots whose legacy outer snapshot depends on the legacy version (their
+#: ``readOuterSnapshot(readVersion, ...)``): short class name -> reader of it.
+_VERSIONED_LEGACY: dict[str, Callable[[DataReader, int], dict[str, Any]]] = {
+    # flink-cep: a boolean "supports previous timestamps" from version 2 on
+    "NFAStateSerializerSnapshot": lambda r, v: {"previous_timestamp": v >= 2 and r.boolean()},
+    "LockableTypeSerializerSnapshot": lambda r, v: {},
+    # flink-table-runtime: version 1 has no null mask, version 2 has one
+    "LinkedListSerializer$LinkedListSerializerSnapshot": lambda r, v: {"null_mask": v == 2},
 }
 
 
@@ -421,6 +451,65 @@ def _kryo_registration_kind(frame: DataReader | None) -> str:
     return "(instance)"
 
 
+# -- flink-table-runtime's snapshots (Flink SQL) ------------------------------------------------
+
+#: Highest ``DECIMAL`` precision and ``TIMESTAMP`` precision Flink SQL has.
+MAX_DECIMAL_PRECISION = 38
+MAX_TIMESTAMP_PRECISION = 9
+
+
+def _bounded_int(r: DataReader, what: str, low: int, high: int) -> int:
+    value = r.i32()
+    if not low <= value <= high:
+        raise r.fail(f"{what} {value} (expected {low}..{high})")
+    return value
+
+
+def _read_timestamp_data_snapshot(r: DataReader, name: str, version: int, depth: int
+                                  ) -> SerializerSnapshot:
+    """``TimestampDataSerializerSnapshot`` (version 1): ``int precision``."""
+    precision = _bounded_int(r, "TIMESTAMP precision", 0, MAX_TIMESTAMP_PRECISION)
+    return SerializerSnapshot(name, version, outer={"precision": precision})
+
+
+def _read_decimal_data_snapshot(r: DataReader, name: str, version: int, depth: int
+                                ) -> SerializerSnapshot:
+    """``DecimalDataSerializer.DecimalSerializerSnapshot``: ``int precision``, ``int scale``."""
+    precision = _bounded_int(r, "DECIMAL precision", 1, MAX_DECIMAL_PRECISION)
+    scale = _bounded_int(r, "DECIMAL scale", 0, precision)
+    return SerializerSnapshot(name, version, outer={"precision": precision, "scale": scale})
+
+
+def _read_binary_row_snapshot(r: DataReader, name: str, version: int, depth: int
+                              ) -> SerializerSnapshot:
+    """``BinaryRowDataSerializer.BinaryRowDataSerializerSnapshot``: ``int numFields``."""
+    arity = _bounded_int(r, "BinaryRowData arity", 0, MAX_FIELDS)
+    return SerializerSnapshot(name, version, outer={"arity": arity})
+
+
+def _java_objects(count: int) -> Callable[[DataReader, str, int, int], SerializerSnapshot]:
+    """A snapshot of ``count`` Java-serialized objects (``InstantiationUtil.serializeObject``).
+
+    ``ArrayDataSerializerSnapshot``: the element ``LogicalType`` and the element serializer;
+    ``MapDataSerializerSnapshot``: the key and value ``LogicalType``, then their serializers.
+    """
+    def read(r: DataReader, name: str, version: int, depth: int) -> SerializerSnapshot:
+        return SerializerSnapshot(name, version,
+                                  java_objects=tuple(_java_object(r) for _ in range(count)))
+    return read
+
+
+def _read_sorted_map_snapshot(r: DataReader, name: str, version: int, depth: int
+                              ) -> SerializerSnapshot:
+    """``SortedMapSerializerSnapshot`` (version 3): a comparator, then the nested snapshots.
+
+    The Java-serialized key ``Comparator``, then the key and value serializers' snapshots
+    (``NestedSerializersSnapshotDelegate``).
+    """
+    comparator = _java_object(r)
+    return SerializerSnapshot(name, version, _nested(r, depth), (comparator,))
+
+
 #: Snapshots with their own layout: short class name -> (reader, versions statectl reads).
 _SPECIAL_SNAPSHOTS: dict[str, tuple[Callable[[DataReader, str, int, int], SerializerSnapshot],
                                     frozenset[int]]] = {
@@ -431,4 +520,13 @@ _SPECIAL_SNAPSHOTS: dict[str, tuple[Callable[[DataReader, str, int, int], Serial
     "EitherSerializerSnapshot": (_read_legacy_either_snapshot, frozenset({2})),
     "CopyableValueSerializer$CopyableValueSerializerSnapshot": (_read_value_snapshot,
                                                                 frozenset({2})),
+    "TimestampDataSerializer$TimestampDataSerializerSnapshot": (_read_timestamp_data_snapshot,
+                                                                frozenset({1})),
+    "DecimalDataSerializer$DecimalSerializerSnapshot": (_read_decimal_data_snapshot,
+                                                        frozenset({1, 2, 3})),
+    "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot": (_read_binary_row_snapshot,
+                                                                frozenset({1, 2, 3})),
+    "ArrayDataSerializer$ArrayDataSerializerSnapshot": (_java_objects(2), frozenset({3})),
+    "MapDataSerializer$MapDataSerializerSnapshot": (_java_objects(4), frozenset({3})),
+    "SortedMapSerializerSnapshot": (_read_sorted_map_snapshot, frozenset({3})),
 }
