@@ -6,7 +6,7 @@ groups are read); the selected entry in full below them. Keyboard only:
 
 ====================  =======================================================================
 ``↑ ↓ ← →`` / Enter   move in the tree and the table; Enter opens a state
-``Tab``               switch between the tree and the entries
+``Tab``               the tree, the entries, the entry's detail (arrows scroll it)
 ``n`` / ``p``         the next / previous page of key groups
 ``/``                 go to a key (typed as ``inspect --key`` takes it: only its key group)
 ``f``                 find the next key containing a text (page after page)
@@ -16,7 +16,10 @@ groups are read); the selected entry in full below them. Keyboard only:
 
 With ``--against B`` each row of a state is compared with the same operator's state in B
 (matched by OperatorID, as ``diff`` matches them), for the key groups shown: ``+`` added (only
-in the snapshot browsed), ``-`` removed (only in B: shown with B's value), ``~`` changed.
+in the snapshot browsed), ``-`` removed (only in B: shown with B's value), ``~`` changed (the
+detail shows this snapshot's entry, then B's).
+
+The tree takes the width its lines need, up to 40% of the screen (32 columns at 80x24).
 
 What is read: opening reads the metadata (of a Flink snapshot: ``_metadata`` and the keyed
 streams' headers), so the tree shows at once; a state's page reads its key groups alone
@@ -26,22 +29,26 @@ not known before they are decoded, so its pages are cut by the key groups' bytes
 handle's states together, :meth:`formats.model.Checkpoint.key_group_estimates`); a page
 without entries of the state is passed over. The key-group chart needs the counts: a Flink
 snapshot is decoded whole for it, once, on a worker thread (the screen stays responsive and
-says so).
+says so); only the chart's numbers are kept, the pages stay as they were cut (going to the
+chart and back keeps the state, the page and the entry selected).
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Static, Tree
 from textual.widgets.tree import TreeNode
@@ -52,7 +59,7 @@ from formats.arrow_types import pyrows, value_from_text
 from formats.diff import canonical
 from formats.export import column_decoders, jsonable
 from formats.inspect import summarize
-from formats.key_group_stats import key_group_histograms
+from formats.key_group_stats import KeyGroupHistogram, key_group_histograms
 from formats.model import Checkpoint
 from formats.query import rows_per_key_group, state_table
 from statecore.checkpoint import OperatorMetadata, StateMetadata
@@ -81,6 +88,8 @@ class Page:
     rows: list[dict[str, Any]]
     #: per row: ``+`` ``-`` ``~`` or ``""`` against the other snapshot (empty without one)
     marks: list[str] = field(default_factory=list)
+    #: per row: the other snapshot's row of the same key and namespace (``~``), else None
+    others: list[dict[str, Any] | None] = field(default_factory=list)
 
 
 @dataclass
@@ -132,17 +141,40 @@ def _decoded(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
     return out
 
 
-def detail_text(row: dict[str, Any], mark: str = "") -> str:
-    """An entry in full: key, namespace, value pretty-printed, TTL, where it is stored."""
+def detail_text(row: dict[str, Any], mark: str = "", other: dict[str, Any] | None = None,
+                width: int | None = None) -> str:
+    """An entry in full: key, namespace, value, TTL, where it is stored.
+
+    The value is on one line when that fits in ``width`` columns, else pretty-printed over
+    several (and always without ``width``). ``mark`` (against another snapshot) says what it
+    means; a changed entry's ``other`` (the other snapshot's row) follows: its value, TTL
+    and place, in the same form.
+    """
     lines = [f"key        {format_value(row.get('key'))}"]
     if row.get("namespace") is not VOID_NAMESPACE:
         lines.append(f"namespace  {format_value(row.get('namespace'))}")
+    lines += _stored_lines(row, width)
+    if mark == "~" and other is not None:
+        lines.append("changed: the snapshot compared with holds")
+        lines += _stored_lines(other, width)
+    elif mark:
+        lines.append({"+": "added: not in the snapshot compared with",
+                      "-": "removed: only in the snapshot compared with (its value)",
+                      "~": "changed: the snapshot compared with holds another value"}[mark])
+    return "\n".join(lines)
+
+
+def _stored_lines(row: dict[str, Any], width: int | None) -> list[str]:
+    """An entry's value, TTL's last access and place, a line each (a value may take more)."""
+    lines = []
     marker = row.get("value_undecodable")
     if marker:
         lines.append("value      not decoded: " + json.dumps(jsonable(marker, strict=False),
                                                              ensure_ascii=False))
     else:
-        text = format_value(row.get("value"), indent=2)
+        text = format_value(row.get("value"))
+        if width is None or cell_len(text) > width - 11 or "\n" in text:
+            text = format_value(row.get("value"), indent=2)
         lines.append("value      " + text.replace("\n", "\n           "))
     if row.get("ttl_timestamp") is not None:
         lines.append(f"last access {ttl_time(row['ttl_timestamp'])}")
@@ -150,11 +182,7 @@ def detail_text(row: dict[str, Any], mark: str = "") -> str:
     if row.get("key_group") is not None:
         where.insert(0, f"key group {row['key_group']}")
     lines.append("stored     " + ", ".join(where))
-    if mark:
-        lines.append({"+": "added: not in the snapshot compared with",
-                      "-": "removed: only in the snapshot compared with (its value)",
-                      "~": "changed: the snapshot compared with holds another value"}[mark])
-    return "\n".join(lines)
+    return lines
 
 
 def _cell(value: Any) -> str:
@@ -185,6 +213,23 @@ class PromptScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+class DetailPane(VerticalScroll):
+    """The pane of the entry in full; it says when its size changed.
+
+    A value is on one line when it fits, so the entry is drawn again at a new width.
+    """
+
+    class Resized(Message):
+        """The pane has another width."""
+
+    _width = 0
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self._width:  # not when its content grows or shrinks
+            self._width = event.size.width
+            self.post_message(self.Resized())
+
+
 class TextScreen(ModalScreen[None]):
     """A page of text (help, the key-group chart); any of Escape, q, ? closes it."""
 
@@ -204,7 +249,7 @@ class TextScreen(ModalScreen[None]):
 HELP = """statectl browse: the keys
 
   arrows, Enter   move in the tree and the table; Enter opens a state
-  Tab             the tree / the entries
+  Tab             the tree / the entries / the entry (arrows scroll it)
   n  p            next / previous page (whole key groups, ~200 entries)
   /               go to a key (typed as inspect --key takes it)
   f               find the next key containing a text
@@ -212,7 +257,8 @@ HELP = """statectl browse: the keys
   ?               this help;  q  quit
 
 With --against B: + added (only here), - removed (only in B),
-~ changed. Escape closes this."""
+~ changed (the entry shows B's value after this one's).
+Escape closes this."""
 
 
 class BrowseApp(App[None]):
@@ -220,9 +266,9 @@ class BrowseApp(App[None]):
 
     TITLE = "statectl browse"
     CSS = """
-    #tree { width: 32; border-right: solid $accent; }
+    #tree { width: auto; min-width: 16; max-width: 40%; border-right: solid $accent; }
     #entries { height: 1fr; }
-    #detail { height: 9; border-top: solid $accent; overflow-y: auto; }
+    #detail-pane { height: 9; border-top: solid $accent; }
     #status { height: 1; background: $boost; }
     #prompt { width: 70; height: 5; border: solid $accent; background: $surface; }
     #text { width: auto; height: auto; border: solid $accent; background: $surface;
@@ -247,6 +293,10 @@ class BrowseApp(App[None]):
         self._decode = decoded  # a Flink snapshot opened with its keyed state decoded
         self.view: StateView | None = None
         self.page: Page | None = None
+        #: the key-group chart's numbers, once counted (a Flink snapshot: decoded whole once)
+        self._histograms: tuple[KeyGroupHistogram, ...] | None = None
+        self._counting = False  # a worker is decoding the snapshot for the chart
+        self._status_text = ""
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -256,7 +306,8 @@ class BrowseApp(App[None]):
             yield Tree("operators", id="tree")
             with Vertical():
                 yield DataTable(id="entries", cursor_type="row", zebra_stripes=True)
-                yield Static("", id="detail")
+                with DetailPane(id="detail-pane"):
+                    yield Static("", id="detail")
         yield Static("", id="status")
         yield Footer()
 
@@ -288,11 +339,35 @@ class BrowseApp(App[None]):
             folded = tree.root.add(f"{len(stateless)} without state", expand=False)
             for op in stateless:
                 folded.add_leaf(Text(op.identity.label))
+        if self.against is not None:  # a changed entry is shown with the other's
+            self.query_one("#detail-pane", DetailPane).styles.height = 12
         self._status("select a state (Enter); ? for help")
         tree.focus()
 
     def _status(self, text: str) -> None:
+        self._status_text = text
         self.query_one("#status", Static).update(Text(text))
+
+    def on_tree_node_expanded(self) -> None:
+        self.query_one("#tree", Tree).refresh(layout=True)  # its width follows its lines
+
+    def on_tree_node_collapsed(self) -> None:
+        self.query_one("#tree", Tree).refresh(layout=True)
+
+    def _show_detail(self, index: int) -> None:
+        """The page's row ``index`` in full in the detail pane (scrolled to its top)."""
+        page = self.page
+        pane = self.query_one("#detail-pane", DetailPane)
+        width = pane.scrollable_content_region.width - 2  # room for a scroll bar
+        text = "" if page is None or not 0 <= index < len(page.rows) else detail_text(
+            page.rows[index], page.marks[index], page.others[index],
+            width if width > 20 else None)
+        self.query_one("#detail", Static).update(Text(text))
+        pane.scroll_home(animate=False)
+
+    def on_detail_pane_resized(self) -> None:
+        if self.page is not None:  # values on one line or over several: as they fit now
+            self._show_detail(self.query_one("#entries", DataTable).cursor_row)
 
     # -- opening a state ----------------------------------------------------------------------
 
@@ -302,12 +377,8 @@ class BrowseApp(App[None]):
             op, state = node.data
             self.open_state(op, state)
 
-    def open_state(self, op: OperatorMetadata, state: StateMetadata, page: int = 0,
-                   then: Callable[[], None] | None = None) -> None:
+    def open_state(self, op: OperatorMetadata, state: StateMetadata, page: int = 0) -> None:
         """Show ``state``'s page ``page`` (reading only its key groups)."""
-        # the snapshot as opened now (a Flink snapshot decoded for the chart replaces it)
-        op = self.checkpoint.operator(op.uid)
-        state = next(s for s in op.states if s.name == state.name)
         weights: dict[int, int] = {}
         estimated = False
         if state.scope == "keyed":
@@ -338,23 +409,6 @@ class BrowseApp(App[None]):
                                                   PAGE_BYTES if estimated else PAGE_ROWS)
                               if state.scope == "keyed" else [()], estimated)
         self.show_page(page)
-        if then is not None:
-            then()
-
-    @work(thread=True, exclusive=True)
-    def _decode_then(self, op: OperatorMetadata, state: StateMetadata, page: int,
-                     then: Callable[[], None] | None) -> None:
-        assert self._decode is not None
-        try:
-            decoded = self._decode()
-        except StatectlError as exc:
-            self.call_from_thread(self._status, f"cannot decode: {exc}")
-            return
-        self.checkpoint, self._decode = decoded, None
-        target = decoded.operator(op.uid)
-        self.call_from_thread(self.open_state, target,
-                              next(s for s in target.states if s.name == state.name), page,
-                              then)
 
     def show_page(self, number: int, step: int = 1) -> None:
         """Show page ``number`` of the state opened.
@@ -371,7 +425,7 @@ class BrowseApp(App[None]):
         while True:
             groups = view.pages[number] if view.pages else ()
             rows = self._rows(self.checkpoint, view.op, view.state, groups if keyed else None)
-            page = Page(number, groups, rows, [""] * len(rows))
+            page = Page(number, groups, rows, [""] * len(rows), [None] * len(rows))
             if self.against is not None:
                 self._compare(page, view, keyed)
             if (page.rows or not view.estimated or passed == SKIP_EMPTY
@@ -402,8 +456,7 @@ class BrowseApp(App[None]):
         self._status(f"{view.op.identity.label}/{view.state.name}: {where}, "
                      f"{len(rows):,} rows" + (f", {changes} differ" if self.against else "")
                      + "  (n/p pages, / key, f find, ? help)")
-        self.query_one("#detail", Static).update(Text(detail_text(rows[0], page.marks[0])
-                                                      if rows else ""))
+        self._show_detail(0)
 
     def _rows(self, checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
               groups: tuple[int, ...] | None) -> list[dict[str, Any]]:
@@ -444,17 +497,19 @@ class BrowseApp(App[None]):
         page.marks = ["+" if ident(r) not in by_ident else
                       "~" if content(by_ident[ident(r)]) != content(r) else ""
                       for r in page.rows]
+        page.others = [by_ident.get(ident(r)) if m == "~" else None
+                       for r, m in zip(page.rows, page.marks, strict=True)]
         for row in theirs:
             if ident(row) not in mine:
                 page.rows.append(row)
                 page.marks.append("-")
+                page.others.append(None)
 
     # -- moving -------------------------------------------------------------------------------
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self.page is not None and 0 <= event.cursor_row < len(self.page.rows):
-            self.query_one("#detail", Static).update(Text(detail_text(
-                self.page.rows[event.cursor_row], self.page.marks[event.cursor_row])))
+            self._show_detail(event.cursor_row)
 
     def action_page(self, step: int) -> None:
         if self.page is not None and self.view is not None:
@@ -523,29 +578,59 @@ class BrowseApp(App[None]):
         table.focus()
 
     def action_chart(self) -> None:
+        """The key-group chart of the state's operator, over the screen.
+
+        Escape returns to the same place: the pages and the selection are left as they are.
+        """
         if self.view is None:
             self._status("open a state first (Enter in the tree)")
             return
-        if self._decode is not None:
-            self._status("decoding the snapshot for the key-group chart (a Flink snapshot's "
-                         "rows per key group are known once it is decoded: whole, once) ...")
-            group = (self.page.key_groups[0] if self.page is not None and self.page.key_groups
-                     else None)
-
-            def chart_where_it_was() -> None:
-                number = None if group is None or self.view is None else \
-                    self.view.page_of(group)
-                if number is not None:
-                    self.show_page(number)
-                self.action_chart()
-
-            self._decode_then(self.view.op, self.view.state, 0, chart_where_it_was)
+        if self._histograms is None and self._decode is not None:
+            if not self._counting:
+                self._counting = True
+                before = self._status_text
+                self._status("decoding the snapshot for the key-group chart (a Flink "
+                             "snapshot's rows per key group are known once it is decoded: "
+                             "whole, once) ...")
+                self._count_for_chart(self.view.op, before)
             return
-        histograms = [h for h in key_group_histograms(self.checkpoint)
-                      if h.identity.id == self.view.op.identity.id]
-        console = Console(record=True, width=76, color_system=None)
+        if self._histograms is None:
+            self._histograms = key_group_histograms(self.checkpoint)
+        self._show_chart(self.view.op)
+
+    @work(thread=True, exclusive=True)
+    def _count_for_chart(self, op: OperatorMetadata, waiting: str) -> None:
+        """Decode the snapshot whole (on a worker thread); keep only the chart's numbers.
+
+        The pages shown stay as they were cut, and where they are.
+        """
+        assert self._decode is not None
+        try:
+            histograms = key_group_histograms(self._decode())
+        except StatectlError as exc:
+            self.call_from_thread(self._counted, None, op, f"cannot decode: {exc}")
+            return
+        self.call_from_thread(self._counted, histograms, op, waiting)
+
+    def _counted(self, histograms: tuple[KeyGroupHistogram, ...] | None, op: OperatorMetadata,
+                 status: str) -> None:
+        """Back on the app's thread: ``status`` is the error, or what the line said before."""
+        self._counting = False
+        if histograms is None:
+            self._status(status)
+            return
+        self._histograms = histograms
+        if self._status_text.startswith("decoding the snapshot for the key-group chart"):
+            self._status(status)
+        self._show_chart(op)
+
+    def _show_chart(self, op: OperatorMetadata) -> None:
+        assert self._histograms is not None
+        histograms = [h for h in self._histograms if h.identity.id == op.identity.id]
+        # drawn into a string: never to stdout (with --svg it is the user's stdout)
+        console = Console(file=io.StringIO(), record=True, width=76, color_system=None)
         if not histograms:
-            console.print(f"{self.view.op.identity.label} has no keyed state")
+            console.print(f"{op.identity.label} has no keyed state")
         for histogram in histograms:
             draw_key_groups(console, histogram, "bytes")
         self.push_screen(TextScreen(Text(console.export_text())))
