@@ -75,7 +75,7 @@ from statecore.checkpoint import (
 )
 from statecore.errors import CheckpointError, InvalidArgumentError
 from statecore.undecodable import Undecodable
-from statecore.values import Instant, LocalDateTime, LocalTime
+from statecore.values import Instant, LocalDateTime, LocalTime, TimeWindow
 
 __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWriter",
            "column_decoders", "flat_table", "state_pieces", "table_schema",
@@ -158,10 +158,38 @@ def flat_table(schema: pa.Schema, op: OperatorMetadata, state: StateMetadata, su
         elif field.name == "subtask":
             columns.append(pa.array([subtask] * n, pa.int32()))
         elif field.name in table.column_names:
-            columns.append(table.column(field.name).cast(field.type))
+            columns.append(_renamed(table.column(field.name), field.type).cast(field.type))
         else:
             columns.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+#: A Flink ``TimeWindow`` namespace in an exported Parquet file: ``[start, end)`` in epoch ms
+#: (stored as the tuple ``f0, f1``; JSON Lines and CSV write it as the array ``[start, end]``).
+WINDOW_TYPE = pa.struct([("start", pa.int64()), ("end", pa.int64())])
+WINDOW_SPEC = "tuple<int64,int64>"
+
+
+def _renamed(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """A struct column with ``target``'s field names (a window's f0, f1 as start, end)."""
+    source = column.type
+    if not (pa.types.is_struct(source) and pa.types.is_struct(target)) or \
+            source.num_fields != target.num_fields or source == target or all(
+            source.field(i).name == target.field(i).name for i in range(source.num_fields)):
+        return column
+    names = [target.field(i).name for i in range(target.num_fields)]
+    return pa.chunked_array([pa.StructArray.from_arrays(
+        [chunk.field(i) for i in range(source.num_fields)], names=names,
+        mask=chunk.is_null() if chunk.null_count else None) for chunk in column.chunks],
+        pa.struct([pa.field(n, source.field(i).type) for i, n in enumerate(names)]))
+
+
+def is_time_window(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata) -> bool:
+    """Whether ``state``'s namespaces are Flink ``TimeWindow``s (not any pair of longs)."""
+    if state.namespace_type != WINDOW_SPEC:
+        return False
+    read = checkpoint.namespace_reader(op, state)
+    return read is not None and isinstance(read({"f0": 0, "f1": 0}), TimeWindow)
 
 
 def state_pieces(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
@@ -338,10 +366,16 @@ class StateExport:
     microseconds: bool = False
     #: some values could not be decoded: a ``value_undecodable`` column follows ``value``
     undecodable: bool = False
+    #: the namespaces are Flink ``TimeWindow``s: Parquet names their fields start and end
+    windows: bool = False
 
     @property
     def schema(self) -> pa.Schema:
         schema = table_schema(self.op, self.state, self.undecodable)
+        if self.windows and self.fmt == "parquet":
+            index = schema.get_field_index("namespace")
+            schema = schema.set(index, pa.field("namespace", WINDOW_TYPE, metadata={
+                "statectl.type": WINDOW_SPEC, "statectl.window": "TimeWindow [start, end)"}))
         return in_microseconds(schema) if self.microseconds else schema
 
     def write(self, path: str, pieces: Sequence[tuple[int, Callable[[], pa.Table]]],
@@ -468,7 +502,8 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
             micro = (not batch and fmt == "parquet"
                      and _microseconds_suffice(table_schema(op, state), pieces))
             tasks.append(StateExport(op, state, fmt, fs, staging, name, pieces, micro,
-                                     (op.uid, state.name) in undecodable))
+                                     (op.uid, state.name) in undecodable,
+                                     is_time_window(checkpoint, op, state)))
         written = (write.write_states(tasks, step) if isinstance(write, StatesWriter)
                    else [write(task, step) for task in tasks])
         exported = [ExportedTable(task.op.identity, task.state.name, task.state.scope,

@@ -37,10 +37,19 @@ import pyarrow.compute as pc
 
 from formats.arrow_types import value_from_text
 from formats.columns import UNDECODABLE_COLUMN
-from formats.export import flat_table, jsonable, state_pieces, table_schema
+from formats.export import (
+    WINDOW_SPEC,
+    WINDOW_TYPE,
+    flat_table,
+    is_time_window,
+    jsonable,
+    state_pieces,
+    table_schema,
+)
 from formats.model import Checkpoint
+from formats.query_values import StateColumns, state_columns, table_values
 from statecore.checkpoint import KeyedStateHandle, OperatorMetadata, StateMetadata
-from statecore.errors import InvalidArgumentError, StatectlError
+from statecore.errors import InvalidArgumentError, StatectlError, StorageError
 
 __all__ = ["METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables", "needs_decoding",
            "rows_per_key_group", "run_query", "state_table", "table_names", "write_result"]
@@ -101,6 +110,17 @@ class QueryResult:
     table: pa.Table
     #: ``(database, schema, table, key groups read or None for all)`` per table read
     read: tuple[tuple[str, str, str, tuple[int, ...] | None], ...]
+    #: how the typed columns of the state tables read decode (:mod:`formats.query_values`)
+    sources: tuple[StateColumns, ...] = ()
+
+    def values(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The rows (the first ``limit``) as statectl's values, as every command has them.
+
+        Rendered by :func:`formats.export.jsonable` (JSON) and ``cli.values.format_value``
+        (text) like any value of state (:func:`formats.query_values.table_values`).
+        """
+        table = self.table if limit is None else self.table.slice(0, limit)
+        return table_values(table, self.sources)
 
 
 # -- what a query names --------------------------------------------------------------------
@@ -267,9 +287,11 @@ def _mentions(tree: dict[str, Any], default_database: str) -> list[_Mention]:
 def _keyed_piece(checkpoint: Checkpoint, op: OperatorMetadata, handle: KeyedStateHandle,
                  key_groups: frozenset[int]) -> pa.Table | None:
     """The rows of ``handle`` in ``key_groups`` (:meth:`Checkpoint.keyed_table_in`)."""
-    if not any(g in handle.key_group_range for g in key_groups):
+    # only the handle's own: the keys of a filter may be held by several subtasks
+    own = frozenset(g for g in key_groups if g in handle.key_group_range)
+    if not own:
         return None
-    table = checkpoint.keyed_table_in(op.uid, handle, key_groups)
+    table = checkpoint.keyed_table_in(op.uid, handle, own)
     return table if table.num_rows else None
 
 
@@ -298,6 +320,9 @@ def state_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetada
             p.kept and (p.operator, p.state) == (op.uid, state.name)
             for p in checkpoint.undecodable_parts())
     schema = table_schema(op, state, undecodable)
+    if is_time_window(checkpoint, op, state):  # as export's Parquet: namespace.start, .end
+        schema = schema.set(schema.get_field_index("namespace"), pa.field(
+            "namespace", WINDOW_TYPE, metadata={"statectl.type": WINDOW_SPEC}))
     pieces = [flat_table(schema, op, state, subtask, table) for subtask, table in read]
     return pa.concat_tables(pieces) if pieces else schema.empty_table()
 
@@ -382,25 +407,45 @@ def _metadata_tables(checkpoint: Checkpoint, names: dict[str, str], with_key_gro
             "key_groups": key_groups}
 
 
-def write_result(table: pa.Table, path: str) -> None:
-    """Write a result table to a local ``path``: Parquet, CSV or JSON Lines by extension.
+def write_result(result: QueryResult, path: str) -> None:
+    """Write a result to a local ``path``: Parquet, CSV or JSON Lines by extension.
 
-    JSON Lines and CSV hold values as ``export`` writes them (:func:`formats.export.jsonable`:
-    nested values as JSON in CSV).
+    Parquet keeps DuckDB's Arrow types. JSON Lines and CSV hold values as ``export`` writes
+    them (:func:`formats.export.jsonable` of :meth:`QueryResult.values`: non-finite floats as
+    the ``NaN``/``Infinity`` literals; CSV: strings as they are, other values as JSON text).
+    The file is written under a temporary name beside ``path`` and renamed to it when
+    complete: a failure leaves no file (and an existing ``path`` as it was). An OSError is a
+    :class:`~statecore.errors.StorageError`.
     """
+    import os
+    import uuid
+
+    folder, name = os.path.split(os.path.abspath(path))
+    staging = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.partial")
+    try:
+        _write_file(result, staging, path)
+        os.replace(staging, path)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+
+
+def _write_file(result: QueryResult, staging: str, path: str) -> None:
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     if path.endswith(".parquet"):
-        pq.write_table(table, path)
+        pq.write_table(result.table, staging)
         return
     rows = [{name: jsonable(value, strict=False) for name, value in row.items()}
-            for row in table.to_pylist()]
-    with open(path, "w", encoding="utf-8", newline="") as out:
-        if path.endswith(".jsonl"):
+            for row in result.values()]
+    if path.endswith(".jsonl"):
+        with open(staging, "w", encoding="utf-8", newline="") as out:
             for row in rows:
-                out.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
-            return
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return
 
     def cell(value: Any) -> str | None:
         if value is None or isinstance(value, str):
@@ -408,8 +453,8 @@ def write_result(table: pa.Table, path: str) -> None:
         return json.dumps(value, ensure_ascii=False)  # numbers, booleans and nested as JSON
 
     columns = {name: pa.array([cell(row[name]) for row in rows], pa.string())
-               for name in table.column_names}
-    pacsv.write_csv(pa.table(columns), path)
+               for name in result.table.column_names}
+    pacsv.write_csv(pa.table(columns), staging)
 
 
 def _quoted(name: str) -> str:
@@ -453,6 +498,7 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
             wanted[key] = None if mention.keys is None else (
                 (wanted.get(key) or set()) | set(mention.keys))
         read: list[tuple[str, str, str, tuple[int, ...] | None]] = []
+        sources: list[StateColumns] = []
         for name, tables in databases.items():
             checkpoint = tables.checkpoint
             undecodable = {(p.operator, p.state) for p in checkpoint.undecodable_parts()
@@ -472,6 +518,7 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
                             checkpoint, table_names(checkpoint),
                             (name, METADATA_SCHEMA, "key_groups") in wanted)
                     data = metadata[table]
+                    found = None
                     schema_name, table_name = METADATA_SCHEMA, table
                     read.append((name, schema_name, table_name, None))
                 else:
@@ -497,6 +544,13 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
                 # a view of the Arrow table: DuckDB scans it in place, nothing is copied
                 connection.execute(f"CREATE VIEW {_quoted(name)}.{_quoted(schema_name)}."
                                    f"{_quoted(table_name)} AS SELECT * FROM temp.main.{view}")
+                if found is not None:
+                    # the columns' types as DuckDB gives them back: a result column of one
+                    # of them is read as the state's column (formats.query_values)
+                    types = connection.sql(f"SELECT * FROM temp.main.{view} LIMIT 0"
+                                           ).to_arrow_table().schema
+                    sources.append(state_columns(checkpoint, found.op, found.state,
+                                                 {f.name: f.type for f in types}))
         try:
             relation = connection.sql(sql)
             if relation is None:
@@ -507,6 +561,6 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
             if isinstance(exc, duckdb.CatalogException):
                 message += f" (the tables: {_listing(databases, default_database)})"
             raise QueryError(f"SQL: {message}") from exc
-        return QueryResult(result, tuple(read))
+        return QueryResult(result, tuple(read), tuple(sources))
     finally:
         connection.close()

@@ -35,8 +35,8 @@ def _named(value: str) -> tuple[str, str]:
               help="Write the result to FILE instead: Parquet, CSV or JSON Lines by its "
                    "extension (.parquet, .csv, .jsonl).")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N",
-              help="Show at most N rows in text (default: what fits the terminal); the row "
-                   "count is always given.")
+              help="Show at most N rows (default: every row; on a terminal, what fits "
+                   "it); the row count is always given.")
 @click.pass_obj
 def query_command(output: Output, args: tuple[str, ...], named: tuple[str, ...],
                   out: str | None, limit: int | None) -> None:
@@ -79,5 +79,5 @@ def query_command(output: Output, args: tuple[str, ...], named: tuple[str, ...],
         click.echo(f"Error: {exc}", err=True)
         ctx.exit(EXIT_SQL)
     if out is not None:
-        write_result(result.table, out)
+        write_result(result, out)
     output.query(result, out, limit)
