@@ -102,3 +102,21 @@ def test_a_key_group_reads_its_bytes_and_the_header_only() -> None:
             assert n < Path(stream).stat().st_size, (stream, n)
             measured += 1
     assert measured, "no fixture has a keyed stream in a file of its own"
+
+
+@pytest.mark.parametrize("location", _locations()[:6], ids=lambda p: "/".join(p.split("/")[-5:]))
+def test_key_groups_outside_a_handle_are_no_rows(location: str) -> None:
+    """Key groups another subtask owns, asked of a handle: no rows, and no error (a key filter
+    over keys of several subtasks asked every handle for all of its key groups)."""
+    checkpoint = open_checkpoint(location, decode=False)
+    asked = 0
+    for op in checkpoint.metadata.operators:
+        if len(op.subtasks) < 2:
+            continue
+        for subtask in op.subtasks:
+            others = {kg for other in op.subtasks if other is not subtask
+                      and other.key_group_range is not None for kg in other.key_group_range}
+            for handle in subtask.keyed:
+                assert checkpoint.keyed_table_in(op.uid, handle, others).num_rows == 0
+                asked += 1
+    assert asked, "no keyed handle in a snapshot of two subtasks or more"

@@ -533,7 +533,12 @@ class PendingRows:
         return state_rows(self.info, self.loader.decoded())
 
     def rows_in(self, first: int, last: int) -> list[tuple[int, Any, Any, Any]]:
-        """The rows of key groups ``first..last`` alone (decoding only them, if need be)."""
+        """The rows of key groups ``first..last`` alone (decoding only them, if need be); none
+        where the range and the handle's key groups do not meet."""
+        handle = self.loader.handle
+        first, last = max(first, handle.first_key_group), min(last, handle.last_key_group)
+        if first > last:
+            return []
         rows = state_rows(self.info, self.loader.decoded_groups(first, last))
         return [row for row in rows if first <= row[0] <= last]
 
