@@ -34,13 +34,39 @@ __all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
 EXIT_DOMAIN_ERROR = 3
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error shown as one line ``Error: ...`` (exit code 2), as every other error.
+
+    Click prints the usage and a ``Try ... --help`` hint before the message; a script reading
+    stderr gets one line per error from statectl, whatever went wrong.
+    """
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", file=file, err=True)
+
+
+def one_line(exc: click.UsageError) -> click.UsageError:
+    """``exc`` as a :class:`OneLineUsageError` (``statectl`` alone still shows its help)."""
+    if isinstance(exc, OneLineUsageError | click.exceptions.NoArgsIsHelpError):
+        return exc
+    return OneLineUsageError(exc.format_message(), exc.ctx)
+
+
 class StatectlGroup(click.Group):
     """A click group that turns :class:`StatectlError` into ``Error: ...`` and exit code 3.
 
     An ``OSError`` that reached here unexplained (a disk or object store failing where no
     layer below said what it was doing) is the environment, not a bug: it becomes the same one
-    line, with the store's error code (:func:`formats.filesystems.explain`).
+    line, with the store's error code (:func:`formats.filesystems.explain`). Usage errors
+    (exit code 2) are one line too (:class:`OneLineUsageError`).
     """
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise one_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -51,6 +77,8 @@ class StatectlGroup(click.Group):
                 raise
             _report_undecodable(ctx)
             return result
+        except click.UsageError as exc:
+            raise one_line(exc) from exc
         except (KeyboardInterrupt, click.exceptions.Abort):
             # what the command kept, if it says (build: its latest complete checkpoint)
             interrupt.report(lambda line: click.echo(line, err=True))

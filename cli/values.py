@@ -16,14 +16,36 @@ from statecore.state_map import StateEntry
 from statecore.undecodable import Undecodable
 from statecore.values import Instant, LocalDateTime, LocalTime, TimeWindow
 
-__all__ = ["BYTES_SHOWN", "format_bytes", "format_duration", "format_epoch_ms", "format_size",
-           "format_value", "format_window", "to_json_value", "undecodable_text"]
+__all__ = ["BYTES_SHOWN", "TIMER_STATE_PREFIX", "format_bytes", "format_duration",
+           "format_epoch_ms", "format_size",
+           "format_value", "format_window", "shown_value", "to_json_value",
+           "undecodable_text"]
 
 _PLAIN_WORD = re.compile(r"[^\s\"'\[\]{}#,:@()]+")
 #: A string of this form would read as bytes (see :func:`format_bytes`): it is quoted.
 _BYTES_LIKE = re.compile(r"0[xX][0-9a-fA-F]*")
 #: Bytes shown in full in text; longer ones show their first ones and their length.
 BYTES_SHOWN = 32
+
+
+#: The names of Flink's timer states (``_timer_state/event_window-timers``): their values are
+#: the timers' timestamps (epoch ms).
+TIMER_STATE_PREFIX = "_timer_state/"
+
+
+def shown_value(state: str, value: Any) -> Any:
+    """A state's value as text shows it.
+
+    A timer state's timestamps are instants (ISO times, as every other timestamp in text);
+    JSON keeps them as epoch ms.
+    """
+    if state.startswith(TIMER_STATE_PREFIX) and isinstance(value, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        try:
+            return [Instant.of_epoch_milli(v) for v in value]
+        except (OverflowError, ValueError):
+            return value
+    return value
 
 
 def format_value(value: Any, *, indent: int | None = None) -> str:

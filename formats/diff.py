@@ -19,6 +19,7 @@ import decimal
 import math
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +34,11 @@ from statecore.checkpoint import (
     StateMetadata,
     operator_state_segments,
 )
+from statecore.errors import StatectlError
 from statecore.serializers import VOID_NAMESPACE
 from statecore.values import TimeWindow
 
-__all__ = ["DiffReport", "Difference", "canonical", "diff_checkpoints", "plain"]
+__all__ = ["DiffReport", "Difference", "canonical", "diff_checkpoints", "plain", "side_errors"]
 
 
 @dataclass(frozen=True)
@@ -166,16 +168,41 @@ def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: O
         shape = left_scope or right_scope
         if left_scope and right_scope and left_scope != right_scope:
             continue  # keyed vs operator (or list vs map): the declaration change says it
+        sides = (side_errors("first", report.left), side_errors("second", report.right))
         if shape == "keyed":
-            _diff_keyed(dict(_keyed(a, op_a.uid, name)) if sa else {},
-                        dict(_keyed(b, op_b.uid, name)) if sb else {}, uid, name, report,
-                        (sa, sb))
+            with sides[0]:
+                keyed_a = dict(_keyed(a, op_a.uid, name)) if sa else {}
+            with sides[1]:
+                keyed_b = dict(_keyed(b, op_b.uid, name)) if sb else {}
+            _diff_keyed(keyed_a, keyed_b, uid, name, report, (sa, sb))
         elif shape == "broadcast":
-            _diff_keyed(_broadcast(a, op_a, sa) if sa else {},
-                        _broadcast(b, op_b, sb) if sb else {}, uid, name, report)
+            with sides[0]:
+                map_a = _broadcast(a, op_a, sa) if sa else {}
+            with sides[1]:
+                map_b = _broadcast(b, op_b, sb) if sb else {}
+            _diff_keyed(map_a, map_b, uid, name, report)
         else:
-            _diff_elements(_elements(a, op_a, sa) if sa else Counter(),
-                           _elements(b, op_b, sb) if sb else Counter(), uid, name, report)
+            with sides[0]:
+                elements_a = _elements(a, op_a, sa) if sa else Counter()
+            with sides[1]:
+                elements_b = _elements(b, op_b, sb) if sb else Counter()
+            _diff_elements(elements_a, elements_b, uid, name, report)
+
+
+@contextmanager
+def side_errors(which: str, location: str) -> Iterator[None]:
+    """Errors reading one side of a diff, said with the side: ``the first snapshot (PATH): ...``.
+
+    The error keeps its class (a damaged file stays a
+    :class:`~statecore.errors.CorruptCheckpointError`).
+    """
+    prefix = f"the {which} snapshot ({location})"
+    try:
+        yield
+    except StatectlError as exc:
+        if str(exc).startswith(prefix):
+            raise
+        raise type(exc)(f"{prefix}: {exc}") from exc
 
 
 def _shape(state: StateMetadata | None) -> str | None:

@@ -50,7 +50,7 @@ def test_history_shows_each_checkpoints_values_as_the_build_recorded_them(
         for snapshot in snapshots:
             positions = run_json("query", snapshot["location"],
                                  'SELECT value FROM build."source-positions"')["rows"]
-            (processed,) = [row["value"]["f1"] for row in positions]  # (file, rows) structs
+            (processed,) = [row["value"][1] for row in positions]  # (file, rows) tuples
             seen = [r for r in rows[:processed] if r["user"] == key]
             values = {v["state"]: v for v in snapshot["values"]}
             if not seen:  # not yet processed: no state

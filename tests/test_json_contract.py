@@ -214,8 +214,10 @@ def test_writing_commands(tmp_path: Path) -> None:
     remaining = run_json("snapshot", "list", state)["snapshots"]
     queried = run_json("query", remaining[-1]["location"], "SELECT * FROM statectl.operators")
     check(queried, "query")
+    screen = run_json("browse", remaining[-1]["location"], "--svg", str(tmp_path / "s.svg"))
+    check(screen, "browse")
     check_all(built, listed, taken, taken_after_input, converted, pruned, released, examples,
-              history, queried)
+              history, queried, screen)
 
 
 def test_every_schema_file_is_used_by_a_test() -> None:

@@ -75,8 +75,8 @@ def test_snapshot_errors(tmp_path: Path) -> None:
     assert code == 3 and err.startswith("Error: no completed checkpoint")
     code, _, err = run("snapshot", "release", str(empty), "9")
     assert code == 3 and "no completed checkpoint 9" in err
-    code, _, _ = run("snapshot", "list", str(tmp_path / "missing"))
-    assert code == 2
+    code, _, err = run("snapshot", "list", str(tmp_path / "missing"))
+    assert code == 3 and err.startswith(f"Error: {tmp_path / 'missing'} does not exist")
 
 
 def _day(path: Path, users: list[str], amounts: list[int]) -> Path:

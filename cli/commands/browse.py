@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle, hold, operator_names, reading
+from cli.params import allow_pickle, given_ttls, hold, operator_names, reading, ttl_option
 from formats.model import Checkpoint
 from formats.open import open_checkpoint
 
@@ -32,9 +32,10 @@ __all__ = ["browse_command"]
                    "(e.g. 'down down enter tab slash u s e r minus 1 enter').")
 @click.option("--size", default="80x24", show_default=True, metavar="WxH",
               help="With --svg: the screen's columns and rows.")
+@ttl_option("the states' TTL in the tree and pages")
 @click.pass_obj
 def browse_command(output: Output, path: str, against: str | None, svg: str | None,
-                   press: str, size: str) -> None:
+                   press: str, size: str, ttls: tuple[tuple[str, int], ...]) -> None:
     """Browse a snapshot in the terminal: operators, states, entries, one key, key groups.
 
     Keyboard only (? shows the keys); works over SSH in 80x24. Opening reads the metadata
@@ -58,8 +59,11 @@ def browse_command(output: Output, path: str, against: str | None, svg: str | No
 
     def opened(location: str, decode: bool = True) -> Checkpoint:
         with context:  # also on the app's worker thread (a Flink snapshot decoded later)
-            return reading(open_checkpoint(location, allow_pickle=pickles, names=names,
-                                           partial=True, decode=decode))
+            checkpoint = reading(open_checkpoint(location, allow_pickle=pickles, names=names,
+                                                 partial=True, decode=decode))
+            if location == path:  # --ttl names the states of PATH (--against: unchanged)
+                given_ttls(checkpoint, ttls)
+            return checkpoint
 
     checkpoint = opened(path, decode=pickles)  # unpickling decodes every value at opening
     other = None if against is None else opened(against, decode=pickles)
@@ -85,4 +89,4 @@ def browse_command(output: Output, path: str, against: str | None, svg: str | No
         raise click.ClickException("the headless screen ended before its screenshot")
     with open(svg, "w", encoding="utf-8") as out:
         out.write(written[0])
-    click.echo(f"wrote {svg} ({match[1]}x{match[2]}, after {len(press.split())} keys)")
+    output.screenshot(svg, int(match[1]), int(match[2]), len(press.split()))

@@ -6,7 +6,7 @@ import click
 
 from cli.output import Output
 from cli.params import allow_pickle, hold, operator_names, reading
-from formats.diff import diff_checkpoints
+from formats.diff import diff_checkpoints, side_errors
 from formats.open import open_checkpoint
 
 __all__ = ["diff_command"]
@@ -28,9 +28,12 @@ def diff_command(ctx: click.Context, a: str, b: str, limit: int) -> None:
     """
     output: Output = ctx.obj
     hold(a, b)
-    left, right = (reading(open_checkpoint(path, allow_pickle=allow_pickle(),
-                                           names=operator_names(), partial=True))
-                   for path in (a, b))
+    opened = []
+    for which, path in (("first", a), ("second", b)):
+        with side_errors(which, path):
+            opened.append(reading(open_checkpoint(path, allow_pickle=allow_pickle(),
+                                                  names=operator_names(), partial=True)))
+    left, right = opened
     report = diff_checkpoints(left, right, left=a, right=b, limit=limit)
     output.diff(report)
     if not report.equal:

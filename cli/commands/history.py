@@ -14,7 +14,8 @@ __all__ = ["history_command"]
 
 
 @click.command("history")
-@click.argument("directories", nargs=-1, required=True, type=Location(exists=True),
+@click.argument("directories", nargs=-1, required=True, type=Location(
+    exists=True, what="a state directory, a Flink job's checkpoint directory or a snapshot"),
                 metavar="DIR...")
 @click.option("--key", required=True, metavar="K",
               help="The key (typed as the operator's key type, as inspect --key takes it).")

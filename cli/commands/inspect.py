@@ -5,7 +5,16 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import TIMESTAMP, allow_pickle, engine_options, hold, operator_names, reading
+from cli.params import (
+    TIMESTAMP,
+    allow_pickle,
+    engine_options,
+    given_ttls,
+    hold,
+    operator_names,
+    reading,
+    ttl_option,
+)
 from formats.engines import open_engine
 from formats.inspect import inspect_checkpoint
 
@@ -25,6 +34,7 @@ __all__ = ["inspect_command"]
 @click.option("--now", type=TIMESTAMP,
               help="Show the share of TTL-expired entries and bytes per state at this time "
                    "(epoch ms, ISO 8601, or 'now').")
+@ttl_option("--now")
 @click.option("--state", "states", multiple=True, metavar="NAME",
               help="Only this state in --top, --now, --key and --entries (repeatable).")
 @click.option("--key", metavar="K",
@@ -49,7 +59,8 @@ __all__ = ["inspect_command"]
 @engine_options
 @click.pass_obj
 def inspect_command(output: Output, path: str, key_groups: bool, measure: str, top: int | None,
-                    now: int | None, states: tuple[str, ...], key: str | None,
+                    now: int | None, ttls: tuple[tuple[str, int], ...],
+                    states: tuple[str, ...], key: str | None,
                     namespace: str | None, show_entries: bool, limit: int, everything: bool,
                     width: int | None, full: bool, engine: str, spark_master: str | None,
                     spark_conf: tuple[str, ...]) -> None:
@@ -70,6 +81,8 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
     if states and not (top or now is not None or key is not None or show_entries):
         raise click.UsageError("--state selects states for --top, --now, --key or --entries; "
                                "give one of them")
+    if ttls and now is None:
+        raise click.UsageError("--ttl gives TTLs for --now; give --now too")
     if engine != "local" and not key_groups:
         raise click.UsageError("--engine spark applies to --key-groups (the other views read "
                                "little or run locally)")
@@ -82,6 +95,7 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
     checkpoint = reading(runner.open_checkpoint(path, allow_pickle=pickles,
                                                 names=operator_names(), partial=True,
                                                 decode=decode))
+    given_ttls(checkpoint, ttls)
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
         states=states or None, key=key, namespace=namespace,

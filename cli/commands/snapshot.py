@@ -7,11 +7,13 @@ import click
 from cli.output import Output
 from cli.params import Location, on_bad_record_option
 from formats.build import continue_build
+from formats.snapshot_list import list_snapshots
 from formats.statectl.storage import DirectoryCheckpointStorage
 
 __all__ = ["snapshot_command"]
 
-_DIR = click.argument("directory", type=Location(exists=True, file_okay=False))
+_DIR = click.argument("directory", type=Location(
+    exists=True, file_okay=False, what="a state directory (what build --checkpoint-dir writes)"))
 
 
 @click.group("snapshot")
@@ -28,7 +30,8 @@ def snapshot_command() -> None:
 @_DIR
 @click.option("--from", "from_checkpoint", type=int,
               help="The checkpoint to take it from (default: the latest).")
-@click.option("--input", "inputs", multiple=True, type=Location(dir_okay=False),
+@click.option("--input", "inputs", multiple=True, type=Location(
+    exists=True, dir_okay=False, what="an input file (Parquet, CSV or JSON Lines)"),
               help="Process more input first (repeatable): the build resumes from its latest "
                    "checkpoint with the settings it was started with, then the savepoint is "
                    "taken of its final state.")
@@ -50,11 +53,19 @@ def take_command(output: Output, directory: str, from_checkpoint: int | None,
 
 
 @snapshot_command.command("list")
-@_DIR
+@click.argument("directories", nargs=-1, required=True, metavar="DIRECTORY...", type=Location(
+    exists=True, what="a state directory, a Flink job's checkpoint directory or a savepoint"))
 @click.pass_obj
-def list_command(output: Output, directory: str) -> None:
-    """List the completed checkpoints and savepoints with their sizes and times."""
-    output.snapshots(DirectoryCheckpointStorage(directory, create=False).list())
+def list_command(output: Output, directories: tuple[str, ...]) -> None:
+    """List checkpoints and savepoints with their ids, kinds, times and sizes.
+
+    DIRECTORY is a state directory (build --checkpoint-dir: its complete checkpoints and
+    savepoints), or a Flink job's checkpoint directory (the one holding chk-N/ and shared/,
+    or the job folder above it: every chk-N, complete or not), a folder of Flink savepoints
+    or a savepoint; several are listed together, by id. A Flink snapshot's size is its own
+    directory's files (not the job's shared/ files).
+    """
+    output.snapshots(list_snapshots(directories))
 
 
 @snapshot_command.command("release")

@@ -5,7 +5,8 @@ The walkthroughs of the seed articles ship with it (:mod:`cli.walkthroughs`).
 
 from __future__ import annotations
 
-from typing import IO
+import os
+from typing import IO, Any
 
 import click
 
@@ -16,6 +17,27 @@ from statecore.errors import TraceScriptError
 from statecore.map_trace import HASH_MODES, run_script
 
 __all__ = ["trace_command"]
+
+
+class ScriptFile(click.File):
+    """A script to read (``-``: stdin).
+
+    A path that is not a readable file is a domain error (exit code 3, as every command's
+    missing input: docs/cli.md).
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value != "-":
+            if not os.path.lexists(value):
+                raise TraceScriptError(f"{value} does not exist; give a script file (- reads "
+                                       f"stdin) or --example NAME")
+            if os.path.isdir(value):
+                raise TraceScriptError(f"{value} is a directory; give a script file")
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as exc:  # unreadable: permissions, a broken link
+            raise TraceScriptError(f"cannot read {value}: {exc.message}") from exc
 
 def _script_text(script: IO[str] | None, example: str | None) -> str:
     if script is not None and example is not None:
@@ -60,7 +82,7 @@ entries only it still holds ([S1 only]).
 
 
 @click.command("trace", help=_TRACE_HELP)
-@click.argument("script", type=click.File("r", encoding="utf-8"), required=False)
+@click.argument("script", type=ScriptFile("r", encoding="utf-8"), required=False)
 @click.option("--example", type=click.Choice([w.name for w in walkthroughs()]),
               help="Run a shipped walkthrough instead of SCRIPT (see --list-examples).")
 @click.option("--list-examples", is_flag=True,

@@ -251,5 +251,16 @@ def open_statectl_checkpoint(fs: pafs.FileSystem, root: str, location: str
     try:
         document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise CorruptCheckpointError(f"{METADATA_FILE} is not valid JSON: {exc}") from exc
+        shown = join_location(location, METADATA_FILE) if not location.rstrip("/").endswith(
+            METADATA_FILE) else location
+        if isinstance(exc, json.JSONDecodeError) and _ends_early(exc):
+            raise CorruptCheckpointError(f"{shown} is truncated: its JSON ends after "
+                                         f"{len(raw)} bytes, before the document does") from exc
+        raise CorruptCheckpointError(f"{shown} is not valid JSON: {exc}") from exc
     return StatectlCheckpoint(fs, root, metadata_from_json(document), location)
+
+
+def _ends_early(exc: json.JSONDecodeError) -> bool:
+    """Whether the JSON text ends before its document does (a truncated file)."""
+    text = exc.doc.rstrip()
+    return exc.pos >= len(text) or exc.msg.startswith("Unterminated string")

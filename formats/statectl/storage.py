@@ -49,13 +49,18 @@ __all__ = ["DirectoryCheckpointStorage", "Leftover", "PruneResult", "SnapshotInf
 
 @dataclass(frozen=True)
 class SnapshotInfo:
-    """A completed checkpoint or savepoint as ``statectl snapshot list`` shows it."""
+    """A checkpoint or savepoint as ``statectl snapshot list`` shows it.
+
+    ``complete``: whether its metadata was written (a state directory lists complete ones
+    only; a Flink job's ``chk-N`` without ``_metadata`` is listed, not complete).
+    """
 
     checkpoint_id: int
     kind: str
     created_ms: int
     bytes: int
     location: str
+    complete: bool = True
 
 
 @dataclass(frozen=True)
