@@ -533,8 +533,10 @@ class PendingRows:
         return state_rows(self.info, self.loader.decoded())
 
     def rows_in(self, first: int, last: int) -> list[tuple[int, Any, Any, Any]]:
-        """The rows of key groups ``first..last`` alone (decoding only them, if need be); none
-        where the range and the handle's key groups do not meet."""
+        """The rows of key groups ``first..last`` alone (decoding only them, if need be).
+
+        None where the range and the handle's key groups do not meet.
+        """
         handle = self.loader.handle
         first, last = max(first, handle.first_key_group), min(last, handle.last_key_group)
         if first > last:
