@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The demo needs neither Spark nor the test tools: `make demo` on a fresh clone installs
+# statectl alone (`.`, ~250 MB), `make test` adds the extras (`.[spark,dev]`, ~1.2 GB) to the
+# same venv (after which the demo's step has nothing left to do).
+DEMO_STAMP := $(VENV)/.installed-demo
 # Real Flink for the restore tests and the Flink benchmarks, in a venv of its own: apache-flink
 # 2.3.0 pins apache-beam 2.61, which needs pyarrow < 17 and numpy < 2.2, while pyspark 4 (our
 # `spark` extra) needs pyarrow >= 18. Only Flink's jars and PyFlink run from it (~840 MB, ~30 s).
@@ -22,7 +26,13 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
 
 flink-venv: $(FLINK_STAMP)
 
@@ -59,7 +69,7 @@ test-flink-versions: $(STAMP) $(FLINK_STAMP)
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q -m flink_versions \
 	  tests/test_flink_releases.py tests/test_flink_release_restore.py
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) -m cli.demo
 
 bench: $(STAMP) $(FLINK_STAMP)

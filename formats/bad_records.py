@@ -12,7 +12,13 @@ A bad record is one that would give silent wrong results if it were read as it i
   Parquet);
 * ``mixed-type``: a value of another type than its column's (a JSON Lines column whose first
   value is a string holding a number; a CSV key column of numbers holding text, ``NA``
-  included, or of text holding a number: the column's first key decides which).
+  included, or of text holding a number: the column's first key decides which; text in a CSV
+  column an aggregation needs numbers in (``sum``, ``min``, ``max``, ``window-count``) whose
+  first value is a number, the texts pyarrow reads as null aside);
+* ``key-type``: a key that does not convert to the ``--key-type`` (``x`` or ``1.5`` for
+  ``int64``, ``3000000000`` for ``int32``: :mod:`formats.inputs.keys`);
+* ``malformed``: a record the reader cannot parse: a CSV row with more or fewer fields than
+  the header, a JSON Lines line that is not one JSON object.
 
 Left out means out of everything: a CSV or JSON Lines file's bad records are removed from the
 bytes its reader sees (:class:`LinesLeftOut`), so the column types are the ones pyarrow infers
@@ -33,9 +39,9 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-__all__ = ["EMPTY_KEY", "EXAMPLES", "FAIL", "INVALID_UTF8", "MISSING_KEY", "MIXED_TYPE",
-           "ON_BAD_RECORD", "REASONS", "REFUSE", "SKIP", "BadRecord", "LineMap", "LinesLeftOut",
-           "json_mixed_types", "originals", "scan_lines"]
+__all__ = ["EMPTY_KEY", "EXAMPLES", "FAIL", "INVALID_UTF8", "KEY_TYPE", "MALFORMED",
+           "MISSING_KEY", "MIXED_TYPE", "ON_BAD_RECORD", "REASONS", "REFUSE", "SKIP", "BadRecord",
+           "LineMap", "LinesLeftOut", "json_mixed_types", "originals", "scan_lines"]
 
 #: ``--on-bad-record`` values: refuse the input (the default), skip bad records, or fail at
 #: the first one after checkpointing the records before it.
@@ -43,7 +49,8 @@ REFUSE, SKIP, FAIL = "refuse", "skip", "fail"
 ON_BAD_RECORD = (REFUSE, SKIP, FAIL)
 INVALID_UTF8, MISSING_KEY, EMPTY_KEY, MIXED_TYPE = ("invalid-utf8", "missing-key", "empty-key",
                                                     "mixed-type")
-REASONS = (INVALID_UTF8, MISSING_KEY, EMPTY_KEY, MIXED_TYPE)
+KEY_TYPE, MALFORMED = "key-type", "malformed"
+REASONS = (INVALID_UTF8, MISSING_KEY, EMPTY_KEY, MIXED_TYPE, KEY_TYPE, MALFORMED)
 #: Bad records a build summary names (the first ones, in input order).
 EXAMPLES = 5
 
@@ -90,13 +97,15 @@ class LineMap:
     ``records``: how many there are; ``others``: the 0-based lines where no record starts,
     ascending (a CSV header, blank lines, the further lines of a CSV record with a quoted line
     break); ``continued``: those of the last kind; ``invalid``: the records whose text is not
-    UTF-8, as ``(record, line, column, detail)`` (0-based record and line).
+    UTF-8, as ``(record, line, column, detail)`` (0-based record and line); ``malformed``: the
+    records pyarrow's reader cannot parse (:func:`scan_lines` with ``shapes``), likewise.
     """
 
     records: int = 0
     others: list[int] = field(default_factory=list)
     continued: set[int] = field(default_factory=set)
     invalid: list[tuple[int, int, str | None, str]] = field(default_factory=list)
+    malformed: list[tuple[int, int, str | None, str]] = field(default_factory=list)
 
     def starts(self, rows: Iterable[int]) -> list[int]:
         """The 0-based line where each record of ``rows`` (0-based, ascending) starts."""
@@ -142,13 +151,14 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-def scan_lines(stream: BinaryIO, kind: str) -> LineMap:
+def scan_lines(stream: BinaryIO, kind: str, shapes: bool = False) -> LineMap:
     """The :class:`LineMap` of a ``"csv"`` or ``"json"`` file, read from ``stream``.
 
     Lines follow pyarrow's readers: a CSV file's first line that is not empty is its header,
     empty lines hold no record, nor do JSON Lines of whitespace. A chunk of lines that is all
     UTF-8, without quotes (CSV) and without blank lines is counted at once; others line by
-    line.
+    line. ``shapes``: every record is looked at (line by line), and those pyarrow's reader
+    cannot parse are noted in :attr:`LineMap.malformed` (:func:`_malformed`).
     """
     is_csv = kind == "csv"
     blank = _CSV_BLANK if is_csv else _JSON_BLANK
@@ -171,9 +181,14 @@ def scan_lines(stream: BinaryIO, kind: str) -> LineMap:
                                       f"character {exc.start + 1})"))
         if row < 0:
             header = next(csv.reader(io.StringIO(text.rstrip("\r"), newline="")), [])
+        elif shapes and (not found.invalid or found.invalid[-1][0] != row):
+            detail = _malformed(text, header, is_csv)
+            if detail is not None:
+                found.malformed.append((row, start, None, detail))
 
     for complete, lines in _lines(stream):
-        if (record is None and header is not None and blank.search(complete) is None
+        if (not shapes and record is None and header is not None
+                and blank.search(complete) is None
                 and not (is_csv and b'"' in complete) and _is_utf8(complete)):
             found.records += len(lines)
             line += len(lines)
@@ -204,6 +219,30 @@ def scan_lines(stream: BinaryIO, kind: str) -> LineMap:
     if record is not None:  # a quoted value never closed: pyarrow says what is wrong
         finish(record_row, record, record_line)
     return found
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON value")
+
+
+def _malformed(text: str, header: Sequence[str] | None, is_csv: bool) -> str | None:
+    """What makes one record unreadable to pyarrow, or ``None``: fields, or JSON syntax."""
+    if is_csv:
+        fields = next(csv.reader(io.StringIO(text.rstrip("\r"), newline="")), [])
+        expected = len(header or ())
+        if len(fields) != expected:
+            return (f"{len(fields)} field{'s' if len(fields) != 1 else ''} where the header "
+                    f"has {expected}")
+        return None
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        return f"not JSON: {exc.msg} at character {exc.pos + 1}"
+    except ValueError as exc:
+        return f"not JSON: {exc}"
+    if not isinstance(value, dict):
+        return f"a JSON {_json_kind(value) or 'null'}, not an object"
+    return None
 
 
 def _bad_column(text: str, header: Sequence[str] | None, is_csv: bool) -> str | None:

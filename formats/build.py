@@ -21,14 +21,25 @@ so a resumed build neither counts one twice nor loses one; ``"fail"`` processes 
 before the first bad one (in the order the job reads them), writes a checkpoint of them, and
 raises :class:`~formats.inputs.InputError` naming the record and that checkpoint: once the
 record is fixed, ``resume`` goes on from there.
+
+Integer sums wrap around at their type's width (two's complement), as Flink's do: ``sum`` of
+an ``int64`` column is kept as Java's ``long`` arithmetic keeps it (Flink's
+``LongSumAggregator``, ``org.apache.flink.api.common.aggregators``, and the ``LongSum`` of
+``org.apache.flink.streaming.api.functions.aggregation.SumFunction`` add two ``long`` values
+with Java's ``+``, which wraps), ``int32``/``int16``/``int8`` sums as ``SumFunction``'s
+``IntSum``/``ShortSum``/``ByteSum`` do (the sum cast back to the type). A sum past
+``2**63 - 1`` goes on from ``-2**63``: a checkpoint never fails for it, and the state is the
+one a Flink job holds (:func:`parse_aggregations`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from typing import Any
 
 from formats.bad_records import FAIL, ON_BAD_RECORD, REFUSE, BadRecord
 from formats.fold import AggregationFolder, foldable
@@ -42,8 +53,52 @@ from statecore.job import CONFIGURATION_STATE, LocalJob
 from statecore.key_groups import compute_default_max_parallelism
 from statecore.ttl import TtlConfig
 
-__all__ = ["BuildSeconds", "BuildSummary", "build_state", "continue_build", "refuse_another_build",
-           "stored_build_settings"]
+__all__ = ["BuildSeconds", "BuildSummary", "build_state", "continue_build", "numeric_columns",
+           "parse_aggregations", "refuse_another_build", "stored_build_settings"]
+
+#: Bits of the Java integer types a sum wraps at (see the module doc)
+_WIDTHS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+#: Aggregations that need numbers in their column
+_NUMERIC_OPS = ("sum", "min", "max", "window-count")
+
+
+def _wrapping_sum(bits: int) -> Callable[[Any, Any], Any]:
+    """Java's ``+`` of two integers of ``bits`` bits, cast back to the type (wraps around)."""
+    half, full = 1 << (bits - 1), 1 << bits
+
+    def add(a: Any, b: Any) -> Any:
+        total = a + b
+        return total if -half <= total < half else (total + half) % full - half
+
+    return add
+
+
+def parse_aggregations(specs: Sequence[str], column_types: Mapping[str, str],
+                       ttl: TtlConfig | None = None) -> list[Aggregation]:
+    """The aggregations of ``specs``, integer sums wrapping as Flink's (module doc).
+
+    :func:`statecore.aggregations.parse_aggregation` for each, with the reduce function of an
+    integer ``sum`` replaced by Java's arithmetic of its type.
+    """
+    parsed = []
+    for spec in specs:
+        aggregation = parse_aggregation(spec, column_types, ttl)
+        bits = _WIDTHS.get(aggregation.descriptor.value_type)
+        if aggregation.op == "sum" and bits is not None:
+            aggregation = dataclasses.replace(aggregation, descriptor=dataclasses.replace(
+                aggregation.descriptor, reduce_function=_wrapping_sum(bits)))
+        parsed.append(aggregation)
+    return parsed
+
+
+def numeric_columns(specs: Sequence[str]) -> frozenset[str]:
+    """The columns ``specs`` need numbers in (``sum``, ``min``, ``max``, ``window-count``)."""
+    columns = set()
+    for spec in specs:
+        op, _, rest = spec.partition(":")
+        if op in _NUMERIC_OPS and rest:
+            columns.add(rest.rsplit(":", 1)[0] if op == "window-count" else rest)
+    return frozenset(columns)
 
 
 @dataclass(frozen=True)
@@ -129,15 +184,15 @@ def build_state(
     if on_bad_record not in ON_BAD_RECORD:
         raise InvalidArgumentError(f"--on-bad-record {on_bad_record!r}: give one of "
                                    f"{', '.join(ON_BAD_RECORD)}")
-    source = FileSource(inputs, key, typed_key=key_type is not None,
-                        on_bad_record=on_bad_record)
+    source = FileSource(inputs, key, key_type=key_type, on_bad_record=on_bad_record,
+                        numeric=numeric_columns(aggregations))
     if key not in source.column_types:
         raise InvalidArgumentError(f"--key {key!r} is not a column of the input "
                                    f"(columns: {', '.join(sorted(source.column_types))})")
     if not aggregations:
         raise InvalidArgumentError("give at least one --agg (e.g. --agg count)")
     ttl_config = None if ttl is None else TtlConfig(ttl)
-    parsed = [parse_aggregation(spec, source.column_types, ttl_config) for spec in aggregations]
+    parsed = parse_aggregations(aggregations, source.column_types, ttl_config)
     # a batch build: its throughput and peak memory count, not the stall of a next fork
     storage = DirectoryCheckpointStorage(checkpoint_dir, huge_pages=False)
     with storage.writing(), closing(source):  # one build per state directory

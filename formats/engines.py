@@ -157,9 +157,10 @@ class SparkEngine(Engine):
     def build(self, inputs: Sequence[str], **settings: Any) -> BuildSummary:
         """:func:`formats.spark.build.spark_build`: one pass, one checkpoint, no resume.
 
-        ``on_bad_record`` other than ``"refuse"`` is refused (the local engine's).
+        ``on_bad_record`` ``"fail"`` is refused (it checkpoints for a resume).
         """
-        from formats.spark.build import spark_build
+        from formats.spark.build import check_on_bad_record, spark_build
+        check_on_bad_record(settings.get("on_bad_record", "refuse"))  # before Spark starts
         unsupported = [name for name in ("checkpoint_every", "resume")
                        if settings.pop(name, None) is not None]
         if unsupported:
@@ -169,11 +170,6 @@ class SparkEngine(Engine):
                 "checkpoint (run it without, or with --engine local)")
         settings.pop("keep", None)
         settings.pop("progress", None)
-        on_bad_record = settings.pop("on_bad_record", "refuse")
-        if on_bad_record != "refuse":
-            raise InvalidArgumentError(
-                f"--on-bad-record {on_bad_record}: the local engine's; a Spark build does not "
-                "leave out bad records or stop at one (run it with --engine local)")
         return spark_build(self.session, inputs, **settings)
 
 

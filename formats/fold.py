@@ -15,9 +15,12 @@ differ:
 * a null key (one by one raises at that record);
 * key types whose Python equality is not Java's (floats: ``0.0 == -0.0``, ``nan != nan``), or a
   ``--key-type`` other than the column's own (its checks run per record);
-* a key group that cannot be computed (an error one by one raises at its record);
-* a sum that could overflow the int64 accumulator (``max |value| * values >= 2**63``);
-  statecore's sums are Python ints.
+* a key group that cannot be computed (an error one by one raises at its record).
+
+Integer sums wrap around as Java's do (:mod:`formats.build`): a run's sums are int64 NumPy
+sums, which wrap at 64 bits, cast to the column's type (which wraps an int8..int32 sum at its
+width), and the state adds them with its type's wrapping sum, so a folded sum is the
+one-by-one sum for every integer type (both are the true sum modulo ``2**bits``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ __all__ = ["MIN_RUN_RECORDS", "AggregationFolder", "foldable"]
 
 #: Key column types whose Python equality is Java's ``equals`` (folding groups by value).
 _FOLDABLE_KEYS = frozenset({"int8", "int16", "int32", "int64", "string", "bytes"})
-_INT64_LIMIT = 1 << 63
 #: The shortest run folded at once (see :meth:`AggregationFolder.fold`).
 MIN_RUN_RECORDS = 1 << 16
 #: Distinct keys of a folded run turned into Python objects at a time.
@@ -78,8 +80,6 @@ class AggregationFolder:
         self.source, self.key, self.key_type = source, key, key_type
         self.max_parallelism = max_parallelism
         self.aggregations = list(aggregations)
-        self._sum_columns = sorted({a.column for a in aggregations
-                                    if a.op == "sum" and a.column is not None})
         self.run_records = MIN_RUN_RECORDS  # the next run's length (adapts; see fold)
         # each reduction once: (op, column) per aggregation, in order
         self._reductions = [("count", None) if a.op == "count" else (a.op, a.column)
@@ -100,7 +100,7 @@ class AggregationFolder:
         if run.num_rows == 0:
             return FoldedRecords(end, (), (), (), skipped)
         keys = run.column(self.key)
-        if keys.null_count or not self._sums_fit(run):
+        if keys.null_count:
             return None
         # the distinct keys in order of first appearance (as one by one meets them), and each
         # record's index into them
@@ -126,18 +126,6 @@ class AggregationFolder:
         return FoldedRecords(end, _in_chunks(distinct), _in_chunks(groups),
                              _folded_values(columns, len(distinct)), skipped)
 
-    def _sums_fit(self, run: pa.Table) -> bool:
-        """Whether every per-key sum of the run fits Arrow's int64 accumulator."""
-        for name in self._sum_columns:
-            column = run.column(name)
-            extremes = pc.min_max(column).as_py()
-            if extremes["min"] is None:
-                continue
-            largest = max(abs(extremes["min"]), abs(extremes["max"]))
-            if largest * (len(column) - column.null_count) >= _INT64_LIMIT:
-                return False
-        return True
-
 
 #: One reduction per distinct key, and which keys had a non-null value (``None``: all).
 Reduced = tuple["np.ndarray[Any, Any]", "np.ndarray[Any, Any] | None"]
@@ -149,8 +137,8 @@ def _reduce(spec: tuple[str, str | None], run: pa.Table, index: np.ndarray[Any, 
 
     ``index[i]`` is record ``i``'s distinct key. ``count`` counts records; ``sum``, ``min``
     and ``max`` reduce an integer column's non-null values (the mask is ``None`` when every
-    key had one; a key without one folds to ``None``). Sums are exact: :meth:`_sums_fit` ruled
-    out int64 overflow first.
+    key had one; a key without one folds to ``None``). Sums wrap at their type's width (module
+    doc).
     """
     op, name = spec
     if name is None:
@@ -161,10 +149,13 @@ def _reduce(spec: tuple[str, str | None], run: pa.Table, index: np.ndarray[Any, 
         index = index[numpy_validity(column)]
         present = np.bincount(index, minlength=groups) > 0
         column = pc.drop_null(column, memory_pool=MEMORY_POOL)
-    values = numpy_integers(column).astype(np.int64, copy=False)
+    native = numpy_integers(column)
+    values = native.astype(np.int64, copy=False)
     if op == "sum":
         out = np.zeros(groups, np.int64)
         np.add.at(out, index, values)
+        # an int8..int32 sum wraps at its type's width (the cast truncates, as Java's does)
+        out = out.astype(native.dtype).astype(np.int64)
     elif op == "min":
         out = np.full(groups, np.iinfo(np.int64).max, np.int64)
         np.minimum.at(out, index, values)

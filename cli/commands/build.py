@@ -24,10 +24,14 @@ def _resume(value: str | None) -> int | str | None:
 
 
 @click.command("build")
-@click.argument("inputs", nargs=-1, required=True, type=Location(dir_okay=False))
+@click.argument("inputs", nargs=-1, required=True, type=Location(
+    exists=True, dir_okay=False, what="an input file (Parquet, CSV or JSON Lines)"))
 @click.option("--key", required=True, help="The column whose values are the keys.")
 @click.option("--key-type", help="Java type of the key (default: the column's type), e.g. "
-                                 "string, int32, int64: it decides the key groups.")
+                                 "string, int32, int64: it decides the key groups. Keys are "
+                                 "converted to it as they are read (string: the text as "
+                                 "written, a JSON number's included); a key that does not "
+                                 "convert is a bad record.")
 @click.option("--agg", "aggregations", multiple=True, required=True,
               help="An aggregation, repeatable: count, sum:COL, min:COL, max:COL, last:COL, "
                    "list:COL, map:KEYCOL=VALCOL, window-count:COL:SIZE.")

@@ -2,12 +2,15 @@
 
 The job is the local engine's, cut along its subtasks (:func:`statecore.job.open_subtask`):
 
-1. one task per input file returns its schema and row count (a Parquet file's footer; CSV
-   and JSON Lines files are read); the driver checks that every input has the same columns;
-2. one task per input file reads it (the same reader as the local engine) and tags every
-   record with its key group (Java hashing vectorised over the key column), the subtask that
-   owns it, and its position in the local job's reading order (subtask owning the file, file,
-   row: split ``j`` is read by subtask ``j % parallelism``);
+1. one task per input file learns it as the local engine does (:class:`formats.inputs
+   .FileSource`: its schema, row count and bad records, refused or found by
+   ``on_bad_record``) and returns its schema, row count and bad records (counts per reason
+   and the first ones); the driver checks that every input has the same columns;
+2. one task per input file reads it (the same source as the local engine: bad records left
+   out, keys converted to ``--key-type``) and tags every record with its key group (Java
+   hashing vectorised over the key column), the subtask that owns it, and its position in
+   the local job's reading order (subtask owning the file, file, row: split ``j`` is read by
+   subtask ``j % parallelism``);
 3. the records reach one task per subtask (:func:`formats.spark.jobs.exchange_rows`: Arrow
    IPC files on this machine for a local master, Spark's shuffle in blocks for a cluster);
    each sorts them into that order (by Arrow) and runs its subtask exactly as the local job
@@ -18,27 +21,40 @@ The job is the local engine's, cut along its subtasks (:func:`statecore.job.open
    source positions and configuration), writes ``_metadata.json`` and publishes the
    checkpoint atomically in the state directory.
 
-Only schemas, row counts and each subtask's metadata (handles and file checksums) reach the
-driver. The checkpoint equals a local build's: ``statectl diff`` finds nothing (TTL timestamps
-aside: they are the time of processing). There are no checkpoints on the way and no
-``--resume``: a Spark build is one pass that either publishes its checkpoint or nothing.
+Only schemas, row counts, bad records and each subtask's metadata (handles and file
+checksums) reach the driver. The checkpoint equals a local build's: ``statectl diff`` finds
+nothing (TTL timestamps aside: they are the time of processing), the counts of bad records
+left out (``on_bad_record="skip"``) included, stored per input by the subtask reading it as
+the local job stores them. There are no checkpoints on the way and no ``--resume``: a Spark
+build is one pass that either publishes its checkpoint or nothing (so no ``"fail"``, which
+checkpoints the records before a bad one for a resume).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from formats.build import BuildSeconds, BuildSummary, refuse_another_build
+from formats.bad_records import EXAMPLES, FAIL, ON_BAD_RECORD, REFUSE, BadRecord
+from formats.build import (
+    BuildSeconds,
+    BuildSummary,
+    numeric_columns,
+    parse_aggregations,
+    refuse_another_build,
+)
 from formats.commit import staged
-from formats.filesystems import absolute_location, resolve_filesystem
-from formats.inputs import InputError, column_spec, read_input
+from formats.filesystems import absolute_location, redact, resolve_filesystem
+from formats.inputs import FileSource, InputError, column_spec
+from formats.inputs.source import empty_table, no_records
 from formats.key_hash import key_groups
 from formats.spark import require_pyspark
 from formats.spark.jobs import (
@@ -51,7 +67,7 @@ from formats.spark.jobs import (
 from formats.statectl.publish import publish
 from formats.statectl.storage import DirectoryCheckpointStorage
 from formats.statectl.writer import subtask_states, write_subtask
-from statecore.aggregations import AggregatingFunction, parse_aggregation
+from statecore.aggregations import AggregatingFunction
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -62,13 +78,13 @@ from statecore.checkpoint import (
     subtask_from_json,
     subtask_to_json,
 )
-from statecore.errors import InvalidArgumentError
+from statecore.errors import InvalidArgumentError, StatectlError
 from statecore.job import open_subtask, subtask_snapshot
 from statecore.key_groups import compute_default_max_parallelism
 from statecore.serializers import resolve_type
 from statecore.ttl import TtlConfig
 
-__all__ = ["spark_build"]
+__all__ = ["check_on_bad_record", "spark_build"]
 
 _ORDER = ["_subtask", "_owner", "_split", "_row"]
 #: Records turned into Python dicts at a time (a subtask's records are never all at once).
@@ -82,46 +98,103 @@ def _records(table: pa.Table, columns: list[str]) -> Iterator[tuple[dict[str, An
                        batch.column("_key_group").to_pylist(), strict=True)
 
 
-def _described(path: str) -> tuple[pa.Schema, int]:
-    """An input's columns and rows: a Parquet file's from its footer, any other file read."""
-    fs, located = resolve_filesystem(path)
-    if located.lower().endswith((".parquet", ".pq")):
-        try:
-            with fs.open_input_file(located) as stream:
-                parquet = pq.ParquetFile(stream)
-                return parquet.schema_arrow, parquet.metadata.num_rows
-        except (pa.ArrowException, OSError):
-            pass  # read_input says what is wrong with it
-    table = read_input(path)
-    return table.schema, table.num_rows
+def check_on_bad_record(on_bad_record: str) -> None:
+    """Refuse an ``on_bad_record`` a Spark build does not take: ``"fail"`` (module doc)."""
+    if on_bad_record not in ON_BAD_RECORD:
+        raise InvalidArgumentError(f"--on-bad-record {on_bad_record!r}: give one of "
+                                   f"{', '.join(ON_BAD_RECORD)}")
+    if on_bad_record == FAIL:
+        raise InvalidArgumentError(
+            "--on-bad-record fail: the local engine's (it checkpoints the records before the "
+            "bad one for --resume, and a Spark build is one pass); use skip or refuse, or run "
+            "it with --engine local")
 
 
-def _inputs_described(spark: Any, inputs: Sequence[str]) -> list[tuple[pa.Schema, int]]:
-    schema = pa.schema([("i", pa.int64()), ("schema", pa.binary()), ("rows", pa.int64())])
+@dataclass(frozen=True)
+class _Reading:
+    """How the tasks read every input: the local engine's :class:`FileSource` settings."""
+
+    key: str
+    key_type: str | None
+    on_bad_record: str
+    numeric: frozenset[str]
+
+    def source(self, path: str) -> FileSource:
+        return FileSource([path], self.key, self.key_type, self.on_bad_record, self.numeric,
+                          records_needed=False)
+
+
+@dataclass(frozen=True)
+class _Described:
+    """One input as a task learnt it: columns (``None``: no record), rows, bad records."""
+
+    schema: pa.Schema | None
+    rows: int
+    skipped: dict[str, int]
+    examples: list[BadRecord]
+
+
+def _describe(path: str, reading: _Reading) -> dict[str, Any]:
+    """An input learnt by a task, as a row of :func:`_inputs_described` (errors as data)."""
+    try:
+        source = reading.source(path)
+    except StatectlError as exc:
+        return {"schema": None, "rows": 0, "bad": None, "error": str(exc),
+                "invalid": not isinstance(exc, InputError)}
+    try:
+        bad = source.bad_records(path)
+        counts = Counter(record.reason for record in bad)
+        return {"schema": source.schema.serialize().to_pybytes() if source.has_records else None,
+                "rows": source.count(), "error": None, "invalid": False,
+                "bad": json.dumps({"counts": dict(counts), "examples": [
+                    dataclasses.astuple(record) for record in bad[:EXAMPLES]]})}
+    finally:
+        source.close()
+
+
+def _inputs_described(spark: Any, inputs: Sequence[str], shipped: Sequence[str],
+                      reading: _Reading) -> list[_Described]:
+    """Every input learnt by a task of its own (see the module doc), in order."""
+    schema = pa.schema([("i", pa.int64()), ("schema", pa.binary()), ("rows", pa.int64()),
+                        ("bad", pa.string()), ("error", pa.string()), ("invalid", pa.bool_())])
 
     def describe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             chosen = batch.column(0).to_pylist()
-            found = [_described(inputs[i]) for i in chosen]
+            found = [_describe(shipped[i], reading) for i in chosen]
             yield pa.RecordBatch.from_pydict(
-                {"i": chosen, "schema": [f.serialize().to_pybytes() for f, _ in found],
-                 "rows": [rows for _, rows in found]}, schema=schema)
+                {"i": chosen, **{name: [f[name] for f in found]
+                                 for name in ("schema", "rows", "bad", "error", "invalid")}},
+                schema=schema)
 
     with engine_errors("reading the inputs"):
         rows = spark.range(len(inputs), numPartitions=len(inputs)).mapInArrow(
             describe, spark_schema(schema)).collect()
-    found = {r.i: (pa.ipc.read_schema(pa.py_buffer(r.schema)), r.rows) for r in rows}
-    return [found[i] for i in range(len(inputs))]
+    found = {r.i: r for r in rows}
+    described = []
+    for i, path in enumerate(inputs):
+        row = found[i]
+        if row.error is not None:  # the local engine's refusal, naming the input as given
+            message = row.error.replace(redact(shipped[i]), redact(path))
+            raise InvalidArgumentError(message) if row.invalid else InputError(message)
+        bad = json.loads(row.bad)
+        described.append(_Described(
+            None if row.schema is None else pa.ipc.read_schema(pa.py_buffer(row.schema)),
+            row.rows, dict(bad["counts"]),
+            [dataclasses.replace(BadRecord(*example), file=redact(path))
+             for example in bad["examples"]]))
+    return described
 
 
 def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Sequence[str],
                 checkpoint_dir: str, key_type: str | None = None, parallelism: int = 1,
                 max_parallelism: int | None = None, uid: str = "build",
                 ttl: int | None = None, block_bytes: int = BLOCK_BYTES,
-                exchange: str | None = None) -> BuildSummary:
+                exchange: str | None = None, on_bad_record: str = REFUSE) -> BuildSummary:
     """Build keyed state from ``inputs`` on ``spark`` (see the module doc).
 
-    As :func:`formats.build.build_state`, without checkpoints on the way or a resume.
+    As :func:`formats.build.build_state`, without checkpoints on the way or a resume:
+    ``on_bad_record`` ``"refuse"`` or ``"skip"`` (``"fail"`` needs a resume).
     ``block_bytes``: the size of the blocks records cross Spark's shuffle in
     (:func:`formats.spark.jobs.arrow_blocks`); ``exchange``: how records reach their
     subtask's task (:func:`formats.spark.jobs.exchange_mode`).
@@ -130,22 +203,28 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     started = time.perf_counter()
     if not inputs:
         raise InvalidArgumentError("give at least one input file")
+    check_on_bad_record(on_bad_record)
     if not aggregations:
         raise InvalidArgumentError("give at least one --agg (e.g. --agg count)")
     # the tasks open the inputs in their own working directory (a cluster's executor)
     shipped = [absolute_location(path) for path in inputs]
-    described = _inputs_described(spark, shipped)
-    first = described[0][0]
-    for path, (schema, _) in zip(inputs, described, strict=True):
+    reading = _Reading(key, key_type, on_bad_record, numeric_columns(aggregations))
+    described = _inputs_described(spark, inputs, shipped, reading)
+    typed = [(path, d.schema) for path, d in zip(inputs, described, strict=True)
+             if d.schema is not None]
+    if not typed:
+        raise no_records(inputs)
+    first = typed[0][1]
+    for path, schema in typed:
         if not schema.equals(first):
             raise InputError(f"{path} has columns {schema.names} of other types than "
-                             f"{inputs[0]}: every input needs the same columns")
+                             f"{typed[0][0]}: every input needs the same columns")
     column_types = {f.name: column_spec(f.type, f.name) for f in first}
     if key not in column_types:
         raise InvalidArgumentError(f"--key {key!r} is not a column of the input "
                                    f"(columns: {', '.join(sorted(column_types))})")
     ttl_config = None if ttl is None else TtlConfig(ttl)
-    parsed = [parse_aggregation(spec, column_types, ttl_config) for spec in aggregations]
+    parsed = parse_aggregations(aggregations, column_types, ttl_config)
     AggregatingFunction(parsed)  # refuses two aggregations sharing a state, here
     p = parallelism
     m = compute_default_max_parallelism(p) if max_parallelism is None else max_parallelism
@@ -154,9 +233,13 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
     configuration = {"key": key, "key_type": spec, "aggregations": " ".join(aggregations),
                      "ttl": "" if ttl is None else str(ttl)}
     name = f"statectl build ({', '.join(aggregations)})"
-    positions = [{path: rows for j, (path, (_, rows)) in enumerate(zip(inputs, described,
-                                                                        strict=True))
+    positions = [{path: d.rows for j, (path, d) in enumerate(zip(inputs, described,
+                                                                  strict=True))
                   if j % p == i} for i in range(p)]
+    # the bad records left out, stored by the subtask reading their input (as a local job)
+    skipped = [{path: d.skipped for j, (path, d) in enumerate(zip(inputs, described,
+                                                                  strict=True))
+                if j % p == i and d.skipped} for i in range(p)]
 
     # the tasks computed every record's key group (vectorised); the backend may take it as
     # it is when it hashes the key as that column's type (a --key-type checks every key)
@@ -168,7 +251,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
         for record, group in records:
             context.keyed.set_current_key(record[key], group if trusted else None)
             function.process(record, context)
-        return subtask_snapshot(context, positions[index])
+        return subtask_snapshot(context, positions[index], skipped[index])
 
     template = subtask(0, [])
     states = subtask_states(template)
@@ -193,7 +276,14 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
         mode = exchange_mode(spark, exchange)
         with staged(fs, final, location, "writing checkpoint") as staging:
             def prepare(j: int) -> tuple[pa.Table, np.ndarray[Any, Any]]:
-                table = read_input(shipped[j])
+                if described[j].schema is None:  # no record to read
+                    table = empty_table(first)
+                else:
+                    source = reading.source(shipped[j])
+                    try:
+                        table = source.rows(shipped[j], 0, described[j].rows)
+                    finally:
+                        source.close()
                 groups = key_groups(table.column(key), spec, m)
                 targets = groups.astype(np.int64) * p // m
                 n = table.num_rows
@@ -242,11 +332,18 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                                   tuple(subtasks[i] for i in range(p))),),
                 tuple(sorted(files, key=lambda f: f.path)))
             publish(fs, staging, final, metadata)
-    total = sum(rows for _, rows in described)
-    return BuildSummary(records=total, total_records=total, restored_from=None, checkpoints=(),
+    total = sum(d.rows for d in described)
+    counts = Counter[str]()
+    for d in described:
+        counts.update(d.skipped)
+    return BuildSummary(records=total - counts.total(), total_records=total, restored_from=None,
+                        checkpoints=(),
                         failed_checkpoints={}, final_checkpoint=checkpoint_id,
                         final_location=location, states=tuple(a.state_name for a in parsed),
                         parallelism=p, max_parallelism=m,
                         seconds=BuildSeconds(setup=processing - started,
                                              processing=time.perf_counter() - processing,
-                                             final_checkpoint=None))
+                                             final_checkpoint=None),
+                        on_bad_record=on_bad_record, skipped=dict(sorted(counts.items())),
+                        skipped_examples=tuple(
+                            [e for d in described for e in d.examples][:EXAMPLES]))
