@@ -255,7 +255,14 @@ class FlinkCheckpoint(Checkpoint):
         if read is None or state.name not in self._time_windows[op.uid]:
             return read
         plain = read
-        return lambda value: TimeWindow(*plain(value))
+
+        def window(value: Any) -> TimeWindow:
+            # export's tables (and so browse's and query's) hold a window as {start, end}
+            if isinstance(value, dict) and "start" in value:
+                return TimeWindow(value["start"], value["end"])
+            return TimeWindow(*plain(value))
+
+        return window
 
     # -- what a savepoint writer carries over -------------------------------------------------
 
