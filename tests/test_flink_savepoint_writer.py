@@ -220,12 +220,19 @@ def test_the_cli_writes_a_savepoint_from_a_flink_source(tmp_path: Path) -> None:
     assert code == 3 and "already exists" in err
 
 
-def test_drop_expired_is_refused_for_a_flink_source(tmp_path: Path) -> None:
+def test_drop_expired_of_a_flink_source_without_ttl_states_drops_nothing(tmp_path: Path
+                                                                        ) -> None:
+    """A Flink snapshot stores no TTL: ``--drop-expired`` takes it from ``--ttl`` for the states
+    with TTL (issue 41; tests/test_ttl_given.py), and where no state has TTL drops nothing.
+    (It used to refuse every Flink source.)"""
     fixture, snap = SNAPSHOTS[0]
-    code, _, err = run("rescale", str(fixture / snap["path"]), "-p", "2", "--drop-expired",
-                       "--out", str(tmp_path / "out"))
-    assert code == 3 and "TTL" in err
-    assert not (tmp_path / "out").exists()
+    source = str(fixture / snap["path"])
+    inspected = run_json("inspect", source, "--all")
+    assert not any(s.get("ttl") for op in inspected["operators"] for s in op["states"])
+    result = run_json("rescale", source, "-p", "2", "--drop-expired",
+                      "--out", str(tmp_path / "out"))
+    assert result["result"]["entries_dropped"] == 0, result
+    assert run_json("diff", source, str(tmp_path / "out"))["equal"] is True
 
 
 def test_a_failed_write_leaves_nothing_that_looks_like_a_savepoint(
