@@ -39,6 +39,8 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from formats.line_streams import WholeLines
+
 __all__ = ["EMPTY_KEY", "EXAMPLES", "FAIL", "INVALID_UTF8", "KEY_TYPE", "MALFORMED",
            "MISSING_KEY", "MIXED_TYPE", "ON_BAD_RECORD", "REASONS", "REFUSE", "SKIP", "BadRecord",
            "LineMap", "LinesLeftOut", "json_mixed_types", "originals", "scan_lines"]
@@ -328,7 +330,7 @@ def originals(rows: Iterable[int], left_out: Sequence[int]) -> list[int]:
     return found
 
 
-class LinesLeftOut:
+class LinesLeftOut(WholeLines):
     """A binary file's bytes without some of its lines: a file object pyarrow's readers take.
 
     ``lines``: 0-based line numbers to leave out, ascending (a line ends with a newline, which
@@ -336,42 +338,12 @@ class LinesLeftOut:
     """
 
     def __init__(self, stream: BinaryIO, lines: Sequence[int]) -> None:
-        self._stream, self._lines = stream, lines
+        super().__init__(stream)
+        self._lines = lines
         self._next = 0  # the next of self._lines still ahead
         self._line = 0  # the number of the first line not yet read
-        self._pending = b""
-        self._out = bytearray()
-        self._eof = False
 
-    @property
-    def closed(self) -> bool:
-        return bool(self._stream.closed)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def read(self, size: int = -1) -> bytes:
-        while not self._eof and (size < 0 or len(self._out) < size):
-            self._fill()
-        if size < 0 or size > len(self._out):
-            size = len(self._out)
-        data = bytes(self._out[:size])
-        del self._out[:size]
-        return data
-
-    def _fill(self) -> None:
-        chunk = self._stream.read(_CHUNK)
-        data = self._pending + chunk
-        if chunk:
-            cut = data.rfind(b"\n") + 1
-            complete, self._pending = data[:cut], data[cut:]
-        else:
-            complete, self._pending, self._eof = data, b"", True
-        if not complete:
-            return
+    def take(self, complete: bytes) -> None:
         ends = complete.endswith(b"\n")
         count = complete.count(b"\n") + (0 if ends else 1)
         first, self._line = self._line, self._line + count
@@ -388,6 +360,3 @@ class LinesLeftOut:
             self._out += piece
             if ends or i < len(pieces) - 1:
                 self._out += b"\n"
-
-    def close(self) -> None:
-        self._stream.close()

@@ -21,9 +21,10 @@ import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import BinaryIO
 
+from formats.line_streams import WholeLines
+
 __all__ = ["NumbersAsText", "quote_number"]
 
-_CHUNK = 1 << 20
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 #: A JSON number (RFC 8259), not Python's extensions (NaN, Infinity)
@@ -68,49 +69,19 @@ def quote_number(line: str, key: str) -> str:
     return "".join(pieces) + line[done:] if pieces else line
 
 
-class NumbersAsText:
+class NumbersAsText(WholeLines):
     """A JSON Lines file's bytes with the numbers of member ``key`` as strings of their text.
 
     A file object pyarrow's readers take (see the module doc); closing closes ``stream``.
     """
 
     def __init__(self, stream: BinaryIO, key: str) -> None:
-        self._stream, self._key = stream, key
+        super().__init__(stream)
+        self._key = key
         name = re.escape(json.dumps(key).encode())
         self._maybe = re.compile(name + rb"[ \t\r]*:[ \t\r]*[-0-9]|\\u")
-        self._pending = b""
-        self._out = bytearray()
-        self._eof = False
 
-    @property
-    def closed(self) -> bool:
-        return bool(self._stream.closed)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def read(self, size: int = -1) -> bytes:
-        while not self._eof and (size < 0 or len(self._out) < size):
-            self._fill()
-        if size < 0 or size > len(self._out):
-            size = len(self._out)
-        data = bytes(self._out[:size])
-        del self._out[:size]
-        return data
-
-    def _fill(self) -> None:
-        chunk = self._stream.read(_CHUNK)
-        data = self._pending + chunk
-        if chunk:
-            cut = data.rfind(b"\n") + 1
-            complete, self._pending = data[:cut], data[cut:]
-        else:
-            complete, self._pending, self._eof = data, b"", True
-        if not complete:
-            return
+    def take(self, complete: bytes) -> None:
         if self._maybe.search(complete) is None:
             self._out += complete
             return
@@ -124,6 +95,3 @@ class NumbersAsText:
             self._out += raw
             if i < len(lines) - 1:
                 self._out += b"\n"
-
-    def close(self) -> None:
-        self._stream.close()
