@@ -34,6 +34,7 @@ from rich.text import Text
 from cli.inspect_view import draw_inspect, inspect_json, ttl_time
 from cli.query_view import draw_query, query_json
 from cli.rescale_view import draw_plan, plan_json, rescale_result_json
+from cli.tables import print_table
 from cli.values import format_epoch_ms, format_size, format_value, to_json_value
 from cli.verify_view import draw_verify, verify_json
 from formats.build import BuildSummary
@@ -199,7 +200,7 @@ class TextOutput(Output):
                           s.kind if s.complete else f"{s.kind} (incomplete)",
                           created.strftime("%Y-%m-%d %H:%M:%S"), format_size(s.bytes),
                           s.location)
-        self.console.print(table)
+        print_table(self.console, table)
 
     def savepoint(self, savepoint: SnapshotInfo, built: BuildSummary | None) -> None:
         if built is not None:

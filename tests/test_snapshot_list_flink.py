@@ -62,3 +62,14 @@ def test_an_incomplete_checkpoint_is_listed_as_such(tmp_path: Path) -> None:
     assert listed[-1]["bytes"] == 10 and all(s["complete"] for s in listed[:-1])
     code, out, _ = run("snapshot", "list", str(job))
     assert code == 0 and "incomplete" in out
+
+
+def test_a_long_location_is_printed_whole_when_piped(tmp_path: Path) -> None:
+    """Piped output (CliRunner is no terminal) holds each location on one line, however deep:
+    CI's fixtures sit 6 characters deeper than a workstation's, and a folded path failed there."""
+    checkpoint = _checkpoints(require_fixtures()[0])[0]
+    job = tmp_path.joinpath(*["a-rather-long-directory-name"] * 4, "job")
+    shutil.copytree(checkpoint, job / checkpoint.name)
+    code, out, err = run("snapshot", "list", str(job))
+    assert code == 0, err
+    assert str(job / checkpoint.name) in out.splitlines()[3], out
