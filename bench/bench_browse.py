@@ -27,9 +27,9 @@ from bench_inspect import make_checkpoint
 from bench_state_maps import SEED, Bar, Config, Row, Section, median, progress
 
 from cli.browse import BrowseApp
-from formats.inspect import summarize
 from formats.open import open_checkpoint
-from formats.state_scan import lookup
+from formats.ops.inspect import summarize
+from formats.ops.state_scan import lookup
 
 REPS = 3
 NS = cast(Any, "ns")

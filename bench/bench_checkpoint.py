@@ -54,12 +54,12 @@ import pyarrow.parquet as pq
 from bench_backend import fill, new_backend, random_string_keys
 from bench_state_maps import NANOS, SEED, Bar, Config, Row, Section, median, progress, ratio_label
 
-from formats.inspect import summarize
-from formats.io_stats import CountingHandler
 from formats.open import open_checkpoint
+from formats.ops.inspect import summarize
 from formats.statectl.async_writer import write_checkpoint_async
 from formats.statectl.publish import METADATA_FILE
 from formats.statectl.writer import write_checkpoint
+from formats.storage.io_stats import CountingHandler
 from statecore.checkpoint import CheckpointMetadata, OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import CheckpointCancelledError
 from statecore.keyed_backend import HeapKeyedStateBackend
@@ -691,7 +691,7 @@ def bench_inspect(location: str, section: Section, bench: Bench) -> None:
                             "parquet_footer_bytes": footer_bytes}
     section.notes += [
         f"inspect: open_checkpoint(path, filesystem=PyFileSystem(counting handler over "
-        f"LocalFileSystem)) + formats.inspect.summarize() (what `statectl inspect` runs) on "
+        f"LocalFileSystem)) + formats.ops.inspect.summarize() (what `statectl inspect` runs) on "
         f"the {total / 1e6:.1f} MB checkpoint written above ({len(files)} files); statecore = "
         f"bytes read from files opened for input ({', '.join(opened)}), baseline = total "
         f"bytes of the checkpoint's files; lower is better; the summary reports "

@@ -4,7 +4,7 @@ One benchmark, ``inspect`` (``bench/run.py`` runs it with the others). A checkpo
 keys with one ``bytes`` value state (4 KiB of random, incompressible bytes per key), max
 parallelism 128, parallelism 4, written by ``write_checkpoint`` from four backends: 256k keys,
 about 1 GB (quick: 4k keys, about 16 MB). Each view is run on the checkpoint opened through
-``formats.io_stats.CountingHandler`` (a ``pyarrow.fs.PyFileSystem`` over the local disk that
+``formats.storage.io_stats.CountingHandler`` (a ``pyarrow.fs.PyFileSystem`` over the local disk that
 counts the bytes read through it), against the total bytes of the checkpoint's files:
 
 * the summary (``inspect PATH``: ``open_checkpoint`` + ``summarize``), bar <= 1%;
@@ -28,13 +28,13 @@ from typing import Any, cast
 import pyarrow.fs as pafs
 from bench_state_maps import SEED, Bar, Config, Row, Section, progress
 
-from formats.inspect import summarize
-from formats.io_stats import CountingHandler
-from formats.key_group_stats import key_group_histograms
-from formats.model import Checkpoint
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
-from formats.state_scan import largest_entries, lookup
+from formats.ops.inspect import summarize
+from formats.ops.key_group_stats import key_group_histograms
+from formats.ops.state_scan import largest_entries, lookup
 from formats.statectl.writer import write_checkpoint
+from formats.storage.io_stats import CountingHandler
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import (
     assign_to_key_group,
@@ -106,5 +106,5 @@ def bench_inspect(cfg: Config) -> Section:
     section.notes.insert(0, f"inspect: a {total / 1e9:.2f} GB checkpoint, {keys:,} string keys "
                             f"with {VALUE_BYTES}-byte values, parallelism {PARALLELISM}, max "
                             f"parallelism {MAX_PARALLELISM}; bytes counted through "
-                            "formats.io_stats.CountingHandler; lower is better")
+                            "formats.storage.io_stats.CountingHandler; lower is better")
     return section

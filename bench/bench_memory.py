@@ -172,8 +172,8 @@ def _build_imports() -> None:
     import pyarrow.parquet  # noqa: F401
 
     import cli.main  # noqa: F401
-    import formats.build  # noqa: F401
     import formats.open  # noqa: F401
+    import formats.ops.build  # noqa: F401
     import formats.statectl.async_writer  # noqa: F401
     import formats.statectl.storage  # noqa: F401
 

@@ -169,7 +169,7 @@ def run_statectl(directory: Path, records: int, totals: dict[str, int], fold: bo
 
 NO_FOLD_SCRIPT = """
 import json, sys
-from formats.build import build_state
+from formats.ops.build import build_state
 s = build_state(sys.argv[2:], key="key", aggregations=["count", "sum:value"],
                 checkpoint_dir=sys.argv[1], parallelism=2, fold=False)
 print(json.dumps({"records": s.records, "folded": s.folded, "location": s.final_location,

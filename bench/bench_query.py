@@ -5,7 +5,7 @@ One benchmark, ``query`` (``bench/run.py`` runs it with the others):
 * **bytes read by a point query** (``WHERE key = 'K'``) of the 1 GB checkpoint of the
   ``inspect`` benchmark (:func:`bench_inspect.make_checkpoint`: 256k string keys, 4 KiB values,
   parallelism 4, max parallelism 128; quick: 4k keys), counted through
-  ``formats.io_stats.CountingHandler``, against the checkpoint's bytes: bar <= 2%.
+  ``formats.storage.io_stats.CountingHandler``, against the checkpoint's bytes: bar <= 2%.
 * **a top-10 over one state of the big Flink snapshot** (``bench/flink_big.py``'s canonical
   savepoint: 1M keys per keyed operator), ``statectl query`` (open, then the query) against
   what a user does without it: ``export --state`` to Parquet, then DuckDB over the file. Run
@@ -27,10 +27,10 @@ import pyarrow.fs as pafs
 from bench_inspect import make_checkpoint
 from bench_state_maps import SEED, Bar, Config, Row, Section, median, progress
 
-from formats.export import export_checkpoint
-from formats.io_stats import CountingHandler
 from formats.open import open_checkpoint
-from formats.query import run_query
+from formats.ops.export import export_checkpoint
+from formats.ops.query import run_query
+from formats.storage.io_stats import CountingHandler
 
 REPS = 3
 BYTES = cast(Any, "bytes")

@@ -28,7 +28,7 @@ from bench_backend import fill, new_backend, random_string_keys
 from bench_state_maps import NANOS, SEED, Bar, Config, Row, Section, median, progress
 
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
 from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 

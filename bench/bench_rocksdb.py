@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from rocksdb_writers import rocksdict_options  # noqa: E402
 
-from formats.flink.rocksdb import live_items, open_sst  # noqa: E402
+from formats.flink.read.rocksdb import live_items, open_sst  # noqa: E402
 
 
 def write_tables(directory: Path, entries: int, files: int = 1) -> list[Path]:

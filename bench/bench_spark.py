@@ -46,17 +46,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from bench_state_maps import Bar, Config, Row, Section, progress
 
-from formats.columns import keyed_schema
-from formats.commit import staged
-from formats.diff import diff_checkpoints
-from formats.key_hash import key_groups
+from formats.model.columns import keyed_schema
+from formats.model.key_hash import key_groups
 
 # The checkpoint is assembled from the format's own building blocks (private to formats):
 # a backend of 5M entries would dominate the benchmark's time.
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
 from formats.statectl.publish import publish
 from formats.statectl.writer import ParquetFileWriter
+from formats.storage.commit import staged
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -136,7 +136,7 @@ def build(inputs: list[str], out: str, spark: Any = None) -> float:
                                 "checkpoint_dir": out, "parallelism": 2}
     start = time.perf_counter()
     if spark is None:
-        from formats.build import build_state
+        from formats.ops.build import build_state
         summary = build_state(inputs, **settings)
     else:
         from formats.spark.build import spark_build

@@ -133,8 +133,8 @@ def run_pinned(master: str | None, cpus: int, source: str, directory: Path, repe
 
 def _run_main(master: str, source: str, directory: Path, repeats: int) -> None:
     from formats.engines import open_engine
-    from formats.export import export_checkpoint
-    from formats.rescale import plan_checkpoint, rescale_checkpoint
+    from formats.ops.export import export_checkpoint
+    from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
 
     session_seconds = 0.0
     if master == "local":

@@ -24,9 +24,9 @@ The tree takes the width its lines need, up to 40% of the screen (32 columns at 
 What is read: opening reads the metadata (of a Flink snapshot: ``_metadata`` and the keyed
 streams' headers), so the tree shows at once; a state's page reads its key groups alone
 (statectl's format: only their rows; a Flink snapshot: only their bytes, decoded then, see
-:meth:`formats.model.Checkpoint.keyed_table_in`). A Flink snapshot's rows per key group are
-not known before they are decoded, so its pages are cut by the key groups' bytes (all the
-handle's states together, :meth:`formats.model.Checkpoint.key_group_estimates`); a page
+:meth:`formats.model.checkpoint.Checkpoint.keyed_table_in`). A Flink snapshot's rows per key group
+are not known before they are decoded, so its pages are cut by the key groups' bytes (all the
+handle's states together, :meth:`formats.model.checkpoint.Checkpoint.key_group_estimates`); a page
 without entries of the state is passed over. The key-group chart needs the counts: a Flink
 snapshot is decoded whole for it, once, on a worker thread (the screen stays responsive and
 says so); only the chart's numbers are kept, the pages stay as they were cut (going to the
@@ -55,13 +55,13 @@ from textual.widgets.tree import TreeNode
 
 from cli.inspect_view import draw_key_groups, ttl_time
 from cli.values import format_size, format_value
-from formats.arrow_types import pyrows, value_from_text
-from formats.diff import canonical
-from formats.export import column_decoders, jsonable
-from formats.inspect import summarize
-from formats.key_group_stats import KeyGroupHistogram, key_group_histograms
-from formats.model import Checkpoint
-from formats.query import rows_per_key_group, state_table
+from formats.model.arrow_types import pyrows, value_from_text
+from formats.model.checkpoint import Checkpoint
+from formats.ops.diff import canonical
+from formats.ops.export import column_decoders, jsonable
+from formats.ops.inspect import summarize
+from formats.ops.key_group_stats import KeyGroupHistogram, key_group_histograms
+from formats.ops.query import rows_per_key_group, state_table
 from statecore.checkpoint import OperatorMetadata, StateMetadata
 from statecore.errors import InvalidArgumentError, StatectlError
 from statecore.serializers import VOID_NAMESPACE

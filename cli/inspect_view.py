@@ -2,7 +2,7 @@
 
 :class:`cli.output.TextOutput` and :class:`cli.output.JsonOutput` call :func:`draw_inspect` and
 :func:`inspect_json`; everything here is presentation of an
-:class:`formats.inspect.InspectReport`, which the library computed.
+:class:`formats.ops.inspect.InspectReport`, which the library computed.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from cli.values import (
     shown_value,
     to_json_value,
 )
-from formats.inspect import (
+from formats.model.sources import SourceSplit
+from formats.ops.inspect import (
     CheckpointSummary,
     InspectReport,
     NotRead,
     OperatorSummary,
     StateSummary,
 )
-from formats.key_group_stats import KeyGroupHistogram
-from formats.sources import SourceSplit
-from formats.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
+from formats.ops.key_group_stats import KeyGroupHistogram
+from formats.ops.state_scan import Entry, ExpiredShare, KeyLookup, StateEntries
 from statecore.serializers import VOID_NAMESPACE
 from statecore.wording import counted
 

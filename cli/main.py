@@ -24,8 +24,8 @@ from cli.params import (
     names_report,
     undecodable_report,
 )
-from formats.filesystems import explain
-from formats.operator_names import OperatorNames
+from formats.model.operator_names import OperatorNames
+from formats.storage.filesystems import explain
 from statecore.errors import CorruptCheckpointError, StatectlError
 
 __all__ = ["EXIT_DOMAIN_ERROR", "main", "statectl"]
@@ -57,7 +57,7 @@ class StatectlGroup(click.Group):
 
     An ``OSError`` that reached here unexplained (a disk or object store failing where no
     layer below said what it was doing) is the environment, not a bug: it becomes the same one
-    line, with the store's error code (:func:`formats.filesystems.explain`). Usage errors
+    line, with the store's error code (:func:`formats.storage.filesystems.explain`). Usage errors
     (exit code 2) are one line too (:class:`OneLineUsageError`).
     """
 

@@ -37,17 +37,17 @@ from cli.rescale_view import draw_plan, plan_json, rescale_result_json
 from cli.tables import print_table
 from cli.values import format_epoch_ms, format_size, format_value, to_json_value
 from cli.verify_view import draw_verify, verify_json
-from formats.build import BuildSummary
-from formats.convert import ConvertResult
-from formats.diff import Difference, DiffReport
-from formats.export import ExportResult
-from formats.history import KeyHistory, namespace_text
-from formats.inspect import InspectReport
-from formats.json_contract import SCHEMA_VERSION
-from formats.query import QueryResult
-from formats.rescale import RescaleResult
+from formats.model.json_contract import SCHEMA_VERSION
+from formats.ops.build import BuildSummary
+from formats.ops.convert import ConvertResult
+from formats.ops.diff import Difference, DiffReport
+from formats.ops.export import ExportResult
+from formats.ops.history import KeyHistory, namespace_text
+from formats.ops.inspect import InspectReport
+from formats.ops.query import QueryResult
+from formats.ops.rescale import RescaleResult
+from formats.ops.verify import VerifyReport
 from formats.statectl.storage import PruneResult, SnapshotInfo
-from formats.verify import VerifyReport
 from statecore.map_trace import TraceResult, TraceSettings, TraceStep
 from statecore.rescale_plan import RescalePlan
 from statecore.serializers import VOID_NAMESPACE

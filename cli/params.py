@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 
 import click
 
-from formats.bad_records import ON_BAD_RECORD, REFUSE
 from formats.engines import ENGINES
-from formats.model import Checkpoint
+from formats.inputs.bad_records import ON_BAD_RECORD, REFUSE
+from formats.model.checkpoint import Checkpoint
+from formats.model.operator_names import OperatorNames
 from formats.open import pinned
-from formats.operator_names import OperatorNames
-from formats.ttl_given import apply_ttls, resolve_ttls
+from formats.ops.ttl_given import apply_ttls, resolve_ttls
 from statecore.errors import CheckpointError, InvalidArgumentError
 from statecore.undecodable import describe_damage, summarize_parts
 
@@ -44,7 +44,7 @@ class Location(click.ParamType[str]):
     ``exists`` a path that does not exist is a domain error (exit code 3, as for every
     command's input: docs/cli.md), naming ``what`` the path should be. A URI is passed on as
     given: its filesystem is resolved, and a missing object reported, by the command
-    (:func:`formats.filesystems.resolve_filesystem`).
+    (:func:`formats.storage.filesystems.resolve_filesystem`).
     """
 
     name = "PATH|URI"

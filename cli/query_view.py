@@ -1,6 +1,6 @@
 """How ``statectl query`` shows its result: a table for people, a JSON document for scripts.
 
-Values are statectl's values (:meth:`formats.query.QueryResult.values`), shown as every
+Values are statectl's values (:meth:`formats.ops.query.QueryResult.values`), shown as every
 command shows them: :func:`cli.values.format_value` in text, :func:`cli.values.to_json_value`
 in JSON (the canonical forms of docs/json.md, non-finite floats as strings).
 """
@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.values import format_value, to_json_value
-from formats.query import QueryResult
+from formats.ops.query import QueryResult
 from statecore.wording import counted
 
 __all__ = ["SCREEN_MARGIN", "draw_query", "query_json", "rows_shown"]

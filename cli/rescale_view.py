@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.values import format_size
-from formats.rescale import RescaleResult
+from formats.ops.rescale import RescaleResult
 from statecore.rescale_plan import KEPT, OPERATOR_PARALLELISM, OperatorPlan, RescalePlan
 from statecore.wording import counted
 

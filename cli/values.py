@@ -10,7 +10,7 @@ import re
 import uuid
 from typing import Any
 
-from formats.export import jsonable
+from formats.ops.export import jsonable
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
 from statecore.undecodable import Undecodable
@@ -211,7 +211,7 @@ def undecodable_text(marker: Undecodable) -> str:
 def to_json_value(value: Any) -> Any:
     """A value as every JSON document holds it (docs/json.md, "Values").
 
-    As ``export`` writes JSON (:func:`formats.export.jsonable`, strict: non-finite floats as
+    As ``export`` writes JSON (:func:`formats.ops.export.jsonable`, strict: non-finite floats as
     strings), the void namespace as ``null``, a map entry as its key, namespace and state, and
     anything JSON has no form for as its ``repr``.
     """

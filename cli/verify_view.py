@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.values import format_size
-from formats.verify import Problem, VerifyReport
+from formats.ops.verify import Problem, VerifyReport
 from statecore.wording import counted
 
 __all__ = ["draw_verify", "verify_json"]

@@ -27,12 +27,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from formats.build import BuildSummary, build_state
-from formats.export import StateWriter
-from formats.model import Checkpoint
+from formats.model.checkpoint import Checkpoint
+from formats.model.operator_names import OperatorNames
 from formats.open import open_checkpoint
-from formats.operator_names import OperatorNames
-from formats.rescale import KeyedWriter, RehashCounter
+from formats.ops.build import BuildSummary, build_state
+from formats.ops.export import StateWriter
+from formats.ops.rescale import KeyedWriter, RehashCounter
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 
 __all__ = ["ENGINES", "Engine", "LocalEngine", "SparkEngine", "open_engine"]
@@ -76,7 +76,7 @@ class Engine:
         return None
 
     def build(self, inputs: Sequence[str], **settings: Any) -> BuildSummary:
-        """``statectl build``: :func:`formats.build.build_state` with ``settings``."""
+        """``statectl build``: :func:`formats.ops.build.build_state` with ``settings``."""
         return build_state(inputs, **settings)
 
 
@@ -148,7 +148,7 @@ class SparkEngine(Engine):
         return spark_state_writer(self.session)
 
     def footers(self, checkpoint: Checkpoint) -> dict[str, list[tuple[int, int, int]]]:
-        from formats.key_group_stats import footer_row_groups, keyed_files
+        from formats.ops.key_group_stats import footer_row_groups, keyed_files
         if checkpoint.format_name != "statectl":  # counted by tasks when opened
             return footer_row_groups(checkpoint, keyed_files(checkpoint))
         from formats.spark.jobs import spark_footers

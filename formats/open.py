@@ -3,7 +3,7 @@
 statectl's checkpoint is a directory with ``_metadata.json`` (:mod:`formats.statectl.reader`);
 a real Flink checkpoint or savepoint is a directory with ``_metadata``
 (:mod:`formats.flink.checkpoint`). Both come back as the model's
-:class:`~formats.model.Checkpoint`, so every operation works on either.
+:class:`~formats.model.checkpoint.Checkpoint`, so every operation works on either.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from contextlib import contextmanager
 
 import pyarrow.fs as pafs
 
-from formats.filesystems import is_storage_failure, resolve_filesystem, storage_errors
 from formats.flink.checkpoint import FLINK_METADATA_FILE, is_flink_checkpoint, open_flink_checkpoint
-from formats.flink.streams import shared_files_read_once
-from formats.model import Checkpoint
-from formats.operator_names import OperatorNames
+from formats.flink.read.streams import shared_files_read_once
+from formats.model.checkpoint import Checkpoint
+from formats.model.operator_names import OperatorNames
 from formats.statectl.claims import CLAIMS_DIR, Claims
 from formats.statectl.publish import METADATA_FILE
 from formats.statectl.reader import open_statectl_checkpoint
+from formats.storage.filesystems import is_storage_failure, resolve_filesystem, storage_errors
 from statecore.errors import StatectlError
 
 __all__ = ["METADATA_FILES", "metadata_file_of", "open_checkpoint", "pinned",
@@ -50,7 +50,7 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
     ``undecodable_parts()`` (without it: a :class:`~statecore.errors.CorruptCheckpointError`
     naming them). Values statectl has no decoder for never stop the opening (they are listed
     there too, as unsupported). ``names``: uids for the operators of a Flink 1.x snapshot,
-    which stores none (:mod:`formats.operator_names`).
+    which stores none (:mod:`formats.model.operator_names`).
     """
     fs, root = resolve_filesystem(location, filesystem)
     root = root.rstrip("/") or root

@@ -14,7 +14,7 @@ ways.
 - :class:`UndecodablePart` counts *what a reader had to leave out*: the values of one state in
   one key group of one subtask (a Flink heap checkpoint does not delimit values, so a value it
   cannot decode hides the rest of its state block; the block's end is found again, see
-  :mod:`formats.flink.keyed`), or the keys of a stream whose key serializer is unknown.
+  :mod:`formats.flink.read.keyed`), or the keys of a stream whose key serializer is unknown.
 
 Two cases are kept apart, as the exit codes are: **unsupported** (the bytes are intact and
 statectl lacks a decoder: exit 0, a warning) and **damaged** (the bytes do not parse under a

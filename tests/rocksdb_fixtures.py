@@ -19,8 +19,8 @@ from typing import Any
 import google_crc32c
 import pytest
 
-from formats.flink.rocksdb.checksums import crc32c_unmask
-from formats.flink.rocksdb.footer import has_block_based_magic
+from formats.flink.read.rocksdb.checksums import crc32c_unmask
+from formats.flink.read.rocksdb.footer import has_block_based_magic
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from cli_support import run
 
-from formats.bad_records import MIXED_TYPE
-from formats.build import build_state
+from formats.inputs.bad_records import MIXED_TYPE
+from formats.ops.build import build_state
 
-MALFORMED = "malformed"  # formats.bad_records.MALFORMED (new in issue 41)
+MALFORMED = "malformed"  # formats.inputs.bad_records.MALFORMED (new in issue 41)
 
 
 def state(location: str, name: str) -> dict[Any, Any]:

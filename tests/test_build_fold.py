@@ -1,4 +1,4 @@
-"""Folding runs of records per key (``formats/fold.py``) reaches the one-by-one state exactly.
+"""Folding runs of records per key (``formats/ops/fold.py``) reaches the one-by-one state exactly.
 
 Property tests: the same random inputs built with folding and record by record
 (``build_state(fold=False)``) give equal checkpoints — every checkpoint on the way
@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats.build import build_state
-from formats.fold import MIN_RUN_RECORDS, foldable
 from formats.inputs import FileSource, InputError
 from formats.open import open_checkpoint
+from formats.ops.build import build_state
+from formats.ops.fold import MIN_RUN_RECORDS, foldable
 from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.aggregations import parse_aggregation
 from statecore.errors import InvalidArgumentError, StatectlError
@@ -119,7 +119,7 @@ def build(paths: list[str], directory: Path, case: dict[str, Any], fold: bool,
           resume: int | None = None) -> Any:
     """The build's summary, or the type of the error it failed with."""
     try:
-        with mock.patch("formats.fold.MIN_RUN_RECORDS", case.get("min_run", MIN_RUN_RECORDS)):
+        with mock.patch("formats.ops.fold.MIN_RUN_RECORDS", case.get("min_run", MIN_RUN_RECORDS)):
             return build_state(paths, key="k", aggregations=case["aggregations"],
                                checkpoint_dir=str(directory),
                                parallelism=case["parallelism"],
@@ -181,7 +181,8 @@ def test_a_null_key_fails_at_the_same_record_folded_or_not(tmp_path: Path) -> No
     errors = []
     unchecked = FileSource
     for fold in (True, False):
-        with mock.patch("formats.build.FileSource", lambda inputs, key, **_: unchecked(inputs)), \
+        with mock.patch("formats.ops.build.FileSource",
+                        lambda inputs, key, **_: unchecked(inputs)), \
                 pytest.raises(InvalidArgumentError) as caught:
             build_state([str(path)], key="k", aggregations=["count", "sum:v"],
                         checkpoint_dir=str(tmp_path / str(fold)), parallelism=2,

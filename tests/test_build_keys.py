@@ -21,13 +21,13 @@ import pyarrow.parquet as pq
 import pytest
 from cli_support import run
 
-from formats.build import build_state
 from formats.inputs import FileSource, InputError
 from formats.open import open_checkpoint
+from formats.ops.build import build_state
 from statecore.hashing import java_string_hash
 from statecore.key_groups import assign_to_key_group
 
-KEY_TYPE = "key-type"  # formats.bad_records.KEY_TYPE (new in issue 41)
+KEY_TYPE = "key-type"  # formats.inputs.bad_records.KEY_TYPE (new in issue 41)
 
 
 def entries(location: str, state: str = "count") -> dict[Any, tuple[int, Any]]:

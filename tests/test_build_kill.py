@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from formats.build import build_state
 from formats.open import open_checkpoint
+from formats.ops.build import build_state
 from formats.statectl.storage import DirectoryCheckpointStorage
 
 REPO = Path(__file__).resolve().parent.parent

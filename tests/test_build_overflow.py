@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from cli_support import run
 
-from formats.build import build_state
 from formats.open import open_checkpoint
+from formats.ops.build import build_state
 
 LONG_MAX = (1 << 63) - 1
 
@@ -84,7 +84,7 @@ def test_narrow_integer_sums_wrap_at_their_width(tmp_path: Path, arrow: pa.DataT
 
 
 def test_only_integer_sums_wrap() -> None:
-    from formats.build import parse_aggregations
+    from formats.ops.build import parse_aggregations
     columns = {"i": "int64", "f": "float64", "s": "int32"}
     parsed = {a.spec: a for a in parse_aggregations(["sum:i", "sum:f", "max:i", "sum:s"],
                                                     columns)}

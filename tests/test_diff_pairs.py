@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from formats.diff import DiffReport, diff_checkpoints
-from formats.model import Checkpoint
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.diff import DiffReport, diff_checkpoints
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
 from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import (

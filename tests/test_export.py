@@ -1,4 +1,5 @@
-"""``formats.export.export_checkpoint``: Parquet, JSON Lines and CSV read back with plain pyarrow.
+"""``formats.ops.export.export_checkpoint``: Parquet, JSON Lines and CSV read back with plain
+pyarrow.
 
 The expected content comes from the checkpoint reader, by ``statectl diff``'s rules: keyed
 entries from ``Checkpoint.keyed_entries`` (TTL wrappers split with ``split_ttl``), split list
@@ -29,13 +30,13 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import formats.export as export_module
-from formats.arrow_types import from_arrow, is_scalar
-from formats.columns import split_ttl, ttl_spec, value_spec
-from formats.export import export_checkpoint
-from formats.model import Checkpoint
+import formats.ops.export as export_module
+from formats.model.arrow_types import from_arrow, is_scalar
+from formats.model.checkpoint import Checkpoint
+from formats.model.columns import split_ttl, ttl_spec, value_spec
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.export import export_checkpoint
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
 from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import OperatorSnapshot, StateMetadata, SubtaskSnapshot
 from statecore.errors import CheckpointError, InvalidArgumentError, StatectlError

@@ -26,13 +26,13 @@ from oracle import REPO_ROOT
 from test_diff_pairs import keyed_checkpoint, operator_checkpoint
 from test_export import mixed_tuples
 
-from formats.arrow_types import from_arrow, is_scalar
-from formats.columns import operator_schema, split_ttl, ttl_spec, value_spec
-from formats.diff import canonical, plain  # plain undoes canonical
-from formats.export import export_checkpoint, jsonable
-from formats.model import Checkpoint
+from formats.model.arrow_types import from_arrow, is_scalar
+from formats.model.checkpoint import Checkpoint
+from formats.model.columns import operator_schema, split_ttl, ttl_spec, value_spec
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.diff import canonical, plain  # plain undoes canonical
+from formats.ops.export import export_checkpoint, jsonable
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
 from statecore.checkpoint import StateMetadata, operator_state_segments
 from statecore.errors import StatectlError
 from statecore.serializers import VOID_NAMESPACE
@@ -260,7 +260,7 @@ def test_refusals_leave_nothing_behind(tmp_path: Path, monkeypatch: pytest.Monke
                    {"out": str(tmp_path / "x"), "states": ["nope"]}):
         with pytest.raises(StatectlError):
             export_checkpoint(checkpoint, **kwargs)  # type: ignore[arg-type]
-    import formats.export as export_module
+    import formats.ops.export as export_module
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise OSError("disk full")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from formats.flink.javaio import DataReader
+from formats.flink.java.input import DataReader
 from formats.flink.types.codecs import codec_for, why_undecodable
 from formats.flink.types.encoders import encoder_for
 from formats.flink.types.snapshots import (

@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 from flink_coverage import KINDS, VERSIONS, coverage, restored_by_flink
 
-from formats.convert import convert_checkpoint
-from formats.export import jsonable
 from formats.flink.checkpoint import FlinkCheckpoint
 from formats.open import open_checkpoint
+from formats.ops.convert import convert_checkpoint
+from formats.ops.export import jsonable
 from statecore.hashing import operator_id_of_uid
 from statecore.serializers import VOID_NAMESPACE
 from statecore.ttl import TtlValue
@@ -62,7 +62,7 @@ def _text(value: Any) -> str:
 
 
 def canonical(value: Any) -> Any:
-    """statectl's value in its canonical JSON form (``formats.export.jsonable`` for leaves).
+    """statectl's value in its canonical JSON form (``formats.ops.export.jsonable`` for leaves).
 
     An :class:`Undecodable` is ``{"undecodable": class_name, "reason": ...}``; a TTL value its
     user value; a set a list sorted by JSON text; a value without a JSON form names its type

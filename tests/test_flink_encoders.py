@@ -29,7 +29,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats.flink.javaio import DataReader
+from formats.flink.java.input import DataReader
 from formats.flink.types.codecs import RowWithKind, codec_for, why_undecodable
 from formats.flink.types.encoders import encoder_for
 from formats.flink.types.flink_version import written_by
@@ -393,8 +393,8 @@ def test_every_decoded_flink_value_is_held_by_its_spec(
         flink_vectors: list[tuple[str, bytes, bytes]]) -> None:
     """``codec_for``'s spec is one statectl holds: the type spec parses, and every value Flink
     wrote goes into an Arrow array of the spec's Arrow type and into JSON."""
-    from formats.arrow_types import arrow_type, to_arrow
-    from formats.export import jsonable
+    from formats.model.arrow_types import arrow_type, to_arrow
+    from formats.ops.export import jsonable
 
     for name, snapshot_bytes, data in flink_vectors:
         snapshot = read_versioned_snapshot(DataReader(snapshot_bytes, name))

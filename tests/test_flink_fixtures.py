@@ -6,7 +6,7 @@ keyed state is RocksDB's SST files) and those of the types real jobs keep
 (``$STATECTL_FLINK_TYPES_FIXTURES``: POJOs, enums, java.time, Kryo, TTL, tuple keys, windows).
 For every snapshot every fixture set's ``expected.json`` lists: operators, parallelism, max
 parallelism, state names and kinds and every key's value, in its canonical JSON form
-(:func:`formats.export.jsonable`, docs/flink-types.md), equal ``expected.json``; the
+(:func:`formats.ops.export.jsonable`, docs/flink-types.md), equal ``expected.json``; the
 ``_metadata`` reader agrees with ``metadata-dump.json`` (what Flink's own
 ``Checkpoints.loadCheckpointMetadata`` reported); ``verify`` is clean; ``export`` writes typed
 Parquet. Rescale oracle: ``rescale --plan`` of each p2 snapshot to the parallelism of a
@@ -26,16 +26,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from formats.arrow_types import arrow_type, from_arrow
-from formats.columns import operator_schema, value_spec
-from formats.diff import diff_checkpoints
-from formats.export import export_checkpoint, jsonable
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
+from formats.flink.read.metadata import FlinkIncrementalHandle, parse_metadata
+from formats.model.arrow_types import arrow_type, from_arrow
+from formats.model.columns import operator_schema, value_spec
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint
-from formats.state_scan import lookup
-from formats.verify import verify_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.export import export_checkpoint, jsonable
+from formats.ops.rescale import plan_checkpoint
+from formats.ops.state_scan import lookup
+from formats.ops.verify import verify_checkpoint
 from statecore.checkpoint import CheckpointKind
 from statecore.rescale_plan import intersect_handle
 from statecore.ttl import TtlValue

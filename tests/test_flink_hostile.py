@@ -33,12 +33,12 @@ from types import FrameType
 
 import pytest
 
-from formats.diff import diff_checkpoints
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
+from formats.flink.read.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
-from formats.verify import verify_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.verify import verify_checkpoint
 from statecore.errors import StatectlError
 from tests.cli_support import run
 from tests.flink_fixtures import require_fixtures, snapshot_files, snapshots

@@ -1,7 +1,7 @@
 """Key groups of a Flink snapshot read alone: ``Checkpoint.keyed_table_in`` without decoding.
 
 A Flink snapshot opened with ``decode=False`` decodes only the key groups asked for (the
-pieces of :mod:`formats.flink.pieces`): the rows equal those of the snapshot decoded whole, on
+pieces of :mod:`formats.flink.read.pieces`): the rows equal those of the snapshot decoded whole, on
 every fixture of every kind and release, and only those key groups' bytes are read.
 """
 
@@ -18,10 +18,10 @@ import pyarrow.fs as pafs
 import pytest
 from flink_fixtures import release_fixtures, snapshots
 
-from formats.export import jsonable
-from formats.io_stats import CountingHandler
-from formats.model import Checkpoint
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
+from formats.ops.export import jsonable
+from formats.storage.io_stats import CountingHandler
 
 
 def _locations() -> list[str]:

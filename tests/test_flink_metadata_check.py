@@ -3,7 +3,7 @@
 Differential: every truncation and two byte flips at every offset of a real ``_metadata`` are
 loaded by Flink's own ``Checkpoints.loadCheckpointMetadata`` (and each source coordinator's
 state by FileSource's own serializer, ``tests/flink_jobs/MetadataCheck.java``); nothing Flink
-refuses may pass statectl's check (:mod:`formats.flink.metadata_check`) without a problem.
+refuses may pass statectl's check (:mod:`formats.flink.read.metadata_check`) without a problem.
 Then ``verify`` itself on damaged copies: the check is what it reports, under the documented
 kinds and names.
 """
@@ -18,9 +18,9 @@ from flink_fixtures import VERSION_SETS, fixture_sets, release_fixtures, snapsho
 from flink_restore import FlinkUnavailable
 from flink_versions import FLINK_1X, load_metadata, load_mutations
 
-from formats.flink.metadata import parse_metadata
-from formats.flink.metadata_check import check_metadata_bytes
-from formats.verify import PROBLEM_KINDS, WARNING_KINDS, verify_checkpoint
+from formats.flink.read.metadata import parse_metadata
+from formats.flink.read.metadata_check import check_metadata_bytes
+from formats.ops.verify import PROBLEM_KINDS, WARNING_KINDS, verify_checkpoint
 
 FLINK_2X = "2.3.0"
 
@@ -166,7 +166,7 @@ def test_verify_names_missing_and_resized_flink_files_by_kind(tmp_path: Path) ->
 def test_what_only_verify_warns_of_never_stops_a_rescale(tmp_path: Path) -> None:
     """Trailing bytes in ``_metadata`` are a verify warning; the source still rescales."""
     from formats.open import open_checkpoint
-    from formats.rescale import plan_checkpoint, rescale_checkpoint
+    from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
 
     source = _copy(_heap_metadata().parent, tmp_path / "source")
     (source / "_metadata").write_bytes((source / "_metadata").read_bytes() + b"\0\0")

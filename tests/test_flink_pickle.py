@@ -23,9 +23,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-import formats.flink.pieces as flink_pieces
+import formats.flink.read.pieces as flink_pieces
 from cli.values import format_bytes
-from formats.flink.pickled import pickle_payload, unpickle_keyed, unpickle_operator
+from formats.flink.read.pickled import pickle_payload, unpickle_keyed, unpickle_operator
 from formats.open import open_checkpoint
 from statecore.checkpoint import StateMetadata
 from statecore.errors import CorruptCheckpointError

@@ -44,8 +44,8 @@ from flink_restore import (
 )
 from flink_versions import FLINK_1X
 
-from formats.diff import diff_checkpoints
 from formats.open import open_checkpoint
+from formats.ops.diff import diff_checkpoints
 
 REPO = Path(__file__).resolve().parent.parent
 RELEASE_FOLDERS = release_fixtures()

@@ -1,7 +1,8 @@
 """Savepoints for the Flink release the user runs (issue 31), without a Flink job.
 
-- Which ``_metadata`` each release reads and writes (:mod:`formats.flink.versions`), written by
-  :func:`formats.flink.metadata_out.savepoint_metadata` and read back by statectl and by each
+- Which ``_metadata`` each release reads and writes (:mod:`formats.flink.write.versions`), written
+by
+  :func:`formats.flink.write.metadata_out.savepoint_metadata` and read back by statectl and by each
   release's own ``Checkpoints.loadCheckpointMetadata`` (Flink 1.20 and 2.3 here; every release
   from 1.15 with ``make test-flink-versions``).
 - The snapshots of every release in the versions root are read: each equals the same job's
@@ -35,10 +36,9 @@ from flink_fixtures import (
 from flink_restore import FixtureInput, FlinkUnavailable
 from flink_versions import FLINK_1X, load_metadata
 
-from formats.diff import diff_checkpoints
-from formats.flink.metadata import parse_metadata
-from formats.flink.metadata_out import OperatorOut, savepoint_metadata
-from formats.flink.versions import (
+from formats.flink.read.metadata import parse_metadata
+from formats.flink.write.metadata_out import OperatorOut, savepoint_metadata
+from formats.flink.write.versions import (
     LATEST,
     OLDEST,
     FlinkRelease,
@@ -47,8 +47,9 @@ from formats.flink.versions import (
     parse_release,
     target_release,
 )
+from formats.model.operator_names import OperatorNames
 from formats.open import open_checkpoint
-from formats.operator_names import OperatorNames
+from formats.ops.diff import diff_checkpoints
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 from statecore.hashing import operator_id_of_uid
 
@@ -177,7 +178,7 @@ def test_the_serializer_classes_table_matches_the_release_jars(version: str) -> 
     from flink_restore import pyflink_lib as venv_lib
     from flink_versions import pyflink_lib
 
-    from formats.flink.versions import SNAPSHOT_CLASSES
+    from formats.flink.write.versions import SNAPSHOT_CLASSES
 
     try:
         lib = venv_lib() if version == FLINK_VERSION else pyflink_lib(version)

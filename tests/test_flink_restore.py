@@ -33,11 +33,11 @@ import pytest
 from flink_fixtures import expected, fixture_sets
 from flink_restore import FlinkRestorer, RestoreCase, bootstrap_state, built_for_bootstrap
 
-from formats.convert import convert_checkpoint
-from formats.diff import diff_checkpoints
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
-from formats.verify import verify_checkpoint
+from formats.ops.convert import convert_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.verify import verify_checkpoint
 from statecore.ttl import TtlValue
 
 REPO = Path(__file__).resolve().parent.parent

@@ -20,18 +20,18 @@ import pytest
 from cli_support import KEYED, OPERATOR, run, run_json
 from flink_fixtures import expected, snapshot_ids, snapshots
 
-import formats.flink.savepoint_writer as savepoint_writer
-from formats.convert import convert_checkpoint
-from formats.diff import diff_checkpoints
+import formats.flink.write.savepoint_writer as savepoint_writer
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.javaio import DataReader
-from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
-from formats.flink.metadata_out import savepoint_properties
-from formats.flink.snapshot_out import serializer_for_spec, state_meta_info
+from formats.flink.java.input import DataReader
+from formats.flink.read.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.flink.types.encoders import encoder_for
+from formats.flink.write.metadata_out import savepoint_properties
+from formats.flink.write.snapshot_out import serializer_for_spec, state_meta_info
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
-from formats.verify import verify_checkpoint
+from formats.ops.convert import convert_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.verify import verify_checkpoint
 from statecore.errors import StatectlError, UnknownKeyHashError
 
 ROOTS = ("heap", "rocksdb", "types")

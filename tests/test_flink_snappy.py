@@ -21,14 +21,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats.flink.javaio import DataReader
-from formats.flink.keyed import (
+from formats.flink.java.input import DataReader
+from formats.flink.read.keyed import (
     DecodedKeyed,
     decode_keyed_stream,
     read_keyed_header,
     unframe_snappy,
 )
-from formats.flink.metadata import FlinkKeyedHandle, parse_metadata
+from formats.flink.read.metadata import FlinkKeyedHandle, parse_metadata
 from statecore.errors import CorruptCheckpointError, StatectlError
 from tests.flink_fixtures import require_fixtures, snapshots
 

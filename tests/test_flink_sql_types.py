@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats.flink.javaio import DataReader
+from formats.flink.java.input import DataReader
 from formats.flink.types.binary_data import make_decimal, read_row, sql_field, write_row
 from formats.flink.types.codecs import RowWithKind, codec_for, why_undecodable
 from formats.flink.types.encoders import encoder_for
@@ -283,8 +283,8 @@ def test_every_decoded_sql_value_is_held_by_its_spec(sql_vectors: list[Vector]) 
 
     import pyarrow as pa
 
-    from formats.arrow_types import arrow_type, to_arrow
-    from formats.export import jsonable
+    from formats.model.arrow_types import arrow_type, to_arrow
+    from formats.ops.export import jsonable
 
     for name, snapshot_bytes, data in sql_vectors:
         snapshot, value = _decode(name, snapshot_bytes, data)

@@ -30,16 +30,16 @@ import pyarrow.parquet as pq
 import pytest
 from cli_support import run, run_json
 
-from formats.arrow_types import arrow_type
-from formats.export import export_checkpoint, jsonable
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.javaio import DataReader
-from formats.flink.keyed import StateInfo, read_keyed_header
-from formats.flink.metadata import FlinkIncrementalHandle, StreamHandle, parse_metadata
-from formats.flink.sources import decode_enumerator, decode_reader_split, source_progress
+from formats.flink.java.input import DataReader
+from formats.flink.read.keyed import StateInfo, read_keyed_header
+from formats.flink.read.metadata import FlinkIncrementalHandle, StreamHandle, parse_metadata
+from formats.flink.read.sources import decode_enumerator, decode_reader_split, source_progress
 from formats.flink.types.codecs import codec_for
 from formats.flink.types.snapshots import OPTIONAL_MAP_MAGIC, SerializerSnapshot, read_snapshot
+from formats.model.arrow_types import arrow_type
 from formats.open import open_checkpoint
+from formats.ops.export import export_checkpoint, jsonable
 from statecore.errors import StatectlError, UnsupportedFormatError
 from statecore.serializers import parse_type
 from statecore.values import Instant, LocalDateTime, LocalTime
@@ -503,7 +503,7 @@ def _nullable(text: str | None) -> bytes:
 
 def _file_split(split_id: str, scheme: str, host: str | None, path: str, offset: int,
                 length: int, position: tuple[int, int] | None) -> bytes:
-    """``FileSourceSplitSerializer`` version 1 (see formats/flink/sources.py)."""
+    """``FileSourceSplitSerializer`` version 1 (see formats/flink/read/sources.py)."""
     out = _utf(split_id) + b"\x01" + _nullable(scheme) + _nullable(None) + _nullable(host)
     out += struct.pack(">i", -1 if host is None else 8020) + _nullable(path)
     out += _nullable(None) + _nullable(None)

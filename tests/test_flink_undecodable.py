@@ -28,7 +28,7 @@ from cli_support import run
 from flink_fixtures import expected, require_fixtures
 
 from formats.open import open_checkpoint
-from formats.verify import verify_checkpoint
+from formats.ops.verify import verify_checkpoint
 from statecore.errors import CorruptCheckpointError
 from statecore.undecodable import Undecodable
 
@@ -257,9 +257,9 @@ def test_one_corrupt_rocksdb_value_is_the_only_damage(tmp_path: Path) -> None:
     The fixture's blocks are Snappy-compressed; the byte changed is in a literal run (the raw
     block holds the pattern), so the block stays valid Snappy.
     """
-    from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
-    from formats.flink.rocksdb import open_sst
-    from formats.flink.rocksdb.checksums import compute_builtin_checksum, context_modifier
+    from formats.flink.read.metadata import FlinkIncrementalHandle, parse_metadata
+    from formats.flink.read.rocksdb import open_sst
+    from formats.flink.read.rocksdb.checksums import compute_builtin_checksum, context_modifier
 
     snapshot = _rocksdb_incremental()
     copy = _copy(snapshot, tmp_path)

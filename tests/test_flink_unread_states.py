@@ -30,8 +30,8 @@ from cli_support import run, run_json
 from flink_fixtures import expected, require_fixtures
 from test_json_contract import check
 
-from formats.flink.javaio import DataReader
-from formats.flink.state_meta import read_keyed_header
+from formats.flink.java.input import DataReader
+from formats.flink.read.state_meta import read_keyed_header
 
 DAY = ("LocalDateSerializer$LocalDateSerializerSnapshot",
        "LocalDatXSerializer$LocalDateSerializerSnapshot")

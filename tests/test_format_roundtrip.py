@@ -37,8 +37,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 
 import formats.statectl.writer as statectl_writer
-from formats.arrow_types import arrow_type
-from formats.model import Checkpoint
+from formats.model.arrow_types import arrow_type
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
 from formats.statectl.writer import write_checkpoint
 from statecore.checkpoint import (

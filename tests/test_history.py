@@ -132,9 +132,9 @@ def test_shared_sst_files_are_read_once(tmp_path: Path) -> None:
 
     import pyarrow.fs as pafs
 
-    from formats.history import find_snapshots, key_history
-    from formats.io_stats import CountingHandler
     from formats.open import open_checkpoint
+    from formats.ops.history import find_snapshots, key_history
+    from formats.storage.io_stats import CountingHandler
 
     fixture = fixture_sets("rocksdb")[0]
     checkpoint = next(Path(p) for p in (fixture / s["path"] for s in expected(fixture)[

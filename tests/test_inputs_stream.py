@@ -1,4 +1,5 @@
-"""Build inputs are streamed (``formats/inputs.py``) and folded without Acero (``formats/fold.py``).
+"""Build inputs are streamed (``formats/inputs/``) and folded without Acero
+(``formats/ops/fold.py``).
 
 * ``FileSource.rows`` / ``read`` at any sequence of positions give exactly the whole file's
   rows (``read_input``), for CSV, JSON Lines and Parquet, while holding only the last run;
@@ -23,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from formats import fold as fold_module
-from formats.fold import AggregationFolder
 from formats.inputs import FileSource, InputError, read_input
-from formats.key_hash import numpy_integers, numpy_validity
+from formats.model.key_hash import numpy_integers, numpy_validity
+from formats.ops.fold import AggregationFolder
 from statecore.aggregations import parse_aggregation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,7 +205,7 @@ def test_a_folded_build_does_not_import_pandas(tmp_path: Path) -> None:
                                                 "v": list(range(5000))}))
     script = (
         "import sys, json\n"
-        "from formats.build import build_state\n"
+        "from formats.ops.build import build_state\n"
         f"s = build_state([{path!r}], key='k', aggregations=['count', 'sum:v', 'max:v'],\n"
         f"                checkpoint_dir={str(tmp_path / 'out')!r})\n"
         "print(json.dumps({'folded': s.folded, 'pandas': 'pandas' in sys.modules}))\n")

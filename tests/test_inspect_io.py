@@ -1,4 +1,4 @@
-"""What the inspect views read, counted through ``formats.io_stats.CountingHandler``.
+"""What the inspect views read, counted through ``formats.storage.io_stats.CountingHandler``.
 
 The acceptance of ``inspect --key``: only the needed key group is read (one file of the
 owning subtask per state, and of it only the footer and that key group's row groups); the
@@ -14,10 +14,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from formats.inspect import inspect_checkpoint
-from formats.io_stats import CountingHandler
 from formats.open import open_checkpoint
+from formats.ops.inspect import inspect_checkpoint
 from formats.statectl.writer import write_checkpoint
+from formats.storage.io_stats import CountingHandler
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
 from statecore.keyed_backend import HeapKeyedStateBackend
@@ -133,8 +133,8 @@ def test_a_flink_summary_reads_metadata_and_keyed_headers_only(name: str,
                                                               snapshot: Path) -> None:
     """``inspect`` without views opens ``_metadata`` and reads of each keyed state stream in
     a file exactly its header (up to the first key group's offset); no SST file is read."""
-    from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
-    from formats.inspect import summarize
+    from formats.flink.read.metadata import FlinkIncrementalHandle, parse_metadata
+    from formats.ops.inspect import summarize
 
     assert FLINK_SNAPSHOTS, "no Flink fixtures found (../shared)"
     handler = CountingHandler()

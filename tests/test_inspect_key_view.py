@@ -12,7 +12,7 @@ from test_inspect_fits_a_screen import SCREEN, sql_like_job
 
 from cli.values import format_duration, format_epoch_ms, format_value
 from formats.open import open_checkpoint
-from formats.state_scan import lookup
+from formats.ops.state_scan import lookup
 
 SAMPLE = str(Path(__file__).resolve().parent.parent / "sample_checkpoints" / "v1"
              / "keyed-all-kinds-p2")

@@ -1,13 +1,14 @@
 """The ``inspect`` views at library level: key-group histograms and the state-reading views.
 
-``formats.key_group_stats.key_group_histograms`` is checked against the checkpoint metadata
+``formats.ops.key_group_stats.key_group_histograms`` is checked against the checkpoint metadata
 (entries per key group), the Parquet footers (bytes per key group) and through a counting
-filesystem (it reads metadata and footers only). ``formats.state_scan``'s ``largest_entries``,
+filesystem (it reads metadata and footers only). ``formats.ops.state_scan``'s ``largest_entries``,
 ``sample_entries``, ``expired_shares`` and ``lookup`` are checked against brute force over
 ``Checkpoint.keyed_entries`` and against sizes known from the data written, ``lookup`` also
 through the counting filesystem (one file of the owning subtask per state, only the key
-group's row groups). ``formats.row_sizes.row_sizes`` and ``formats.arrow_types.value_from_text``
-are checked on hand-made inputs and, for lists of strings, as a hypothesis property.
+group's row groups). ``formats.ops.row_sizes.row_sizes`` and
+``formats.model.arrow_types.value_from_text`` are checked on hand-made inputs and, for lists of
+strings, as a hypothesis property.
 """
 
 from __future__ import annotations
@@ -30,15 +31,14 @@ import pytest
 from hypothesis import given, settings
 
 import formats.statectl.writer as statectl_writer
-from formats.arrow_types import arrow_type, to_arrow, value_from_text
-from formats.columns import split_ttl, ttl_spec, value_spec
-from formats.io_stats import CountingHandler
-from formats.key_group_stats import KeyGroupHistogram, key_group_histograms
-from formats.model import Checkpoint
+from formats.model.arrow_types import arrow_type, to_arrow, value_from_text
+from formats.model.checkpoint import Checkpoint
+from formats.model.columns import split_ttl, ttl_spec, value_spec
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
-from formats.row_sizes import row_sizes
-from formats.state_scan import (
+from formats.ops.key_group_stats import KeyGroupHistogram, key_group_histograms
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.row_sizes import row_sizes
+from formats.ops.state_scan import (
     StateEntries,
     expired_shares,
     largest_entries,
@@ -46,6 +46,7 @@ from formats.state_scan import (
     sample_entries,
 )
 from formats.statectl.writer import write_checkpoint
+from formats.storage.io_stats import CountingHandler
 from statecore.checkpoint import OperatorSnapshot, StateMetadata, SubtaskSnapshot
 from statecore.errors import InvalidArgumentError, StatectlError
 from statecore.key_groups import (

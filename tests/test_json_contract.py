@@ -31,7 +31,7 @@ from flink_fixtures import (
 from oracle import REPO_ROOT
 from referencing import Registry, Resource
 
-from formats.json_contract import SCHEMA_VERSION
+from formats.model.json_contract import SCHEMA_VERSION
 from statecore.hashing import operator_id_of_uid
 
 SCHEMAS = REPO_ROOT / "docs" / "schema"

@@ -1,4 +1,5 @@
-"""formats.key_hash: Flink's key groups over whole Arrow columns equal the per-key functions."""
+"""formats.model.key_hash: Flink's key groups over whole Arrow columns equal the per-key
+functions."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from hypothesis import strategies as st
 from oracle import load_json
 from test_key_groups_oracle import _load
 
-from formats.arrow_types import arrow_type, to_arrow
-from formats.key_hash import java_hash_codes, key_groups, murmur_hashes
+from formats.model.arrow_types import arrow_type, to_arrow
+from formats.model.key_hash import java_hash_codes, key_groups, murmur_hashes
 from statecore.errors import StatectlError
 from statecore.key_groups import assign_to_key_group
 
@@ -91,7 +92,7 @@ def test_string_hashes_in_chunks_equal_the_per_key_function(
         values: list[str], chunk: int, cut: int) -> None:
     # strings are hashed a chunk of bytes at a time: chunks end inside and between strings,
     # strings longer than a chunk, empty strings (also at chunk ends) and a sliced column
-    import formats.key_hash as key_hash
+    import formats.model.key_hash as key_hash
     column = pa.array(values, pa.string()).slice(min(cut, len(values)))
     expected = [assign_to_key_group(v, 128, "string") for v in values[min(cut, len(values)):]]
     saved = key_hash._STRING_CHUNK

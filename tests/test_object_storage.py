@@ -25,15 +25,15 @@ import pytest
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Place, free_ports
 from s3_support import raw_keys
 
-from formats.commit import MARKER, staged
-from formats.conditional import create_only, guarantee, read_versioned, replace_if
-from formats.filesystems import explain, resolve_filesystem, s3_settings
 from formats.open import open_checkpoint
-from formats.owners import Owner, holding, this_process
 from formats.statectl import claims as claims_module
 from formats.statectl.claims import Claims
 from formats.statectl.storage import DirectoryCheckpointStorage
 from formats.statectl.writer import write_checkpoint
+from formats.storage.commit import MARKER, staged
+from formats.storage.conditional import create_only, guarantee, read_versioned, replace_if
+from formats.storage.filesystems import explain, resolve_filesystem, s3_settings
+from formats.storage.owners import Owner, holding, this_process
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import (
     CheckpointCancelledError,
@@ -165,7 +165,7 @@ def test_the_signer_signs_like_the_aws_documentation() -> None:
     """The three S3 examples of AWS's "Signature Version 4" documentation, bit for bit."""
     import datetime as dt
 
-    from formats.conditional import sigv4_headers
+    from formats.storage.conditional import sigv4_headers
     key = ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1")
     when = dt.datetime(2013, 5, 24, tzinfo=dt.UTC)
     host = "examplebucket.s3.amazonaws.com"
@@ -262,7 +262,7 @@ def test_one_writer_per_output(s3: S3Place) -> None:
                 pass
         with fs.open_output_stream(f"{first}/data") as out:
             out.write(b"x")
-        from formats.commit import commit
+        from formats.storage.commit import commit
         commit(fs, first, final, "_done", b"")
     with pytest.raises(CheckpointError, match="already exists"):
         with staged(fs, final, "out", "writing"):

@@ -32,10 +32,16 @@ from cli_support import run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats.bad_records import EMPTY_KEY, INVALID_UTF8, MISSING_KEY, MIXED_TYPE, LinesLeftOut
-from formats.build import build_state
 from formats.inputs import FileSource, InputError
+from formats.inputs.bad_records import (
+    EMPTY_KEY,
+    INVALID_UTF8,
+    MISSING_KEY,
+    MIXED_TYPE,
+    LinesLeftOut,
+)
 from formats.open import open_checkpoint
+from formats.ops.build import build_state
 from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.job import SKIPPED_RECORDS_STATE, SOURCE_POSITIONS_STATE, SkippedRecord
 
@@ -287,7 +293,7 @@ def test_lines_left_out_are_exactly_the_lines_given(lines: list[bytes], data: st
     end = data.draw(st.booleans())
     text = b"\n".join(lines) + (b"\n" if end and lines else b"")
     out = sorted(data.draw(st.sets(st.integers(0, max(0, len(lines) - 1)))))
-    with mock.patch("formats.bad_records._CHUNK", chunk):
+    with mock.patch("formats.inputs.bad_records._CHUNK", chunk):
         got = LinesLeftOut(io.BytesIO(text), out).read()
     kept = [line for i, line in enumerate(lines) if i not in out]
     assert got.split(b"\n")[:len(kept)] == kept

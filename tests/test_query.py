@@ -25,11 +25,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_json_contract import check
 
-from formats.diff import diff_checkpoints
-from formats.export import export_checkpoint, jsonable
-from formats.io_stats import CountingHandler
 from formats.open import open_checkpoint
-from formats.query import SnapshotTables, run_query
+from formats.ops.diff import diff_checkpoints
+from formats.ops.export import export_checkpoint, jsonable
+from formats.ops.query import SnapshotTables, run_query
+from formats.storage.io_stats import CountingHandler
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
 from statecore.keyed_backend import HeapKeyedStateBackend

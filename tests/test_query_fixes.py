@@ -22,7 +22,7 @@ from rich.console import Console
 
 from cli.query_view import draw_query, rows_shown
 from formats.open import open_checkpoint
-from formats.query import SnapshotTables, run_query
+from formats.ops.query import SnapshotTables, run_query
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
 from statecore.keyed_backend import HeapKeyedStateBackend
@@ -189,7 +189,7 @@ def test_a_failed_write_leaves_no_file(floats: str, tmp_path: Path,
         Path(args[1]).write_text("half")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("formats.query._write_file", fail)
+    monkeypatch.setattr("formats.ops.query._write_file", fail)
     code, _, err = run("query", floats, "SELECT 1", "--out", str(target))
     assert code == 3 and "No space left on device" in err and err.count("\n") == 1, err
     assert target.read_text() == "kept\n"  # an existing file stays as it was

@@ -30,18 +30,18 @@ from cli.values import (
     format_window,
     to_json_value,
 )
-from formats.arrow_types import to_arrow
-from formats.diff import canonical
-from formats.export import jsonable
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.javaio import DataReader
-from formats.flink.state_meta import StateInfo
+from formats.flink.java.input import DataReader
+from formats.flink.read.state_meta import StateInfo
 from formats.flink.types.codecs import RowWithKind, codec_for
 from formats.flink.types.encoders import encoder_for
 from formats.flink.types.snapshots import SerializerSnapshot
-from formats.model import Checkpoint
+from formats.model.arrow_types import to_arrow
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
-from formats.state_scan import lookup
+from formats.ops.diff import canonical
+from formats.ops.export import jsonable
+from formats.ops.state_scan import lookup
 from statecore.serializers import VOID_NAMESPACE
 from statecore.values import Instant, TimeWindow
 

@@ -37,12 +37,12 @@ from flink_restore import FLINK_VERSION
 from flink_sql_coverage import sql_coverage
 from test_json_contract import check
 
-from formats.diff import diff_checkpoints
-from formats.flink.metadata import parse_metadata
+from formats.flink.read.metadata import parse_metadata
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.rescale import plan_checkpoint
+from formats.ops.verify import verify_checkpoint
 from formats.statectl.writer import write_checkpoint
-from formats.verify import verify_checkpoint
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,

@@ -1,4 +1,4 @@
-"""Rescale execution (``formats.rescale``), property-based, on small generated checkpoints.
+"""Rescale execution (``formats.ops.rescale``), property-based, on small generated checkpoints.
 
 Hypothesis draws a keyed operator (string or int64 keys, max parallelism ``M``, parallelism
 ``p``; value, list and map state with TTL timestamps, a windowed value state) whose subtasks
@@ -38,12 +38,12 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 
-from formats.diff import diff_checkpoints
-from formats.model import Checkpoint
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
-from formats.rescale import RescaleResult, plan_checkpoint, rescale_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.rescale import RescaleResult, plan_checkpoint, rescale_checkpoint
+from formats.ops.verify import verify_checkpoint
 from formats.statectl.writer import write_checkpoint
-from formats.verify import verify_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import (
     assign_to_key_group,

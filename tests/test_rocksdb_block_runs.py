@@ -1,6 +1,7 @@
-"""Runs of data blocks decoded at once (:func:`formats.flink.rocksdb.block.decode_data_blocks`).
+"""Runs of data blocks decoded at once
+(:func:`formats.flink.read.rocksdb.block.decode_data_blocks`).
 
-The fast decoder must give exactly what :func:`~formats.flink.rocksdb.block.decode_data_block`
+The fast decoder must give exactly what :func:`~formats.flink.read.rocksdb.block.decode_data_block`
 gives block by block, or decline (``None``) and leave the blocks to it. Blocks are encoded here
 as ``BlockBuilder`` writes them (``table/block_based/block_builder.cc``: the longest common
 prefix of consecutive internal keys, a restart point every ``restart_interval`` entries), from
@@ -18,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rocksdb_fixtures import sst_files, varint
 
-from formats.flink.rocksdb import open_sst
-from formats.flink.rocksdb.block import decode_data_block, decode_data_blocks
-from formats.flink.rocksdb.sst import SstFile
+from formats.flink.read.rocksdb import open_sst
+from formats.flink.read.rocksdb.block import decode_data_block, decode_data_blocks
+from formats.flink.read.rocksdb.sst import SstFile
 from statecore.errors import CorruptCheckpointError, StatectlError, UnsupportedFormatError
 
 USER_KEYS = [b"", b"a", b"a\x00", b"a\x01", b"ab", b"abc", b"b", b"b\x01\x00", b"ba", b"c" * 130]

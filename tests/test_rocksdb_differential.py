@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from rocksdb_fixtures import manifest_files, relative_id, sst_files
 
-from formats.flink.rocksdb import open_sst
-from formats.flink.rocksdb.manifest import read_manifest
+from formats.flink.read.rocksdb import open_sst
+from formats.flink.read.rocksdb.manifest import read_manifest
 
 SSTS = sst_files()
 MANIFESTS = manifest_files()

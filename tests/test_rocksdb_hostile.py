@@ -16,13 +16,13 @@ import time
 import pytest
 from rocksdb_fixtures import manifest_files, relative_id, sst_files
 
-from formats.flink.rocksdb import live_items, open_sst
-from formats.flink.rocksdb.block import IndexBlock, block_layout, decode_data_block
-from formats.flink.rocksdb.checksums import ChecksumType, compute_builtin_checksum
-from formats.flink.rocksdb.coding import get_varint32, get_varint64
-from formats.flink.rocksdb.compression import MAX_BLOCK_SIZE, decompress_block
-from formats.flink.rocksdb.footer import decode_footer
-from formats.flink.rocksdb.manifest import read_manifest
+from formats.flink.read.rocksdb import live_items, open_sst
+from formats.flink.read.rocksdb.block import IndexBlock, block_layout, decode_data_block
+from formats.flink.read.rocksdb.checksums import ChecksumType, compute_builtin_checksum
+from formats.flink.read.rocksdb.coding import get_varint32, get_varint64
+from formats.flink.read.rocksdb.compression import MAX_BLOCK_SIZE, decompress_block
+from formats.flink.read.rocksdb.footer import decode_footer
+from formats.flink.read.rocksdb.manifest import read_manifest
 from statecore.errors import CorruptCheckpointError, StatectlError, UnsupportedFormatError
 
 SECONDS_PER_CASE = 2.0

@@ -1,4 +1,5 @@
-"""The chunked live view (:func:`formats.flink.rocksdb.merge.live_batches`) against a plain model.
+"""The chunked live view (:func:`formats.flink.read.rocksdb.merge.live_batches`) against a plain
+model.
 
 Synthetic tables stand in for SST files (what the merge reads of one: its decoded data blocks,
 range tombstones and properties): random versions of keys that are prefixes of each other,
@@ -18,11 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats.flink.rocksdb import merge
-from formats.flink.rocksdb.dbformat import ValueType
-from formats.flink.rocksdb.merge import live_batches, live_items, live_range
-from formats.flink.rocksdb.properties import TableProperties
-from formats.flink.rocksdb.sst import RangeTombstone
+from formats.flink.read.rocksdb import merge
+from formats.flink.read.rocksdb.dbformat import ValueType
+from formats.flink.read.rocksdb.merge import live_batches, live_items, live_range
+from formats.flink.read.rocksdb.properties import TableProperties
+from formats.flink.read.rocksdb.sst import RangeTombstone
 from statecore.errors import CorruptCheckpointError, UnsupportedFormatError
 
 KEYS = [b"", b"a", b"a\x00", b"ab", b"abc", b"b", b"b\xff", b"ba", b"c", b"cc", b"d"]

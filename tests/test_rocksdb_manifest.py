@@ -15,8 +15,8 @@ import google_crc32c
 import pytest
 from rocksdb_fixtures import manifest_files, varint
 
-from formats.flink.rocksdb.checksums import crc32c_mask
-from formats.flink.rocksdb.manifest import (
+from formats.flink.read.rocksdb.checksums import crc32c_mask
+from formats.flink.read.rocksdb.manifest import (
     BLOCK_SIZE,
     decode_version_edit,
     read_log_records,

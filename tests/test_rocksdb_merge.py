@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rocksdb_writers import CHECKSUMS, COMPRESSIONS, DebianRocksDB
 
-from formats.flink.rocksdb import ValueType, live_items, live_range, open_sst
-from formats.flink.rocksdb.manifest import read_manifest
-from formats.flink.rocksdb.merge import TombstoneMap
-from formats.flink.rocksdb.sst import RangeTombstone
+from formats.flink.read.rocksdb import ValueType, live_items, live_range, open_sst
+from formats.flink.read.rocksdb.manifest import read_manifest
+from formats.flink.read.rocksdb.merge import TombstoneMap
+from formats.flink.read.rocksdb.sst import RangeTombstone
 
 
 def apply_to_model(model: dict[bytes, bytes], operation: tuple[Any, ...]) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from rocksdb_fixtures import incremental_handles, manifest_files, relative_id, sst_files
 
-from formats.flink.rocksdb import live_items, live_range, open_sst
-from formats.flink.rocksdb.manifest import read_manifest
+from formats.flink.read.rocksdb import live_items, live_range, open_sst
+from formats.flink.read.rocksdb.manifest import read_manifest
 
 SSTS = sst_files()
 MANIFESTS = manifest_files()

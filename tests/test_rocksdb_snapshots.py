@@ -14,7 +14,7 @@ import pytest
 from cli_support import run, run_json
 from flink_fixtures import expected, require_fixtures, snapshots
 
-from formats.flink.metadata import FlinkIncrementalHandle, parse_metadata
+from formats.flink.read.metadata import FlinkIncrementalHandle, parse_metadata
 from formats.open import open_checkpoint
 
 

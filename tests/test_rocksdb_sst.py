@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rocksdb_writers import rocksdict_options
 
-from formats.flink.rocksdb import live_items, live_range, open_sst
-from formats.flink.rocksdb.compression import COMPRESSION_NAMES
-from formats.flink.rocksdb.manifest import read_manifest
+from formats.flink.read.rocksdb import live_items, live_range, open_sst
+from formats.flink.read.rocksdb.compression import COMPRESSION_NAMES
+from formats.flink.read.rocksdb.manifest import read_manifest
 from statecore.errors import CorruptCheckpointError
 
 COMPRESSION_CODES = {"none": 0, "snappy": 1, "zlib": 2, "bz2": 3, "lz4": 4, "lz4hc": 5, "zstd": 7}
@@ -161,7 +161,7 @@ def test_a_lookup_reads_only_the_blocks_it_needs(tmp_path, index, monkeypatch):
 
 
 def test_package_api_is_pinned():
-    import formats.flink.rocksdb as rocksdb
+    import formats.flink.read.rocksdb as rocksdb
 
     assert set(rocksdb.__all__) == {
         "RangeTombstone", "SstFile", "TableProperties", "ValueType", "has_block_based_magic",

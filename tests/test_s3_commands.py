@@ -26,11 +26,11 @@ from flink_fixtures import snapshots
 from s3_server import S3Place, S3Server, free_ports
 from s3_support import state_of, statectl, upload, write_events
 
-from formats.build import build_state
-from formats.filesystems import resolve_filesystem
-from formats.json_contract import SCHEMA_VERSION
+from formats.model.json_contract import SCHEMA_VERSION
 from formats.open import open_checkpoint
+from formats.ops.build import build_state
 from formats.statectl.writer import write_checkpoint
+from formats.storage.filesystems import resolve_filesystem
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
 from statecore.keyed_backend import HeapKeyedStateBackend

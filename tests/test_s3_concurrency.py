@@ -33,7 +33,7 @@ from s3_support import (
     write_events,
 )
 
-from formats.build import build_state
+from formats.ops.build import build_state
 from formats.statectl.storage import DirectoryCheckpointStorage
 from statecore.errors import StatectlError
 

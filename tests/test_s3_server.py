@@ -33,7 +33,7 @@ from s3_server import (
     sigv4_headers,
 )
 
-from formats.io_stats import CountingHandler
+from formats.storage.io_stats import CountingHandler
 
 StartServer = Callable[[], S3Server]
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from cli.main import statectl
-from formats.json_contract import SCHEMA_VERSION
+from formats.model.json_contract import SCHEMA_VERSION
 from formats.open import open_checkpoint
 
 

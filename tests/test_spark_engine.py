@@ -32,14 +32,15 @@ from oracle import REPO_ROOT
 from test_export_content import logical
 from test_key_groups_oracle import _load
 
-from formats.arrow_types import arrow_type, to_arrow
-from formats.diff import diff_checkpoints
-from formats.export import export_checkpoint
-from formats.key_group_stats import key_group_histograms, keyed_files
-from formats.key_hash import key_groups
-from formats.model import Checkpoint
+from formats.model.arrow_types import arrow_type, to_arrow
+from formats.model.checkpoint import Checkpoint
+from formats.model.key_hash import key_groups
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.export import export_checkpoint
+from formats.ops.key_group_stats import key_group_histograms, keyed_files
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.verify import verify_checkpoint
 from formats.spark.jobs import (
     BLOCK_BYTES,
     BLOCKS,
@@ -57,7 +58,6 @@ from formats.spark.jobs import (
 )
 from formats.spark.session import spark_session
 from formats.statectl.writer import write_checkpoint
-from formats.verify import verify_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import EngineError, InvalidArgumentError, StatectlError
 from statecore.key_groups import assign_to_key_group, compute_key_group_range_for_operator_index
@@ -363,7 +363,7 @@ def test_build_on_spark_equals_local(spark: Any, tmp_path: Path, parallelism: in
                                      exchange: str) -> None:
     # block_bytes: records cross the shuffle in blocks of a few records each, many per
     # subtask, and are put back into reading order there
-    from formats.build import build_state
+    from formats.ops.build import build_state
     from formats.spark.build import spark_build
     inputs = _inputs(tmp_path)
     settings = {"key": "user", "aggregations": AGGREGATIONS, "parallelism": parallelism,

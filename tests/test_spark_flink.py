@@ -26,21 +26,21 @@ import pytest
 from cli_support import run, run_json
 from flink_fixtures import require_fixtures, snapshot_ids, snapshots
 
-import formats.flink.pieces as flink_pieces
-import formats.flink.snapshot_model as flink_snapshot_model
+import formats.flink.read.pieces as flink_pieces
+import formats.flink.read.snapshot_model as flink_snapshot_model
 import formats.spark.flink as spark_flink
-from formats.diff import diff_checkpoints
 from formats.engines import SparkEngine
-from formats.export import export_checkpoint
 from formats.flink.checkpoint import FlinkCheckpoint
-from formats.flink.metadata import parse_metadata
-from formats.inspect import inspect_checkpoint
-from formats.key_group_stats import key_group_histograms
-from formats.model import Checkpoint
+from formats.flink.read.metadata import parse_metadata
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.export import export_checkpoint
+from formats.ops.inspect import inspect_checkpoint
+from formats.ops.key_group_stats import key_group_histograms
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.verify import verify_checkpoint
 from formats.spark.session import spark_session
-from formats.verify import verify_checkpoint
 from statecore.errors import EngineError, StatectlError, UnknownKeyHashError
 
 SNAPSHOTS = snapshots("heap", "rocksdb")

@@ -29,15 +29,15 @@ from cli_support import run, run_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats.arrow_types import arrow_type, from_arrow, pylist, to_arrow, value_from_text
-from formats.diff import diff_checkpoints
-from formats.export import export_checkpoint, jsonable
 from formats.flink.types.codecs import codec_for
 from formats.flink.types.snapshots import SerializerSnapshot
+from formats.model.arrow_types import arrow_type, from_arrow, pylist, to_arrow, value_from_text
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint
+from formats.ops.diff import diff_checkpoints
+from formats.ops.export import export_checkpoint, jsonable
+from formats.ops.rescale import plan_checkpoint
+from formats.ops.verify import verify_checkpoint
 from formats.statectl.writer import write_checkpoint
-from formats.verify import verify_checkpoint
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
 from statecore.errors import InvalidArgumentError, UnknownKeyHashError
 from statecore.hashing import java_int_hash, java_string_hash, java_tuple_hash

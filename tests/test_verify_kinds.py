@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from formats.open import open_checkpoint
-from formats.rescale import plan_checkpoint, rescale_checkpoint
-from formats.verify import PROBLEM_KINDS, verify_checkpoint
+from formats.ops.rescale import plan_checkpoint, rescale_checkpoint
+from formats.ops.verify import PROBLEM_KINDS, verify_checkpoint
 from statecore.errors import CheckpointError
 from statecore.key_groups import assign_to_key_group
 

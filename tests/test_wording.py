@@ -26,7 +26,7 @@ def test_a(word: str, text: str) -> None:
 
 
 def test_a_value_of_the_wrong_type_says_an_int64() -> None:
-    from formats.arrow_types import value_from_text
+    from formats.model.arrow_types import value_from_text
     from statecore.errors import InvalidArgumentError
 
     with pytest.raises(InvalidArgumentError, match="'x' is not an int64 value"):

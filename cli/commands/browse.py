@@ -10,7 +10,7 @@ import click
 
 from cli.output import Output
 from cli.params import allow_pickle, given_ttls, hold, operator_names, reading, ttl_option
-from formats.model import Checkpoint
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
 
 if TYPE_CHECKING:  # Textual is imported by this command only, when it runs

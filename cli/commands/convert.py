@@ -6,8 +6,8 @@ import click
 
 from cli.output import Output
 from cli.params import Location, allow_pickle, hold, operator_names, reading
-from formats.convert import FORMATS, convert_checkpoint
 from formats.open import open_checkpoint
+from formats.ops.convert import FORMATS, convert_checkpoint
 
 __all__ = ["convert_command"]
 

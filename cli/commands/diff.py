@@ -6,8 +6,8 @@ import click
 
 from cli.output import Output
 from cli.params import allow_pickle, hold, operator_names, reading
-from formats.diff import diff_checkpoints, side_errors
 from formats.open import open_checkpoint
+from formats.ops.diff import diff_checkpoints, side_errors
 
 __all__ = ["diff_command"]
 

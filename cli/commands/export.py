@@ -7,7 +7,7 @@ import click
 from cli.output import Output
 from cli.params import Location, allow_pickle, engine_options, hold, operator_names, reading
 from formats.engines import open_engine
-from formats.export import FORMATS, export_checkpoint
+from formats.ops.export import FORMATS, export_checkpoint
 
 __all__ = ["export_command"]
 

@@ -6,9 +6,9 @@ import click
 
 from cli.output import Output
 from cli.params import Location, allow_pickle, operator_names, reading
-from formats.history import find_snapshots, key_history
-from formats.model import Checkpoint
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint, pinned
+from formats.ops.history import find_snapshots, key_history
 
 __all__ = ["history_command"]
 

@@ -16,7 +16,7 @@ from cli.params import (
     ttl_option,
 )
 from formats.engines import open_engine
-from formats.inspect import inspect_checkpoint
+from formats.ops.inspect import inspect_checkpoint
 
 __all__ = ["inspect_command"]
 

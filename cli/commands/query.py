@@ -9,7 +9,7 @@ import click
 from cli.output import Output
 from cli.params import allow_pickle, hold, operator_names, reading
 from formats.open import open_checkpoint
-from formats.query import QueryError, needs_decoding, run_query, write_result
+from formats.ops.query import QueryError, needs_decoding, run_query, write_result
 
 __all__ = ["query_command"]
 

@@ -17,9 +17,9 @@ from cli.params import (
     ttl_option,
 )
 from formats.engines import open_engine
-from formats.model import Checkpoint
-from formats.rescale import check_target, plan_checkpoint, rescale_checkpoint
-from formats.ttl_given import state_label, unknown_ttls
+from formats.model.checkpoint import Checkpoint
+from formats.ops.rescale import check_target, plan_checkpoint, rescale_checkpoint
+from formats.ops.ttl_given import state_label, unknown_ttls
 from statecore.errors import InvalidArgumentError
 
 __all__ = ["rescale_command"]

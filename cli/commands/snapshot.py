@@ -6,8 +6,8 @@ import click
 
 from cli.output import Output
 from cli.params import Location, on_bad_record_option
-from formats.build import continue_build
-from formats.snapshot_list import list_snapshots
+from formats.ops.build import continue_build
+from formats.ops.snapshot_list import list_snapshots
 from formats.statectl.storage import DirectoryCheckpointStorage
 
 __all__ = ["snapshot_command"]

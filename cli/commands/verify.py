@@ -6,7 +6,7 @@ import click
 
 from cli.output import Output
 from cli.params import allow_pickle, hold, operator_names
-from formats.verify import verify_checkpoint
+from formats.ops.verify import verify_checkpoint
 
 __all__ = ["EXIT_PROBLEMS", "verify_command"]
 

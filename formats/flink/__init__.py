@@ -1,14 +1,16 @@
 """Reading and writing real Apache Flink checkpoints and savepoints in pure Python (no JVM).
 
-:mod:`~formats.flink.metadata` parses ``_metadata``; :mod:`~formats.flink.state_meta` a keyed
-stream's header (key serializer, states' meta infos); :mod:`~formats.flink.keyed`,
-:mod:`~formats.flink.incremental` (RocksDB) and :mod:`~formats.flink.operator` decode the
-state streams, counting what they cannot decode in :mod:`~formats.flink.losses`; the types
-room :mod:`formats.flink.types` holds the serializer snapshots, the codecs of every type
-(POJOs, ``java.time``, Kryo, ...) and the encoders that mirror them;
-:mod:`~formats.flink.sources` says what a job's sources have read;
-:mod:`~formats.flink.snapshot_model` assembles the model and :mod:`~formats.flink.checkpoint`
-serves it as a :class:`formats.model.Checkpoint` (``formats.open.open_checkpoint`` detects the
-format). The savepoint writer (:mod:`~formats.flink.savepoint_writer`,
-:mod:`~formats.flink.rewrite`, :mod:`~formats.flink.bootstrap`) writes what Flink restores.
+Rooms, bottom up (``tests/test_house.py`` checks the order):
+
+* :mod:`formats.flink.java` -- Java's byte streams, read and written, and Java serialization;
+* :mod:`formats.flink.types` -- serializer snapshots, the codec of every type (POJOs,
+  ``java.time``, Kryo, SQL rows, CEP, ...) and the encoders that mirror them;
+* :mod:`formats.flink.read` -- ``_metadata``, the keyed and operator state streams, RocksDB's
+  SST files and incremental checkpoints, decoded into the model (what cannot be decoded is
+  counted, never the end of reading);
+* :mod:`formats.flink.write` -- its mirror: savepoints each release restores, ``_metadata``
+  out, rewriting a snapshot rescaled, bootstrapping one from a statectl checkpoint;
+* :mod:`formats.flink.checkpoint` -- ``FlinkCheckpoint``: a snapshot served as the model's
+  :class:`~formats.model.checkpoint.Checkpoint` (``formats.open.open_checkpoint`` detects the
+  format), written rescaled through the writer.
 """

@@ -1,12 +1,12 @@
 """A real Flink checkpoint or savepoint, opened as a statectl :class:`Checkpoint`.
 
-``open_flink_checkpoint`` reads ``_metadata`` (:mod:`formats.flink.metadata`), decodes every
-keyed and operator state stream it references (:mod:`formats.flink.keyed`,
-:mod:`formats.flink.operator`) and maps the result onto the shared metadata model
+``open_flink_checkpoint`` reads ``_metadata`` (:mod:`formats.flink.read.metadata`), decodes every
+keyed and operator state stream it references (:mod:`formats.flink.read.keyed`,
+:mod:`formats.flink.read.operator`) and maps the result onto the shared metadata model
 (:mod:`statecore.checkpoint`): operators, states with type specs, subtasks with key-group
 ranges, keyed handles with per-key-group rows, operator handles with element ranges and modes.
 The decoded state of each (operator, state, subtask) is a virtual data file: an in-memory Arrow
-table in the model's columns (:mod:`formats.columns`), built when first read, so ``inspect``,
+table in the model's columns (:mod:`formats.model.columns`), built when first read, so ``inspect``,
 ``verify``, ``export``, ``diff`` and ``rescale --plan`` run unchanged. Nothing is written, and
 no file outside the snapshot directory is read.
 
@@ -39,33 +39,32 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.filesystems import is_storage_failure, join_location
-from formats.flink.keyed import (
+from formats.flink.read.keyed import (
     KeyedHeader,
 )
-from formats.flink.metadata import (
+from formats.flink.read.metadata import (
     FlinkIncrementalHandle,
     FlinkMetadata,
     FlinkOperator,
     parse_metadata,
 )
-from formats.flink.metadata_check import metadata_problems
-from formats.flink.operator import DecodedOperatorState
-from formats.flink.pieces import (
+from formats.flink.read.metadata_check import metadata_problems
+from formats.flink.read.operator import DecodedOperatorState
+from formats.flink.read.pieces import (
     KeyedSource,
     StateCounts,
     key_group_bytes,
 )
-from formats.flink.rewrite import rewrite_flink_savepoint
-from formats.flink.snapshot_model import Problem, SnapshotBuilder, refuse_damage
-from formats.flink.sources import READER_STATE, source_progress
-from formats.flink.streams import SnapshotStreams, read_snapshot_file
-from formats.flink.tables import DecodedTable, rehash_rows
+from formats.flink.read.snapshot_model import Problem, SnapshotBuilder, refuse_damage
+from formats.flink.read.sources import READER_STATE, source_progress
+from formats.flink.read.streams import SnapshotStreams, read_snapshot_file
+from formats.flink.read.tables import DecodedTable, rehash_rows
 from formats.flink.types.codecs import Codec
 from formats.flink.types.flink_version import kryo_major_of, written_by
 from formats.flink.types.snapshots import SerializerSnapshot
-from formats.flink.versions import TargetRelease, check_target_holds, target_release
-from formats.model import (
+from formats.flink.write.rewrite import rewrite_flink_savepoint
+from formats.flink.write.versions import TargetRelease, check_target_holds, target_release
+from formats.model.checkpoint import (
     Checkpoint,
     DownloadUnit,
     FileProblem,
@@ -73,8 +72,9 @@ from formats.model import (
     rehash_refused,
     state_of,
 )
-from formats.operator_names import OperatorNames
-from formats.sources import SourceProgress
+from formats.model.operator_names import OperatorNames
+from formats.model.sources import SourceProgress
+from formats.storage.filesystems import is_storage_failure, join_location
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,
@@ -175,7 +175,7 @@ class FlinkCheckpoint(Checkpoint):
     def rows_table(self, relative: str, schema: pa.Schema, first: int, count: int,
                    columns: Sequence[str] | None = None) -> pa.Table:
         table = self._path_table(relative).table
-        # a value_undecodable column may follow the declared ones (formats.flink.tables)
+        # a value_undecodable column may follow the declared ones (formats.flink.read.tables)
         declared = (table if table.num_columns == len(schema.names)
                     else table.select(table.column_names[:len(schema.names)]))
         if not declared.schema.remove_metadata().equals(schema.remove_metadata()):
@@ -244,7 +244,7 @@ class FlinkCheckpoint(Checkpoint):
 
         Its spec, ``tuple<int64,int64>``, is also a ``Tuple2<Long, Long>``'s: the state's
         serializer snapshot tells them apart (:attr:`StateInfo.time_window_namespace
-        <formats.flink.state_meta.StateInfo.time_window_namespace>`).
+        <formats.flink.read.state_meta.StateInfo.time_window_namespace>`).
         """
         read = super().namespace_reader(op, state)
         if op.uid not in self._time_windows:
@@ -295,13 +295,13 @@ class FlinkCheckpoint(Checkpoint):
                        checkpoint_id: int | None = None, compress: bool = False,
                        flink_version: str | None = None,
                        drop_expired_at: int | None = None) -> WrittenSnapshot:
-        """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.rewrite`).
+        """A canonical savepoint of this snapshot, rescaled (:mod:`formats.flink.write.rewrite`).
 
         ``drop_expired_at``: what TTL expired then is left out (local engine only), by the
         TTLs the model declares (given with ``--ttl``: the snapshot has none).
 
         Written for ``flink_version`` ("1.20"), by default the source's release as far as its
-        ``_metadata`` version tells (:mod:`formats.flink.versions`); a release that cannot
+        ``_metadata`` version tells (:mod:`formats.flink.write.versions`); a release that cannot
         restore the state (Kryo values across majors, a serializer it does not have) is
         refused. Refused too when values could not be read at all (a heap checkpoint's block
         past an undecodable value): the savepoint would lose them. Values kept as undecodable
@@ -389,7 +389,7 @@ class FlinkCheckpoint(Checkpoint):
     def verify_findings(self) -> list[tuple[str, str, str]]:
         """What is wrong in ``_metadata`` and the files it names, as only ``verify`` checks.
 
-        ``_metadata`` beyond what opening parsed (:mod:`formats.flink.metadata_check`:
+        ``_metadata`` beyond what opening parsed (:mod:`formats.flink.read.metadata_check`:
         checkpoint properties, source coordinator state, trailing bytes); files missing, of
         another size, or leading out of the snapshot (``verify``'s kinds, each file once).
         """
@@ -433,7 +433,7 @@ class FlinkCheckpoint(Checkpoint):
         """Why keyed states cannot be read completely, from their headers (decoding nothing).
 
         Their keys, meta info, namespace or values have no decoder in statectl
-        (:func:`formats.flink.keyed.undecodable_state`).
+        (:func:`formats.flink.read.keyed.undecodable_state`).
         """
         return dict(self.unread)
 
@@ -530,7 +530,7 @@ def open_flink_checkpoint(
     """Open the Flink snapshot in directory ``root``.
 
     ``names``: uids for operators the snapshot stores none for (Flink 1.x), given by the user
-    (:mod:`formats.operator_names`); :attr:`FlinkCheckpoint.unmatched_names` lists
+    (:mod:`formats.model.operator_names`); :attr:`FlinkCheckpoint.unmatched_names` lists
     those that name no operator here.
 
     Nothing that cannot be decoded stops the reading of the rest (docs/flink-types.md,
@@ -542,15 +542,15 @@ def open_flink_checkpoint(
 
     ``strict=False`` collects problems (for ``verify``) where a state cannot be decoded,
     instead of raising the first. ``allow_pickle=True`` unpickles PyFlink's pickled values
-    (:mod:`formats.flink.pickled`): unsafe, it runs code the snapshot carries.
+    (:mod:`formats.flink.read.pickled`): unsafe, it runs code the snapshot carries.
 
     ``decode=False`` decodes no keyed state: ``_metadata``, each keyed stream's header (key
     serializer, states' serializer snapshots) and the operator state (small by Flink's design:
     every task holds it in memory) are read, every state file is checked to exist with its
     size, and the keyed handles are listed as :attr:`FlinkCheckpoint.keyed_sources`, which
-    tasks elsewhere decode in pieces (:mod:`formats.flink.pieces`; the Spark engine). The
+    tasks elsewhere decode in pieces (:mod:`formats.flink.read.pieces`; the Spark engine). The
     model's per-key-group rows and bytes are then ``counts``' (per keyed source's
-    ``ident``, :func:`formats.flink.pieces.merge_counts` of its pieces), or unknown (no
+    ``ident``, :func:`formats.flink.read.pieces.merge_counts` of its pieces), or unknown (no
     ``counts``: rows are empty, :attr:`FlinkCheckpoint.counted` is false). A keyed file's rows
     are decoded in this process only if something reads them.
     """

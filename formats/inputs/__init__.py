@@ -20,8 +20,9 @@ Inputs are streamed, never held whole: memory stays bounded by a run of records 
 
 What would give silent wrong results (text that is not UTF-8, a null, empty or missing key, a
 column of two types, a key of no ``--key-type`` value, a record the reader cannot parse:
-:mod:`formats.bad_records`) is refused by default, naming the file, row (and line) and column.
-With ``on_bad_record`` ``skip`` or ``fail`` such records are found instead: a CSV or JSON Lines
+:mod:`formats.inputs.bad_records`) is refused by default, naming the file, row (and line) and
+column. With ``on_bad_record`` ``skip`` or ``fail`` such records are found instead: a CSV or JSON
+Lines
 file is then read without them (its column types are the ones of the other records), and
 :meth:`FileSource.read` yields a ``SkippedRecord`` where one was, so positions still count
 every record of a file.

@@ -18,8 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from formats.bad_records import EMPTY_KEY, KEY_TYPE, MISSING_KEY, MIXED_TYPE, scan_lines
-from formats.filesystems import redact, resolve_filesystem
+from formats.inputs.bad_records import EMPTY_KEY, KEY_TYPE, MISSING_KEY, MIXED_TYPE, scan_lines
 from formats.inputs.keys import key_arrow_type, unconvertible
 from formats.inputs.reading import (
     NUMBER_LIKE,
@@ -29,6 +28,7 @@ from formats.inputs.reading import (
     is_text,
     kind_of,
 )
+from formats.storage.filesystems import redact, resolve_filesystem
 
 __all__ = ["Expected", "RecordCheck", "check_table", "line_of"]
 

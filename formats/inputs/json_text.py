@@ -7,7 +7,7 @@ the file has it: :class:`NumbersAsText` is a file object that hands pyarrow the 
 with the key's numbers turned into JSON strings of their text (``{"user": 594}`` becomes
 ``{"user": "594"}``, ``1.0`` stays ``"1.0"``, ``1e3`` stays ``"1e3"``, ``-0`` stays
 ``"-0"``). Nothing else of a line changes, nor the number of lines (the positions and bad
-records of :mod:`formats.bad_records` still hold).
+records of :mod:`formats.inputs.bad_records` still hold).
 
 Only lines that may hold the key with a number (a quick byte search for its name followed by a
 colon and a digit or minus sign, or any ``\u`` escape) are parsed, with the ``json`` module's
@@ -21,7 +21,7 @@ import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import BinaryIO
 
-from formats.line_streams import WholeLines
+from formats.inputs.line_streams import WholeLines
 
 __all__ = ["NumbersAsText", "quote_number"]
 
@@ -91,7 +91,7 @@ class NumbersAsText(WholeLines):
                 try:
                     raw = quote_number(raw.decode("utf-8"), self._key).encode("utf-8")
                 except UnicodeDecodeError:
-                    pass  # not UTF-8: refused or left out as such (formats.bad_records)
+                    pass  # not UTF-8: refused or left out as such (formats.inputs.bad_records)
             self._out += raw
             if i < len(lines) - 1:
                 self._out += b"\n"

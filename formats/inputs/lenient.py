@@ -2,7 +2,7 @@
 
 :func:`learn` refuses the first bad record (``--on-bad-record refuse``), naming the file, row,
 line and column; :func:`learn_lenient` finds them all instead (``skip``, ``fail``) and says
-which lines a reader leaves out to read the file without them (:mod:`formats.bad_records`).
+which lines a reader leaves out to read the file without them (:mod:`formats.inputs.bad_records`).
 
 CSV and JSON Lines files are read as a stream with the first block's column types; when a
 later block does not convert to them, the file is read whole once to infer them over every
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from formats.bad_records import (
+from formats.inputs.bad_records import (
     INVALID_UTF8,
     MALFORMED,
     MIXED_TYPE,
@@ -28,7 +28,6 @@ from formats.bad_records import (
     originals,
     scan_lines,
 )
-from formats.filesystems import redact, resolve_filesystem
 from formats.inputs.checks import Expected, RecordCheck, check_table, line_of
 from formats.inputs.parquet import check_parquet_keys, parquet_bad_keys
 from formats.inputs.reading import (
@@ -42,6 +41,7 @@ from formats.inputs.reading import (
     open_reader,
     read_whole,
 )
+from formats.storage.filesystems import redact, resolve_filesystem
 
 __all__ = ["BadRows", "learn", "learn_lenient"]
 
@@ -241,12 +241,12 @@ def learn_lenient(path: str, expected: Expected, mode: str
 
     Returns the schema and row count (bad records included) and the bad records, if any.
     A CSV or JSON Lines file is read once as :func:`learn` reads it; only if that finds
-    something is it scanned for its lines (:func:`~formats.bad_records.scan_lines`; record by
+    something is it scanned for its lines (:func:`~formats.inputs.bad_records.scan_lines`; record by
     record when a record could not be parsed) and read again without the bad records, until a
     read finds no more (leaving a record out can change a column's type, so other records'
     keys). A CSV key column is read as text to find its bad keys, then once more as pyarrow
     infers it. JSON values of another type than their column's are found by
-    :func:`~formats.bad_records.json_mixed_types`.
+    :func:`~formats.inputs.bad_records.json_mixed_types`.
     """
     kind = kind_of(path)
     if kind == "parquet":

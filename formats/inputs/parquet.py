@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from formats.filesystems import redact
 from formats.inputs.checks import Expected, RecordCheck
 from formats.inputs.keys import key_arrow_type, unconvertible
 from formats.inputs.reading import InputError, chunks, first_missing_key, is_text
+from formats.storage.filesystems import redact
 
 __all__ = ["check_parquet_keys", "parquet_bad_keys"]
 

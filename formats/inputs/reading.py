@@ -3,7 +3,7 @@
 The pieces :mod:`formats.inputs` is built from: the kind of a file (by its extension), a
 stream of its batches (:func:`open_reader`) or the whole file (:func:`read_whole`), with the
 column types of a schema learnt before, without some of its lines
-(:class:`~formats.bad_records.LinesLeftOut`), and with one column read as text whatever its
+(:class:`~formats.inputs.bad_records.LinesLeftOut`), and with one column read as text whatever its
 values (``text``): a CSV column through the reader's column types (the text of each field as
 written); a JSON Lines key through :class:`~formats.inputs.json_text.NumbersAsText` (a
 number's JSON text as written). Errors of pyarrow and of storage become
@@ -23,9 +23,9 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from formats.bad_records import LinesLeftOut
-from formats.filesystems import redact, resolve_filesystem, storage_errors
+from formats.inputs.bad_records import LinesLeftOut
 from formats.inputs.json_text import NumbersAsText
+from formats.storage.filesystems import redact, resolve_filesystem, storage_errors
 from statecore.errors import InvalidArgumentError, StatectlError
 
 __all__ = ["INVALID_TEXT", "MEMORY_POOL", "NUMBER_LIKE", "PARSE_ERROR", "TYPE_CHANGED",
@@ -33,7 +33,7 @@ __all__ = ["INVALID_TEXT", "MEMORY_POOL", "NUMBER_LIKE", "PARSE_ERROR", "TYPE_CH
            "chunks", "column_spec", "first_missing_key", "input_errors", "is_text", "kind_of",
            "open_reader", "read_input", "read_whole"]
 
-#: Where input batches (and the folding of runs, :mod:`formats.fold`) allocate: the system
+#: Where input batches (and the folding of runs, :mod:`formats.ops.fold`) allocate: the system
 #: allocator. pyarrow's default pool (mimalloc) keeps the segments a stream of batches frees
 #: for reuse, about 40 MB more for a build at its peak (measured: 1M records, peak RSS 250
 #: against 220 B/entry); a build's Arrow buffers are few and large, so nothing is slower.
@@ -172,7 +172,7 @@ def open_reader(path: str, schema: pa.Schema | None, first_row: int = 0,
     ``schema`` None: types inferred from the first block. ``text``: a column read as text
     (see the module doc). A Parquet file starts at the row group that holds ``first_row``;
     other files at their first row, without their lines ``left_out`` (0-based, ascending;
-    :class:`~formats.bad_records.LinesLeftOut`).
+    :class:`~formats.inputs.bad_records.LinesLeftOut`).
     """
     kind = kind_of(path)
     fs, located = resolve_filesystem(path)

@@ -8,12 +8,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from formats.bad_records import EXAMPLES, ON_BAD_RECORD, REASONS, REFUSE, BadRecord
-from formats.filesystems import redact
+from formats.inputs.bad_records import EXAMPLES, ON_BAD_RECORD, REASONS, REFUSE, BadRecord
 from formats.inputs.checks import Expected
 from formats.inputs.keys import convert_keys, key_arrow_type
 from formats.inputs.lenient import BadRows, learn, learn_lenient
 from formats.inputs.reading import InputError, Reader, column_spec, kind_of, open_reader
+from formats.storage.filesystems import redact
 from statecore.errors import InvalidArgumentError
 from statecore.job import SkippedRecord
 

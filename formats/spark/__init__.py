@@ -2,7 +2,7 @@
 
 Spark distributes, statectl's own code does the work: tasks read checkpoint handles and input
 files with the same readers as the local engine, compute key groups with the same vectorised
-Java hashing (:mod:`formats.key_hash`), and write each partition with the format's own writer
+Java hashing (:mod:`formats.model.key_hash`), and write each partition with the format's own writer
 from inside the task (``mapInArrow``). Only file statistics come back to the driver, which
 plans, writes ``_metadata.json`` and publishes the output atomically, as the local engine
 does. A failed or cancelled job leaves no output that looks complete.

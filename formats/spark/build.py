@@ -43,19 +43,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from formats.bad_records import EXAMPLES, FAIL, ON_BAD_RECORD, REFUSE, BadRecord
-from formats.build import (
+from formats.inputs import FileSource, InputError, column_spec
+from formats.inputs.bad_records import EXAMPLES, FAIL, ON_BAD_RECORD, REFUSE, BadRecord
+from formats.inputs.source import empty_table, no_records
+from formats.model.key_hash import key_groups
+from formats.ops.build import (
     BuildSeconds,
     BuildSummary,
     numeric_columns,
     parse_aggregations,
     refuse_another_build,
 )
-from formats.commit import staged
-from formats.filesystems import absolute_location, redact, resolve_filesystem
-from formats.inputs import FileSource, InputError, column_spec
-from formats.inputs.source import empty_table, no_records
-from formats.key_hash import key_groups
 from formats.spark import require_pyspark
 from formats.spark.jobs import (
     BLOCK_BYTES,
@@ -67,6 +65,8 @@ from formats.spark.jobs import (
 from formats.statectl.publish import publish
 from formats.statectl.storage import DirectoryCheckpointStorage
 from formats.statectl.writer import subtask_states, write_subtask
+from formats.storage.commit import staged
+from formats.storage.filesystems import absolute_location, redact, resolve_filesystem
 from statecore.aggregations import AggregatingFunction
 from statecore.checkpoint import (
     CheckpointKind,
@@ -193,7 +193,7 @@ def spark_build(spark: Any, inputs: Sequence[str], *, key: str, aggregations: Se
                 exchange: str | None = None, on_bad_record: str = REFUSE) -> BuildSummary:
     """Build keyed state from ``inputs`` on ``spark`` (see the module doc).
 
-    As :func:`formats.build.build_state`, without checkpoints on the way or a resume:
+    As :func:`formats.ops.build.build_state`, without checkpoints on the way or a resume:
     ``on_bad_record`` ``"refuse"`` or ``"skip"`` (``"fail"`` needs a resume).
     ``block_bytes``: the size of the blocks records cross Spark's shuffle in
     (:func:`formats.spark.jobs.arrow_blocks`); ``exchange``: how records reach their

@@ -3,7 +3,7 @@
 The driver decodes no keyed state. It reads ``_metadata``, each keyed stream's header (the key
 serializer and the states' serializer snapshots) and the operator state (small by Flink's
 design: every task keeps it in memory), checks that every state file exists with its size,
-and cuts the keyed handles into pieces of key groups (:mod:`formats.flink.pieces`: a heap or
+and cuts the keyed handles into pieces of key groups (:mod:`formats.flink.read.pieces`: a heap or
 canonical stream by the key-group offsets ``_metadata`` keeps, a RocksDB handle by key-group
 prefix). Spark tasks decode the pieces, each once per job, and send back small summaries:
 
@@ -22,7 +22,7 @@ prefix). Spark tasks decode the pieces, each once per job, and send back small s
   sorts its pairs (key group, state, source order: the local rewrite's order, so the streams
   are byte for byte the local engine's) and writes its keyed state file. Only file names,
   sizes and key-group offsets come back; the driver writes operator state and ``_metadata``
-  (:func:`formats.flink.savepoint_writer.write_savepoint`).
+  (:func:`formats.flink.write.savepoint_writer.write_savepoint`).
 
 Errors in tasks become :class:`~statecore.errors.EngineError` naming the cause.
 """
@@ -38,12 +38,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from formats.columns import keyed_schema
-from formats.export import StateExport, in_microseconds, whole_microseconds
 from formats.flink.checkpoint import FlinkCheckpoint, open_flink_checkpoint
-from formats.flink.keyed import HeaderCache
-from formats.flink.metadata_out import KeyedHandleOut
-from formats.flink.pieces import (
+from formats.flink.read.keyed import HeaderCache
+from formats.flink.read.pieces import (
     KeyedPiece,
     StateCounts,
     count_piece,
@@ -54,8 +51,11 @@ from formats.flink.pieces import (
     plan_pieces,
     state_rows,
 )
-from formats.flink.rewrite import keyed_layout, savepoint_operators
-from formats.flink.savepoint_writer import (
+from formats.flink.read.streams import SnapshotStreams
+from formats.flink.read.tables import keyed_table, rehash_rows
+from formats.flink.write.metadata_out import KeyedHandleOut
+from formats.flink.write.rewrite import keyed_layout, savepoint_operators
+from formats.flink.write.savepoint_writer import (
     SavepointOperator,
     key_group_blocks,
     keyed_header,
@@ -63,11 +63,11 @@ from formats.flink.savepoint_writer import (
     write_savepoint,
     write_state_file,
 )
-from formats.flink.streams import SnapshotStreams
-from formats.flink.tables import keyed_table, rehash_rows
-from formats.flink.versions import LATEST, FlinkRelease
-from formats.model import Checkpoint, WrittenSnapshot
-from formats.rescale import RehashCounter, RehashTask
+from formats.flink.write.versions import LATEST, FlinkRelease
+from formats.model.checkpoint import Checkpoint, WrittenSnapshot
+from formats.model.columns import keyed_schema
+from formats.ops.export import StateExport, in_microseconds, whole_microseconds
+from formats.ops.rescale import RehashCounter, RehashTask
 from formats.spark import require_pyspark
 from formats.spark.jobs import (
     BLOCKS,
@@ -207,7 +207,7 @@ def open_flink_on_spark(spark: Callable[[], Any], checkpoint: FlinkCheckpoint, *
 
 
 def flink_rehash_counter(spark: Any) -> RehashCounter:
-    """A :data:`~formats.rescale.RehashCounter` for any checkpoint on Spark.
+    """A :data:`~formats.ops.rescale.RehashCounter` for any checkpoint on Spark.
 
     A Flink snapshot opened for Spark has its keys' counts from its scan
     (:func:`open_flink_on_spark` ``rehash_to``), or they are counted now by one more scan;
@@ -241,7 +241,7 @@ def flink_rehash_counter(spark: Any) -> RehashCounter:
 class FlinkStatesWriter:
     """Exports the states of a Flink snapshot opened for Spark (see the module doc).
 
-    A :class:`formats.export.StatesWriter`: every keyed state of every exported operator in
+    A :class:`formats.ops.export.StatesWriter`: every keyed state of every exported operator in
     one job, each piece decoded once.
     """
 
@@ -337,7 +337,7 @@ class FlinkStatesWriter:
                          parts: Mapping[int, list[tuple[str, bool]]]) -> None:
         """Parquet parts of states whose timestamps are all whole microseconds, as such.
 
-        The local export decides per state (:func:`formats.export.export_checkpoint`); a part
+        The local export decides per state (:func:`formats.ops.export.export_checkpoint`); a part
         knows only its own rows, so the parts were written in nanoseconds and are cast here,
         by tasks, when every part of the state allows it.
         """

@@ -3,7 +3,7 @@
 Each plugs into the local engine's orchestration (which plans, stages, writes metadata and
 publishes) and replaces only the part that touches data:
 
-* :func:`spark_keyed_writer` (for :func:`formats.rescale.rescale_checkpoint`): one task per
+* :func:`spark_keyed_writer` (for :func:`formats.ops.rescale.rescale_checkpoint`): one task per
   old keyed handle reads it with the checkpoint reader, drops expired entries and computes
   the new key group (vectorised Java hashing), target subtask and partition: equal ranges of
   new key groups, at least two per core, so every core writes and a partition's key groups
@@ -14,10 +14,10 @@ publishes) and replaces only the part that touches data:
   checksum, key group, first row, rows)``. A subtask may get several files (one per
   partition holding its rows): handles of one state in several files are part of the
   format.
-* :func:`spark_state_writer` (for :func:`formats.export.export_checkpoint`): one task per
+* :func:`spark_state_writer` (for :func:`formats.ops.export.export_checkpoint`): one task per
   stored piece writes a part file; a state's table is the directory ``<state>.<ext>/`` of
   ``part-NNNNN.<ext>`` files (what ``pyarrow.dataset`` and ``spark.read`` read as one table).
-* :func:`spark_footers` (for :func:`formats.key_group_stats.key_group_histograms`): the
+* :func:`spark_footers` (for :func:`formats.ops.key_group_stats.key_group_histograms`): the
   keyed files' footers, read by tasks.
 
 How rows reach their partition's task (:func:`exchange_mode`, also used by
@@ -52,11 +52,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from formats.columns import keyed_schema
-from formats.export import StateExport, StateWriter
-from formats.key_group_stats import footer_row_groups
-from formats.model import Checkpoint
-from formats.rescale import (
+from formats.model.checkpoint import Checkpoint
+from formats.model.columns import keyed_schema
+from formats.ops.export import StateExport, StateWriter
+from formats.ops.key_group_stats import footer_row_groups
+from formats.ops.rescale import (
     KeyedJob,
     KeyedOutput,
     KeyedWriter,
@@ -125,7 +125,7 @@ def _let_tasks_stop() -> None:
     """Wait until the failed job's other tasks have stopped (bounded).
 
     A job fails at its first failed task; the others are cancelled but may still be writing
-    a file into the staging directory, which the caller removes next (:func:`formats.commit
+    a file into the staging directory, which the caller removes next (:func:`formats.storage.commit
     .staged`): a task still running would leave a file behind.
     """
     try:
@@ -144,7 +144,7 @@ def _let_tasks_stop() -> None:
 
 def spark_keyed_writer(spark: Any, block_bytes: int = BLOCK_BYTES,
                        exchange: str | None = None) -> KeyedWriter:
-    """A :data:`formats.rescale.KeyedWriter` running on ``spark`` (see the module doc).
+    """A :data:`formats.ops.rescale.KeyedWriter` running on ``spark`` (see the module doc).
 
     ``block_bytes``: the size of the blocks rows cross Spark's shuffle in
     (:func:`arrow_blocks`). ``exchange``: how rows reach their partition's task
@@ -443,7 +443,7 @@ def partition_tags(spark: Any, partitions: int) -> list[int]:
 
 
 def spark_state_writer(spark: Any) -> StateWriter:
-    """A :data:`formats.export.StateWriter` running on ``spark`` (see the module doc)."""
+    """A :data:`formats.ops.export.StateWriter` running on ``spark`` (see the module doc)."""
     require_pyspark()
     stats = pa.schema([("part", pa.string()), ("rows", pa.int64())])
 
@@ -475,7 +475,7 @@ def spark_footers(spark: Any, checkpoint: Checkpoint, files: list[str]
                   ) -> dict[str, list[tuple[int, int, int]]]:
     """The row groups of ``files``, read by Spark tasks.
 
-    As :func:`formats.key_group_stats.footer_row_groups`; only the footers' figures come back.
+    As :func:`formats.ops.key_group_stats.footer_row_groups`; only the footers' figures come back.
     """
     require_pyspark()
     schema = pa.schema([("file", pa.string()), ("first_row", pa.int64()),
@@ -506,7 +506,7 @@ def spark_footers(spark: Any, checkpoint: Checkpoint, files: list[str]
 
 
 def spark_rehash_counter(spark: Any) -> RehashCounter:
-    """A :data:`formats.rescale.RehashCounter` on ``spark``, for a max-parallelism change.
+    """A :data:`formats.ops.rescale.RehashCounter` on ``spark``, for a max-parallelism change.
 
     One task per handle hashes its keys; only the per-key-group counts come back.
     """

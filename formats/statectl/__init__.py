@@ -15,17 +15,17 @@ its row groups only. Operator files have ``value`` (list states, in list order) 
 ``value`` (broadcast state). Every file's schema metadata carries the format version, state
 name and kind.
 
-Writing publishes atomically, ``_metadata.json`` last (:mod:`formats.commit`): on the local
+Writing publishes atomically, ``_metadata.json`` last (:mod:`formats.storage.commit`): on the local
 disk files go into a sibling ``<dir>.inprogress-<random>`` directory (fsynced),
 ``_metadata.json`` last (temp name, then rename), then the directory is renamed into place; on
 an object store they go into the directory itself, claimed by a create-only ``_inprogress``
 marker, and ``_metadata.json`` is one request after them. A crash leaves either no checkpoint
 or a complete one, and an existing checkpoint is never overwritten. All IO goes through
-``pyarrow.fs``: a local path or any URI pyarrow supports (:mod:`formats.filesystems`).
+``pyarrow.fs``: a local path or any URI pyarrow supports (:mod:`formats.storage.filesystems`).
 
 Modules: :mod:`~formats.statectl.reader` opens a checkpoint (the model's
-:class:`~formats.model.Checkpoint` over Parquet files), :mod:`~formats.statectl.writer` writes
-one from state snapshots, :mod:`~formats.statectl.rows` turns map snapshots' entries into
+:class:`~formats.model.checkpoint.Checkpoint` over Parquet files), :mod:`~formats.statectl.writer`
+writes one from state snapshots, :mod:`~formats.statectl.rows` turns map snapshots' entries into
 columns, :mod:`~formats.statectl.publish` makes a staged checkpoint appear,
 :mod:`~formats.statectl.async_writer` writes in the background while processing goes on, and
 :mod:`~formats.statectl.storage` manages a state directory of numbered checkpoints and

@@ -50,11 +50,11 @@ from typing import Any
 import pyarrow.fs as pafs
 
 import statecore.errors as errors
-from formats.commit import new_token, remove_staging
-from formats.filesystems import resolve_filesystem
 from formats.statectl import huge_pages as thp
 from formats.statectl.publish import METADATA_FILE
 from formats.statectl.writer import close_snapshots, write_checkpoint
+from formats.storage.commit import new_token, remove_staging
+from formats.storage.filesystems import resolve_filesystem
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,

@@ -1,7 +1,8 @@
 """One state directory, several processes: ids claimed once, one writer, readers protected.
 
 Everything lives under ``<root>/_claims/`` (ignored by listings), written with the conditional
-writes of :mod:`formats.conditional`, each object holding its :class:`~formats.owners.Owner`:
+writes of :mod:`formats.storage.conditional`, each object holding its
+:class:`~formats.storage.owners.Owner`:
 
 ``id-0000042``
     the claim of checkpoint id 42 (``chk-0000042`` or ``savepoint-0000042``), created
@@ -24,10 +25,10 @@ A reader writes its pin, then looks for an intent; a releaser writes its intent,
 pins. Whichever comes second sees the other and backs off (the stores are strongly consistent:
 local disks, S3 since 2020, S3-compatible servers), so retention and ``snapshot release``
 never delete a checkpoint being read. A pin or intent whose owner is gone
-(:meth:`~formats.owners.Owner.alive`) is ignored and removed by ``snapshot prune``.
+(:meth:`~formats.storage.owners.Owner.alive`) is ignored and removed by ``snapshot prune``.
 
-Where conditional writes are only best effort (:func:`formats.conditional.guarantee`), so are
-these guarantees: run one process per state directory there.
+Where conditional writes are only best effort (:func:`formats.storage.conditional.guarantee`), so
+are these guarantees: run one process per state directory there.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ from typing import IO
 
 import pyarrow.fs as pafs
 
-from formats.conditional import create_only, read_versioned, replace_if
-from formats.filesystems import redact, renames_atomically, unwrap
-from formats.owners import Owner, hold, holding, let_go, this_process
+from formats.storage.conditional import create_only, read_versioned, replace_if
+from formats.storage.filesystems import redact, renames_atomically, unwrap
+from formats.storage.owners import Owner, hold, holding, let_go, this_process
 from statecore.errors import ConcurrentWriteError, StatectlError
 
 __all__ = ["CLAIMS_DIR", "LEASE_SECONDS", "Claims", "Lease"]

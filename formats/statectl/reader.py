@@ -1,8 +1,8 @@
 """Reading statectl checkpoints: ``_metadata.json`` validated, Parquet data files by row group.
 
 The layout is in :mod:`formats.statectl`. :class:`StatectlCheckpoint` implements the model's
-primitives (:class:`formats.model.Checkpoint`) over the Parquet files: a row range is read from
-the row groups that hold it, and every file is checked against the size and SHA-256 the
+primitives (:class:`formats.model.checkpoint.Checkpoint`) over the Parquet files: a row range is
+read from the row groups that hold it, and every file is checked against the size and SHA-256 the
 metadata records. A path in the metadata never leads out of the checkpoint directory.
 """
 
@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from formats.filesystems import join_location, raise_if_storage_failure
-from formats.model import Checkpoint, FileProblem
+from formats.model.checkpoint import Checkpoint, FileProblem
 from formats.statectl.publish import METADATA_FILE
+from formats.storage.filesystems import join_location, raise_if_storage_failure
 from statecore.checkpoint import CheckpointMetadata, check_relative_path, metadata_from_json
 from statecore.errors import (
     CheckpointError,

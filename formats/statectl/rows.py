@@ -1,7 +1,7 @@
 """Rows of a statectl keyed file from state snapshots: entries into typed columns.
 
 :func:`block_appender` appends one key group's entries (``StateEntry`` of a map snapshot) to
-the pending columns of a keyed file (:mod:`formats.columns`), column-wise, checking each value
+the pending columns of a keyed file (:mod:`formats.model.columns`), column-wise, checking each value
 where ``pa.array`` would otherwise accept a wrong type silently.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from formats.arrow_types import is_scalar, to_arrow
-from formats.columns import split_ttl, ttl_spec, value_spec
+from formats.model.arrow_types import is_scalar, to_arrow
+from formats.model.columns import split_ttl, ttl_spec, value_spec
 from statecore.checkpoint import StateMetadata
 from statecore.errors import InvalidArgumentError
 

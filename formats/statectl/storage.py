@@ -6,7 +6,7 @@ Implements :class:`statecore.job.CheckpointStorage`: checkpoints are written asy
 for restore. Savepoints are only ever removed by :meth:`DirectoryCheckpointStorage.release`.
 
 The root is a local path or a URI (``s3://...``); the commit protocol is
-:mod:`formats.commit`'s. Several processes may use one directory
+:mod:`formats.storage.commit`'s. Several processes may use one directory
 (:mod:`formats.statectl.claims`): every checkpoint id is claimed before it is written (never
 issued twice), one build at a time holds the writer lease, and a checkpoint being read (a
 resume, a savepoint's copy) is never deleted. What a crashed writer leaves (an incomplete
@@ -26,20 +26,20 @@ from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
-from formats.commit import MARKER, read_marker
-from formats.filesystems import (
+from formats.statectl.async_writer import PendingCheckpoint, write_checkpoint_async
+from formats.statectl.claims import CLAIMS_DIR, Claims, Lease
+from formats.statectl.publish import METADATA_FILE
+from formats.statectl.reader import StatectlCheckpoint, open_statectl_checkpoint
+from formats.statectl.writer import copy_checkpoint
+from formats.storage.commit import MARKER, read_marker
+from formats.storage.filesystems import (
     join_location,
     redact,
     renames_atomically,
     resolve_filesystem,
     storage_errors,
 )
-from formats.owners import Owner
-from formats.statectl.async_writer import PendingCheckpoint, write_checkpoint_async
-from formats.statectl.claims import CLAIMS_DIR, Claims, Lease
-from formats.statectl.publish import METADATA_FILE
-from formats.statectl.reader import StatectlCheckpoint, open_statectl_checkpoint
-from formats.statectl.writer import copy_checkpoint
+from formats.storage.owners import Owner
 from statecore.checkpoint import CheckpointKind, OperatorSnapshot
 from statecore.errors import CheckpointError, ConcurrentWriteError, StorageError
 from statecore.job import CompletedCheckpoint

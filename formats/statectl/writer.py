@@ -21,13 +21,13 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from formats.arrow_types import to_arrow
-from formats.columns import keyed_schema, operator_schema
-from formats.commit import staged
-from formats.filesystems import fsync, renames_atomically, resolve_filesystem
+from formats.model.arrow_types import to_arrow
+from formats.model.columns import keyed_schema, operator_schema
 from formats.statectl.publish import publish
 from formats.statectl.reader import StatectlCheckpoint
 from formats.statectl.rows import block_appender
+from formats.storage.commit import staged
+from formats.storage.filesystems import fsync, renames_atomically, resolve_filesystem
 from statecore.checkpoint import (
     CheckpointKind,
     CheckpointMetadata,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from formats.flink.javaio import DataReader
+from formats.flink.java.input import DataReader
 from formats.flink.types.codec import Codec, Reader
 
 __all__ = ["flagged_elements", "generic_array_codec"]

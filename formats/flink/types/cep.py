@@ -43,8 +43,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from formats.flink.javaio import DataReader
-from formats.flink.javaout import string_value_bytes
+from formats.flink.java.input import DataReader
+from formats.flink.java.output import string_value_bytes
 from formats.flink.types.codec import Codec
 from formats.flink.types.snapshots import SerializerSnapshot
 from statecore.errors import InvalidArgumentError

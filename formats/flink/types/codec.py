@@ -1,8 +1,9 @@
 """A :class:`Codec`: how statectl reads the values of one Flink serializer.
 
 Built from a serializer snapshot by :func:`formats.flink.types.codecs.codec_for`; the decoders of
-the keyed and operator streams (:mod:`formats.flink.keyed`, :mod:`formats.flink.operator`) call
-its readers once per value, so a codec's readers are plain closures prepared once per state.
+the keyed and operator streams (:mod:`formats.flink.read.keyed`,
+:mod:`formats.flink.read.operator`) call its readers once per value, so a codec's readers are plain
+closures prepared once per state.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from formats.flink.javaio import DataReader
+from formats.flink.java.input import DataReader
 
 __all__ = ["Codec", "Reader"]
 

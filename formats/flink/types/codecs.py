@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from formats.flink.javaio import DataReader, utf16_units_to_str
+from formats.flink.java.input import DataReader, utf16_units_to_str
 from formats.flink.types.arrays import flagged_elements, generic_array_codec
 from formats.flink.types.cep import CEP_CODECS
 from formats.flink.types.codec import Codec

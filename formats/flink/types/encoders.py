@@ -35,7 +35,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from formats.flink.javaout import string_value_bytes as _string_value_bytes
+from formats.flink.java.output import string_value_bytes as _string_value_bytes
 from formats.flink.types.cep import CEP_ENCODERS
 from formats.flink.types.codecs import (
     FLINK_VALUE_CLASSES,

@@ -3,8 +3,9 @@
 ``RowDataSerializerSnapshot``, ``ArrayDataSerializerSnapshot`` and ``MapDataSerializerSnapshot``
 (``flink-table-runtime``) write their field, element, key and value types with Java
 serialization (``InstantiationUtil.serializeObject`` of ``org.apache.flink.table.types.logical``
-objects); :mod:`formats.flink.javaser` parses them into plain objects, and :func:`sql_type`
-makes an :class:`SqlType` of one: its ``LogicalTypeRoot``, nullability, precision and scale,
+objects); :mod:`formats.flink.java.serialization` parses them into plain objects, and
+:func:`sql_type` makes an :class:`SqlType` of one: its ``LogicalTypeRoot``, nullability, precision
+and scale,
 and its children (an ``ArrayType``'s element, a ``MapType``'s key and value, a ``RowType``'s or
 ``StructuredType``'s fields; a ``DistinctType`` is its source type). What statectl reads of a
 value of each root is :mod:`formats.flink.types.binary_data`.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from formats.flink.javaser import JavaEnum, JavaObject
+from formats.flink.java.serialization import JavaEnum, JavaObject
 from statecore.errors import UnsupportedFormatError
 
 __all__ = ["MAX_TYPE_DEPTH", "SqlType", "java_list", "sql_type"]

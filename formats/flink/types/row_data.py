@@ -19,7 +19,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from formats.flink.javaio import DataReader
+from formats.flink.java.input import DataReader
 from formats.flink.types.binary_data import (
     BinaryFormatError,
     SqlField,

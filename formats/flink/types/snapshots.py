@@ -62,8 +62,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from formats.flink.javaio import DataReader
-from formats.flink.javaser import read_java_object
+from formats.flink.java.input import DataReader
+from formats.flink.java.serialization import read_java_object
 from statecore.errors import UnsupportedFormatError
 
 __all__ = ["COMPOSITE_MAGIC", "MAX_FIELDS", "MAX_NAME", "MAX_NESTING", "NAME_PATTERN",

@@ -32,7 +32,7 @@ import datetime
 import decimal
 import struct
 
-from formats.flink.javaio import DataReader
+from formats.flink.java.input import DataReader
 from formats.flink.types.codec import Codec
 from statecore.errors import UnsupportedFormatError
 from statecore.hashing import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from formats.flink.javaio import DataReader, utf16_units_to_str
+from formats.flink.java.input import DataReader, utf16_units_to_str
 from formats.flink.types.kryo.registrations import KryoRegistrations
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from formats.flink.javaio import DataReader, utf16_units_to_str
+from formats.flink.java.input import DataReader, utf16_units_to_str
 from formats.flink.types.codec import Codec
 from formats.flink.types.kryo.input import (
     State,

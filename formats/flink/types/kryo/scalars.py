@@ -15,7 +15,7 @@ from __future__ import annotations
 import decimal
 from typing import Any
 
-from formats.flink.javaio import utf16_units_to_str
+from formats.flink.java.input import utf16_units_to_str
 from formats.flink.types.kryo.input import (
     TWO_LONGS,
     State,

@@ -1,0 +1,566 @@
+"""SQL over snapshots: every state a table, read only when a query names it (``statectl query``).
+
+DuckDB (an embedded SQL engine that scans Arrow tables without copying them) runs the query;
+statectl gives it tables:
+
+- ``"<operator>"."<state>"``: one table per state of every operator (keyed, operator and
+  broadcast state), with the columns ``export`` writes (:mod:`formats.ops.export`: ``operator``,
+  ``state``, ``subtask``, ``key_group``, ``key``, ``namespace``, ``value`` with its typed
+  fields, ``ttl_timestamp``, and ``value_undecodable`` where values could not be decoded).
+  ``<operator>`` is the operator's uid, else its name, else its OperatorID (text output names
+  it so too); a name two operators share gets the OperatorID's first 8 digits after it.
+- ``statectl.operators``, ``statectl.states``, ``statectl.subtasks``, ``statectl.key_groups``:
+  the metadata, as Flink's ``savepoint_metadata()`` gives it and more (rows and bytes per key
+  group).
+
+Several snapshots at once: each is a DuckDB database of its own name (``--as old=PATH``), so
+``old."purchases"."count"`` and ``new."purchases"."count"`` can be joined.
+
+What is read: only the tables a query names (DuckDB's parser lists them). A table whose every
+mention in the query is filtered on its ``key`` with ``=`` or ``IN`` and constants, in a
+``WHERE`` whose top-level conjunction holds that filter, reads only those keys' key groups
+(statectl's format: only their rows; a Flink snapshot is decoded whole when opened, so there the
+filter saves the Arrow work, not the reading). The query itself still applies every filter:
+pushdown only ever leaves out rows the query would drop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from formats.model.arrow_types import value_from_text
+from formats.model.checkpoint import Checkpoint
+from formats.model.columns import UNDECODABLE_COLUMN
+from formats.ops.export import (
+    WINDOW_SPEC,
+    WINDOW_TYPE,
+    flat_table,
+    is_time_window,
+    jsonable,
+    state_pieces,
+    table_schema,
+)
+from formats.ops.query_values import StateColumns, state_columns, table_values
+from statecore.checkpoint import KeyedStateHandle, OperatorMetadata, StateMetadata
+from statecore.errors import InvalidArgumentError, StatectlError, StorageError
+
+__all__ = ["METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables", "needs_decoding",
+           "rows_per_key_group", "run_query", "state_table", "table_names", "write_result"]
+
+#: The schema of the metadata tables in every snapshot's database.
+METADATA_SCHEMA = "statectl"
+METADATA_TABLES = ("operators", "states", "subtasks", "key_groups")
+
+
+class QueryError(StatectlError):
+    """The SQL itself is wrong (DuckDB's message): a usage error, not bad input."""
+
+
+@dataclass(frozen=True)
+class StateTable:
+    """One state as a table: ``schema_name``.``name`` (its operator's name and its own)."""
+
+    schema_name: str
+    name: str
+    op: OperatorMetadata
+    state: StateMetadata
+
+
+@dataclass
+class SnapshotTables:
+    """The tables of one opened snapshot, by ``(schema, table)`` (case-insensitive)."""
+
+    checkpoint: Checkpoint
+    tables: dict[tuple[str, str], StateTable] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint) -> SnapshotTables:
+        names = table_names(checkpoint)
+        tables = {}
+        for op in checkpoint.metadata.operators:
+            for state in op.states:
+                schema_name = names[op.identity.id]
+                tables[schema_name.lower(), state.name.lower()] = StateTable(
+                    schema_name, state.name, op, state)
+        return cls(checkpoint, tables)
+
+
+def table_names(checkpoint: Checkpoint) -> dict[str, str]:
+    """The schema name of each operator (by OperatorID): uid, else name, else OperatorID."""
+    plain = {op.identity.id: op.identity.uid or op.identity.name or op.identity.id
+             for op in checkpoint.metadata.operators}
+    taken: dict[str, int] = {}
+    for name in plain.values():
+        taken[name.lower()] = taken.get(name.lower(), 0) + 1
+    return {op_id: name if taken[name.lower()] == 1 and name.lower() != METADATA_SCHEMA
+            else f"{name} {op_id[:8]}" for op_id, name in plain.items()}
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """The result table, and what was read for it."""
+
+    table: pa.Table
+    #: ``(database, schema, table, key groups read or None for all)`` per table read
+    read: tuple[tuple[str, str, str, tuple[int, ...] | None], ...]
+    #: how the typed columns of the state tables read decode (:mod:`formats.ops.query_values`)
+    sources: tuple[StateColumns, ...] = ()
+
+    def values(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The rows (the first ``limit``) as statectl's values, as every command has them.
+
+        Rendered by :func:`formats.ops.export.jsonable` (JSON) and ``cli.values.format_value``
+        (text) like any value of state (:func:`formats.ops.query_values.table_values`).
+        """
+        table = self.table if limit is None else self.table.slice(0, limit)
+        return table_values(table, self.sources)
+
+
+# -- what a query names --------------------------------------------------------------------
+
+
+def _ast(connection: Any, sql: str) -> dict[str, Any]:
+    """DuckDB's parse tree of ``sql`` (``json_serialize_sql``); a syntax error: QueryError."""
+    text = connection.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
+    tree: dict[str, Any] = json.loads(text)
+    if tree.get("error"):
+        message = str(tree.get("error_message", "cannot parse the query"))
+        if "Only SELECT" in message:
+            message = "give one SELECT query (statectl query reads state, it never writes)"
+        raise QueryError(f"SQL: {message}")
+    if len(tree.get("statements", ())) != 1:
+        raise QueryError("SQL: give one query (no ';' between statements)")
+    return tree
+
+
+def needs_decoding(sql: str) -> bool:
+    """Whether ``sql`` needs a snapshot's keyed state decoded whole when it is opened.
+
+    Only ``statectl.key_groups`` does: a Flink snapshot's rows per key group are known once
+    its state is decoded. A state's table is decoded when the query reads it, and only the
+    key groups its key filter names (:meth:`formats.model.checkpoint.Checkpoint.keyed_table_in`).
+    """
+    import duckdb
+
+    connection = duckdb.connect(":memory:")
+    try:
+        mentions = _mentions(_ast(connection, sql), "")
+    finally:
+        connection.close()
+    return any(m.schema == METADATA_SCHEMA and m.table == "key_groups" for m in mentions)
+
+
+def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every object in the parse tree, depth first."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _base_tables(node: Any) -> list[dict[str, Any]]:
+    """The base tables directly in a FROM clause (through joins, not into subqueries)."""
+    if not isinstance(node, dict):
+        return []
+    if node.get("type") == "BASE_TABLE":
+        return [node]
+    if node.get("type") == "JOIN":
+        return _base_tables(node.get("left")) + _base_tables(node.get("right"))
+    return []
+
+
+def _conjuncts(expression: Any) -> list[dict[str, Any]]:
+    if not isinstance(expression, dict):
+        return []
+    if expression.get("type") == "CONJUNCTION_AND":
+        return [c for child in expression.get("children", []) for c in _conjuncts(child)]
+    return [expression]
+
+
+def _constant(expression: Any) -> Any:
+    """The value of a constant expression (a literal, or one cast), else a marker."""
+    if not isinstance(expression, dict):
+        return _NOT_CONSTANT
+    if expression.get("class") == "CONSTANT":
+        literal = expression.get("literal", {})
+        kind, text = literal.get("kind"), literal.get("text")
+        if kind in ("STRING", "VARCHAR"):
+            return text
+        if kind in ("INTEGER", "BIGINT", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT",
+                    "UINTEGER", "USMALLINT", "UTINYINT") and text is not None:
+            return int(text)
+        return _NOT_CONSTANT
+    return _NOT_CONSTANT
+
+
+_NOT_CONSTANT = object()
+
+
+def _key_column(expression: Any, aliases: Mapping[str, dict[str, Any]],
+                only: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The base table whose ``key`` column ``expression`` is, if it is one."""
+    if not isinstance(expression, dict) or expression.get("class") != "COLUMN_REF":
+        return None
+    names = [n.lower() for n in expression.get("column_names", [])]
+    if not names or names[-1] != "key":
+        return None
+    if len(names) == 1:
+        return only
+    return aliases.get(names[-2])
+
+
+def _key_filters(select: dict[str, Any]) -> dict[int, list[Any]]:
+    """Per base table of this SELECT (by ``id``): the constants its key must equal."""
+    tables = _base_tables(select.get("from_table"))
+    aliases = {}
+    for table in tables:
+        aliases[(table.get("alias") or table.get("table_name", "")).lower()] = table
+    only = tables[0] if len(tables) == 1 else None
+    found: dict[int, list[Any]] = {}
+    for conjunct in _conjuncts(select.get("where_clause")):
+        kind = conjunct.get("type")
+        values: list[Any] = []
+        target: dict[str, Any] | None = None
+        if kind == "COMPARE_EQUAL":
+            left, right = conjunct.get("left"), conjunct.get("right")
+            for column, constant in ((left, right), (right, left)):
+                target = _key_column(column, aliases, only)
+                value = _constant(constant)
+                if target is not None and value is not _NOT_CONSTANT:
+                    values = [value]
+                    break
+            else:
+                continue
+        elif kind == "COMPARE_IN":
+            children = conjunct.get("children", [])
+            target = _key_column(children[0] if children else None, aliases, only)
+            values = [_constant(c) for c in children[1:]]
+            if target is None or not values or any(v is _NOT_CONSTANT for v in values):
+                continue
+        else:
+            continue
+        assert target is not None
+        previous = found.get(id(target))
+        # two filters on one key: both hold, so the intersection would do; the union is safe
+        found[id(target)] = values if previous is None else previous + values
+    return found
+
+
+@dataclass(frozen=True)
+class _Mention:
+    database: str
+    schema: str
+    table: str
+    keys: tuple[Any, ...] | None  # None: every key
+
+
+def _mentions(tree: dict[str, Any], default_database: str) -> list[_Mention]:
+    filters: dict[int, list[Any]] = {}
+    for node in _nodes(tree):
+        if node.get("type") == "SELECT_NODE":
+            filters.update(_key_filters(node))
+    mentions = []
+    for node in _nodes(tree):
+        if node.get("type") == "BASE_TABLE":
+            keys = filters.get(id(node))
+            mentions.append(_Mention((node.get("catalog_name") or default_database).lower(),
+                                     (node.get("schema_name") or "main").lower(),
+                                     (node.get("table_name") or "").lower(),
+                                     None if keys is None else tuple(keys)))
+    return mentions
+
+
+# -- the tables ------------------------------------------------------------------------------
+
+
+def _keyed_piece(checkpoint: Checkpoint, op: OperatorMetadata, handle: KeyedStateHandle,
+                 key_groups: frozenset[int]) -> pa.Table | None:
+    """The rows of ``handle`` in ``key_groups`` (:meth:`Checkpoint.keyed_table_in`)."""
+    # only the handle's own: the keys of a filter may be held by several subtasks
+    own = frozenset(g for g in key_groups if g in handle.key_group_range)
+    if not own:
+        return None
+    table = checkpoint.keyed_table_in(op.uid, handle, own)
+    return table if table.num_rows else None
+
+
+def state_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
+                key_groups: frozenset[int] | None = None,
+                undecodable: bool | None = None) -> pa.Table:
+    """One state's rows in ``export``'s columns; keyed state: only ``key_groups`` (None: all).
+
+    ``undecodable``: whether the table has the ``value_undecodable`` column (default: whether
+    the snapshot kept undecodable values of this state, or the rows read hold some: a Flink
+    snapshot read without decoding knows only then).
+    """
+    read: list[tuple[int, pa.Table]] = []
+    if key_groups is None or state.scope != "keyed":
+        read = [(subtask, piece()) for subtask, piece in state_pieces(checkpoint, op, state)]
+    else:
+        for st in sorted(op.subtasks, key=lambda s: s.index):
+            for handle in st.keyed:
+                if handle.state != state.name:
+                    continue
+                piece = _keyed_piece(checkpoint, op, handle, key_groups)
+                if piece is not None:
+                    read.append((st.index, piece))
+    if undecodable is None:
+        undecodable = any(UNDECODABLE_COLUMN in table.column_names for _, table in read) or any(
+            p.kept and (p.operator, p.state) == (op.uid, state.name)
+            for p in checkpoint.undecodable_parts())
+    schema = table_schema(op, state, undecodable)
+    if is_time_window(checkpoint, op, state):  # as export's Parquet: namespace.start, .end
+        schema = schema.set(schema.get_field_index("namespace"), pa.field(
+            "namespace", WINDOW_TYPE, metadata={"statectl.type": WINDOW_SPEC}))
+    pieces = [flat_table(schema, op, state, subtask, table) for subtask, table in read]
+    return pa.concat_tables(pieces) if pieces else schema.empty_table()
+
+
+def _key_groups(checkpoint: Checkpoint, op: OperatorMetadata, keys: tuple[Any, ...] | None
+                ) -> frozenset[int] | None:
+    """The key groups of ``keys`` in ``op``; None: all (no filter, or a hash not known)."""
+    if keys is None or op.key_type is None:
+        return None
+    groups = set()
+    for key in keys:
+        try:
+            value = value_from_text(str(key), op.key_type)
+        except InvalidArgumentError:
+            return None  # a constant of another type: DuckDB decides what it matches
+        group = checkpoint.key_group_of(op, value)
+        if group is None:
+            return None
+        groups.add(group)
+    return frozenset(groups)
+
+
+def rows_per_key_group(checkpoint: Checkpoint, op: OperatorMetadata,
+                        handle: KeyedStateHandle) -> list[tuple[int, int]]:
+    """``(key group, rows)`` of one keyed handle: from the metadata, else by reading it."""
+    if handle.rows:
+        return [(r.key_group, r.row_count) for r in handle.rows]
+    counts = pc.value_counts(checkpoint.keyed_table(op.uid, handle, []).column("key_group"))
+    return sorted((int(c["values"].as_py()), int(c["counts"].as_py())) for c in counts)
+
+
+def _metadata_tables(checkpoint: Checkpoint, names: dict[str, str], with_key_groups: bool
+                     ) -> dict[str, pa.Table]:
+    """``statectl.operators``, ``states``, ``subtasks``, ``key_groups`` of one snapshot.
+
+    ``key_groups`` is empty unless ``with_key_groups`` (a Flink snapshot's rows per key group
+    are known only once its state is decoded).
+    """
+    ops = checkpoint.metadata.operators
+    operators = pa.Table.from_pylist([{
+        "operator": names[op.identity.id], "operator_id": op.identity.id,
+        "uid": op.identity.uid, "name": op.identity.name, "parallelism": op.parallelism,
+        "max_parallelism": op.max_parallelism, "key_type": op.key_type,
+        "states": len(op.states)} for op in ops], schema=pa.schema([
+            ("operator", pa.string()), ("operator_id", pa.string()), ("uid", pa.string()),
+            ("name", pa.string()), ("parallelism", pa.int32()),
+            ("max_parallelism", pa.int32()), ("key_type", pa.string()),
+            ("states", pa.int32())]))
+    states = pa.Table.from_pylist([{
+        "operator": names[op.identity.id], "state": s.name, "scope": s.scope, "kind": s.kind,
+        "key_type": op.key_type if s.scope == "keyed" else s.user_key_type,
+        "namespace_type": s.namespace_type, "value_type": s.value_type,
+        "ttl_ms": s.ttl if isinstance(s.ttl, int) and not isinstance(s.ttl, bool) else None}
+        for op in ops for s in op.states], schema=pa.schema([
+            ("operator", pa.string()), ("state", pa.string()), ("scope", pa.string()),
+            ("kind", pa.string()), ("key_type", pa.string()), ("namespace_type", pa.string()),
+            ("value_type", pa.string()), ("ttl_ms", pa.int64())]))
+    subtasks = pa.Table.from_pylist([{
+        "operator": names[op.identity.id], "subtask": st.index,
+        "key_group_start": None if st.key_group_range is None else st.key_group_range.start,
+        "key_group_end": None if st.key_group_range is None else st.key_group_range.end,
+        "keyed_handles": len(st.keyed), "operator_handles": len(st.operator)}
+        for op in ops for st in op.subtasks], schema=pa.schema([
+            ("operator", pa.string()), ("subtask", pa.int32()),
+            ("key_group_start", pa.int32()), ("key_group_end", pa.int32()),
+            ("keyed_handles", pa.int32()), ("operator_handles", pa.int32())]))
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    for op in ops if with_key_groups else ():
+        for st in op.subtasks:
+            for handle in st.keyed:
+                for group, count in rows_per_key_group(checkpoint, op, handle):
+                    entry = groups.setdefault((names[op.identity.id], handle.state, group),
+                                              [st.index, 0])
+                    entry[1] += count
+    key_groups = pa.Table.from_pylist([{
+        "operator": operator, "state": state, "key_group": group, "subtask": subtask,
+        "rows": rows} for (operator, state, group), (subtask, rows) in sorted(groups.items())],
+        schema=pa.schema([("operator", pa.string()), ("state", pa.string()),
+                          ("key_group", pa.int32()), ("subtask", pa.int32()),
+                          ("rows", pa.int64())]))
+    return {"operators": operators, "states": states, "subtasks": subtasks,
+            "key_groups": key_groups}
+
+
+def write_result(result: QueryResult, path: str) -> None:
+    """Write a result to a local ``path``: Parquet, CSV or JSON Lines by extension.
+
+    Parquet keeps DuckDB's Arrow types. JSON Lines and CSV hold values as ``export`` writes
+    them (:func:`formats.ops.export.jsonable` of :meth:`QueryResult.values`: non-finite floats as
+    the ``NaN``/``Infinity`` literals; CSV: strings as they are, other values as JSON text).
+    The file is written under a temporary name beside ``path`` and renamed to it when
+    complete: a failure leaves no file (and an existing ``path`` as it was). An OSError is a
+    :class:`~statecore.errors.StorageError`.
+    """
+    import os
+    import uuid
+
+    folder, name = os.path.split(os.path.abspath(path))
+    staging = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.partial")
+    try:
+        _write_file(result, staging, path)
+        os.replace(staging, path)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+
+
+def _write_file(result: QueryResult, staging: str, path: str) -> None:
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    if path.endswith(".parquet"):
+        pq.write_table(result.table, staging)
+        return
+    rows = [{name: jsonable(value, strict=False) for name, value in row.items()}
+            for row in result.values()]
+    if path.endswith(".jsonl"):
+        with open(staging, "w", encoding="utf-8", newline="") as out:
+            for row in rows:
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return
+
+    def cell(value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        return json.dumps(value, ensure_ascii=False)  # numbers, booleans and nested as JSON
+
+    columns = {name: pa.array([cell(row[name]) for row in rows], pa.string())
+               for name in result.table.column_names}
+    pacsv.write_csv(pa.table(columns), staging)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+_DUCKDB_ERROR = re.compile(r"^\w+ Error: ", re.ASCII)
+
+
+def _listing(databases: Mapping[str, SnapshotTables], default: str) -> str:
+    """The tables a query can name, the first few, for an error message."""
+    names = [f"{'' if database == default else database + '.'}"
+             f"{_quoted(t.schema_name)}.{_quoted(t.name)}"
+             for database, tables in databases.items() for t in tables.tables.values()]
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return f"{shown or 'no state'}; {METADATA_SCHEMA}.states lists them"
+
+
+def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | None = None,
+              progress: Callable[[str], None] | None = None) -> QueryResult:
+    """Run ``sql`` over ``snapshots`` (database name → opened snapshot); the result table.
+
+    ``default``: the database unqualified names refer to (default: the first). A SQL error
+    (DuckDB's message) is a :class:`QueryError`.
+    """
+    import duckdb  # only this command needs it
+
+    connection = duckdb.connect(":memory:")
+    try:
+        tree = _ast(connection, sql)
+        databases = {name.lower(): SnapshotTables.of(cp) for name, cp in snapshots.items()}
+        for name in databases:
+            connection.execute(f"ATTACH ':memory:' AS {_quoted(name)}")
+        default_database = (default or next(iter(databases))).lower()
+        connection.execute(f"USE {_quoted(default_database)}")
+        wanted: dict[tuple[str, str, str], set[Any] | None] = {}
+        for mention in _mentions(tree, default_database):
+            key = (mention.database, mention.schema, mention.table)
+            if key in wanted and wanted[key] is None:
+                continue
+            wanted[key] = None if mention.keys is None else (
+                (wanted.get(key) or set()) | set(mention.keys))
+        read: list[tuple[str, str, str, tuple[int, ...] | None]] = []
+        sources: list[StateColumns] = []
+        for name, tables in databases.items():
+            checkpoint = tables.checkpoint
+            undecodable = {(p.operator, p.state) for p in checkpoint.undecodable_parts()
+                           if p.kept}
+            created: set[str] = set()
+            for schema_name in {t.schema_name for t in tables.tables.values()} | {
+                    METADATA_SCHEMA}:  # all of them: DuckDB's errors then name the table
+                connection.execute(f"CREATE SCHEMA {_quoted(name)}.{_quoted(schema_name)}")
+                created.add(schema_name)
+            metadata = None
+            for (database, schema, table), keys in wanted.items():
+                if database != name:
+                    continue
+                if schema == METADATA_SCHEMA and table in METADATA_TABLES:
+                    if metadata is None:
+                        metadata = _metadata_tables(
+                            checkpoint, table_names(checkpoint),
+                            (name, METADATA_SCHEMA, "key_groups") in wanted)
+                    data = metadata[table]
+                    found = None
+                    schema_name, table_name = METADATA_SCHEMA, table
+                    read.append((name, schema_name, table_name, None))
+                else:
+                    found = tables.tables.get((schema, table))
+                    if found is None:
+                        continue  # not a state: DuckDB says what is missing
+                    groups = _key_groups(checkpoint, found.op,
+                                         None if keys is None else tuple(keys))
+                    if progress is not None:
+                        progress(f"{found.schema_name}/{found.name}")
+                    # None: the rows read say (a Flink snapshot read without decoding)
+                    data = state_table(checkpoint, found.op, found.state, groups,
+                                       (found.op.uid, found.state.name) in undecodable or None)
+                    schema_name, table_name = found.schema_name, found.name
+                    read.append((name, schema_name, table_name,
+                                 None if groups is None else tuple(sorted(groups))))
+                view = f"statectl_{len(read)}"
+                connection.register(view, data)
+                if schema_name not in created:
+                    connection.execute(f"CREATE SCHEMA IF NOT EXISTS "
+                                       f"{_quoted(name)}.{_quoted(schema_name)}")
+                    created.add(schema_name)
+                # a view of the Arrow table: DuckDB scans it in place, nothing is copied
+                connection.execute(f"CREATE VIEW {_quoted(name)}.{_quoted(schema_name)}."
+                                   f"{_quoted(table_name)} AS SELECT * FROM temp.main.{view}")
+                if found is not None:
+                    # the columns' types as DuckDB gives them back: a result column of one
+                    # of them is read as the state's column (formats.ops.query_values)
+                    types = connection.sql(f"SELECT * FROM temp.main.{view} LIMIT 0"
+                                           ).to_arrow_table().schema
+                    sources.append(state_columns(checkpoint, found.op, found.state,
+                                                 {f.name: f.type for f in types}))
+        try:
+            relation = connection.sql(sql)
+            if relation is None:
+                raise QueryError("SQL: the statement returns no rows (give a query)")
+            result = relation.to_arrow_table()
+        except duckdb.Error as exc:
+            message = _DUCKDB_ERROR.sub("", str(exc)).splitlines()[0]
+            if isinstance(exc, duckdb.CatalogException):
+                message += f" (the tables: {_listing(databases, default_database)})"
+            raise QueryError(f"SQL: {message}") from exc
+        return QueryResult(result, tuple(read), tuple(sources))
+    finally:
+        connection.close()
