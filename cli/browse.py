@@ -53,8 +53,8 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from cli.inspect_view import draw_key_groups, ttl_time
 from cli.values import format_size, format_value
+from cli.views.inspect import draw_key_groups, ttl_time
 from formats.model.arrow_types import pyrows, value_from_text
 from formats.model.checkpoint import Checkpoint
 from formats.ops.diff import canonical

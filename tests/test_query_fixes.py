@@ -20,7 +20,7 @@ from cli_support import KEYED, run, run_json
 from flink_fixtures import snapshot_ids, snapshots
 from rich.console import Console
 
-from cli.query_view import draw_query, rows_shown
+from cli.views.query import draw_query, rows_shown
 from formats.open import open_checkpoint
 from formats.ops.query import SnapshotTables, run_query
 from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot

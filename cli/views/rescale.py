@@ -7,6 +7,7 @@ their own. The JSON plan is ``docs/schema/rescale.json``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -18,8 +19,8 @@ from formats.ops.rescale import RescaleResult
 from statecore.rescale_plan import KEPT, OPERATOR_PARALLELISM, OperatorPlan, RescalePlan
 from statecore.wording import counted
 
-__all__ = ["PLAN_LINES", "PLAN_ROWS", "draw_plan", "kept_apart", "parallelism_text",
-           "plan_json", "rescale_result_json"]
+__all__ = ["PLAN_LINES", "PLAN_ROWS", "draw_plan", "draw_rescale", "kept_apart",
+           "parallelism_text", "plan_json", "rescale_json", "rescale_result_json"]
 
 
 #: Lines the default plan may take (a 40-line terminal, with the command and its other output).
@@ -37,6 +38,31 @@ def _has_state(op: OperatorPlan) -> bool:
 def _detail_lines(op: OperatorPlan) -> int:
     """Lines of an operator's per-subtask table: title, borders, header, rows, summary."""
     return 6 + len(op.subtasks)
+
+
+def draw_rescale(console: Console, plan: RescalePlan, run: Callable[[], RescaleResult] | None,
+                 show_all: bool = False) -> None:
+    """The plan (:func:`draw_plan`), then (``run`` given) carry it out and say what was written."""
+    draw_plan(console, plan, show_all)
+    if run is None:
+        return
+    result = run()
+    console.print(
+        f"wrote {result.location} ({result.mode}): {result.files_linked} files linked, "
+        + (f"{result.files_copied} copied, " if result.files_copied else "")
+        + f"{result.files_written} written, {result.entries_written:,} entries rewritten"
+        + (f", {result.entries_dropped:,} expired entries dropped"
+           if result.entries_dropped else "") + f" in {result.seconds:.2f} s")
+    if result.release_text:
+        console.print(f"a savepoint {escape(result.release_text)}")
+
+
+def rescale_json(plan: RescalePlan, run: Callable[[], RescaleResult] | None) -> dict[str, Any]:
+    """The ``rescale`` document: the plan, then (``run`` given) carry it out and add the result."""
+    document: dict[str, Any] = {"plan": plan_json(plan)}
+    if run is not None:
+        document["result"] = rescale_result_json(run())
+    return document
 
 
 def draw_plan(console: Console, plan: RescalePlan, show_all: bool = False) -> None:
