@@ -1,0 +1,16 @@
+package upgrade.job;
+
+/** The POJO kept in ValueState<Item> "pojo": a field removed (name). */
+public class Item {
+    public long id;
+    public int qty;
+
+    public Item() {}
+
+    public static Item of(long key, long value, Item previous) {
+        Item i = new Item();
+        i.id = key;
+        i.qty = (previous == null ? 0 : previous.qty) + (int) value + 1;
+        return i;
+    }
+}

@@ -1,0 +1,20 @@
+package upgrade.job;
+
+/** The POJO kept in ValueState<Item> "pojo", with a field of type Point (see Point). */
+public class Item {
+    public long id;
+    public String name;
+    public int qty;
+    public Point where;
+
+    public Item() {}
+
+    public static Item of(long key, long value, Item previous) {
+        Item i = new Item();
+        i.id = key;
+        i.name = "item-" + key;
+        i.qty = (previous == null ? 0 : previous.qty) + (int) value + 1;
+        i.where = Point.at((int) key, (int) value);
+        return i;
+    }
+}
