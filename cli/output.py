@@ -29,6 +29,7 @@ from rich.progress import (
 )
 
 from cli.views import STYLE_NOTE
+from cli.views.compat import compat_json, draw_compat
 from cli.views.convert import convert_json, draw_convert
 from cli.views.diff import diff_json, draw_diff
 from cli.views.export import draw_export, export_json
@@ -52,6 +53,7 @@ from cli.views.trace import draw_trace, draw_walkthroughs, trace_json, walkthrou
 from cli.views.verify import draw_verify, verify_json
 from formats.model.json_contract import SCHEMA_VERSION
 from formats.ops.build import BuildSummary
+from formats.ops.compat import CompatReport
 from formats.ops.convert import ConvertResult
 from formats.ops.diff import DiffReport
 from formats.ops.export import ExportResult
@@ -142,6 +144,10 @@ class Output(ABC):
         """Show the differences of two checkpoints (the first ``limit``) and their counts."""
 
     @abstractmethod
+    def compat(self, report: CompatReport) -> None:
+        """Show whether the new job restores the snapshot: the outcome, state by state."""
+
+    @abstractmethod
     def history(self, history: KeyHistory, everything: bool) -> None:
         """Show one key's values in each snapshot (text: the changes; ``everything``: all)."""
 
@@ -210,6 +216,9 @@ class TextOutput(Output):
 
     def diff(self, report: DiffReport) -> None:
         draw_diff(self.console, self.notes, report)
+
+    def compat(self, report: CompatReport) -> None:
+        draw_compat(self.console, report)
 
     def history(self, history: KeyHistory, everything: bool) -> None:
         draw_history(self.console, self.notes, history, everything)
@@ -287,6 +296,9 @@ class JsonOutput(Output):
 
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
         self._emit(walkthroughs_json(walkthroughs))
+
+    def compat(self, report: CompatReport) -> None:
+        self._emit(compat_json(report))
 
     def history(self, history: KeyHistory, everything: bool) -> None:
         self._emit(history_json(history))

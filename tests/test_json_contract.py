@@ -265,11 +265,13 @@ def _flink_snapshot_documents(path: Path, parallelism: int, tmp_path: Path
     check(verified, "verify")
     diff = run_json("diff", str(path), str(path))
     check(diff, "diff")
+    compat = run_json("compat", str(path), str(path))
+    check(compat, "compat")
     exported = run_json("export", str(path), "--out", str(tmp_path / "e"))
     check(exported, "export")
     manifest = json.loads((tmp_path / "e" / "_export.json").read_text())
     check(manifest, "export-manifest")
-    documents = [document, summary, plan, verified, diff, exported, manifest]
+    documents = [document, summary, plan, verified, diff, compat, exported, manifest]
     check_all(*documents)
     return document, documents
 

@@ -6,6 +6,7 @@ import click
 
 from cli.commands.browse import browse_command
 from cli.commands.build import build_command
+from cli.commands.compat import compat_command
 from cli.commands.convert import convert_command
 from cli.commands.diff import diff_command
 from cli.commands.export import export_command
@@ -21,6 +22,7 @@ __all__ = [
     "COMMANDS",
     "browse_command",
     "build_command",
+    "compat_command",
     "convert_command",
     "diff_command",
     "export_command",
@@ -37,4 +39,5 @@ __all__ = [
 COMMANDS: tuple[click.Command, ...] = (build_command, inspect_command, snapshot_command,
                                        rescale_command, convert_command, verify_command,
                                        diff_command, export_command, query_command,
-                                       history_command, browse_command, trace_command)
+                                       history_command, browse_command, trace_command,
+                                       compat_command)

@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from formats.flink.compat import OperatorSchemas, restore_checks
 from formats.flink.read.keyed import (
     KeyedHeader,
 )
@@ -57,13 +58,19 @@ from formats.flink.read.pieces import (
 )
 from formats.flink.read.snapshot_model import Problem, SnapshotBuilder, refuse_damage
 from formats.flink.read.sources import READER_STATE, source_progress
+from formats.flink.read.state_meta import StateInfo
 from formats.flink.read.streams import SnapshotStreams, read_snapshot_file
 from formats.flink.read.tables import DecodedTable, rehash_rows
 from formats.flink.types.codecs import Codec
 from formats.flink.types.flink_version import kryo_major_of, written_by
 from formats.flink.types.snapshots import SerializerSnapshot
 from formats.flink.write.rewrite import rewrite_flink_savepoint
-from formats.flink.write.versions import TargetRelease, check_target_holds, target_release
+from formats.flink.write.versions import (
+    TargetRelease,
+    check_target_holds,
+    infer_release,
+    target_release,
+)
 from formats.model.checkpoint import (
     Checkpoint,
     DownloadUnit,
@@ -72,6 +79,7 @@ from formats.model.checkpoint import (
     rehash_refused,
     state_of,
 )
+from formats.model.compatibility import StateCheck
 from formats.model.operator_names import OperatorNames
 from formats.model.sources import SourceProgress
 from formats.storage.filesystems import is_storage_failure, join_location
@@ -273,6 +281,29 @@ class FlinkCheckpoint(Checkpoint):
         it first accesses it, so a state may be in some subtasks' headers only.
         """
         return self._keyed_headers.get(self.operator(uid).uid)
+
+    def releases(self) -> str | None:
+        """As the model's: the releases that write this ``_metadata`` version."""
+        return infer_release(self.flink.version).releases
+
+    def restore_checks(self, uid: str, new: Checkpoint, new_uid: str) -> list[StateCheck] | None:
+        """As the model's: serializer snapshots compared as Flink's restore does.
+
+        See :mod:`formats.flink.compat`.
+        """
+        if not isinstance(new, FlinkCheckpoint):
+            return None
+        return restore_checks(self.operator_schemas(uid), new.operator_schemas(new_uid))
+
+    def operator_schemas(self, uid: str) -> OperatorSchemas:
+        """An operator's keyed state header and each operator state's mode and meta info."""
+        operator: dict[str, tuple[str, StateInfo | None]] = {}
+        for subtask in self.operator(uid).subtasks:
+            for handle in subtask.operator:
+                if handle.state not in operator:
+                    decoded = self.decoded_operator_state(handle.file)
+                    operator[handle.state] = (decoded.mode, decoded.info)
+        return OperatorSchemas(self.keyed_header(uid), operator, kryo_major_of(self.flink.version))
 
     def decoded_rows(self, relative: str) -> list[tuple[int, Any, Any, Any]]:
         """A virtual file's entries ``(key_group, key, namespace, value)`` as decoded.

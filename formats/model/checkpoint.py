@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from formats.model.arrow_types import from_arrow, pydict
 from formats.model.columns import join_ttl, keyed_schema, operator_schema, ttl_spec, value_spec
+from formats.model.compatibility import StateCheck
 from formats.model.key_hash import key_groups
 from formats.model.sources import SourceProgress
 from statecore.checkpoint import (
@@ -179,6 +180,20 @@ class Checkpoint(ABC):
         rewrite (:func:`formats.ops.rescale.rescale_checkpoint`), so the model has none.
         """
         raise UnsupportedFormatError(f"{self.format_name} snapshots are not rewritten this way")
+
+    def releases(self) -> str | None:
+        """The releases that write this snapshot as it is (``"Flink 1.16 to 1.20"``), if known."""
+        return None
+
+    def restore_checks(self, uid: str, new: Checkpoint, new_uid: str) -> list[StateCheck] | None:
+        """How the job that wrote ``new`` restores operator ``uid`` of this snapshot.
+
+        Its operator ``new_uid`` in ``new``: a check per state (:mod:`formats.model.compatibility`).
+
+        ``None``: this format cannot tell (statectl's own checkpoints have no serializer
+        snapshots; a Flink job restores them only once converted to a savepoint).
+        """
+        return None
 
     def download_units(self, uid: str) -> list[DownloadUnit]:
         """What a restore of an operator fetches whole, with the key groups it covers.

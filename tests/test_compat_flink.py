@@ -1,0 +1,72 @@
+"""``statectl compat`` says what real Flink does, for every kind of job change (issue 43).
+
+Ground truth: ``tests/flink_upgrade.py`` restores each v1 savepoint into v2 in real Flink (2.3
+and 1.20, and a 1.20 job's savepoint into the same job on 2.3), without
+``allowNonRestoredState``, and records whether it restored or the exception that stopped it.
+For every case:
+
+* restored by Flink -> ``restores`` (exit 0); refused -> never ``restores``: ``cannot`` (exit 3),
+  or ``restores-dropping-state`` (exit 1) exactly where Flink said it cannot map OLD's state
+  to the new program (it restores only with ``allowNonRestoredState``);
+* the reason compat gives is Flink's: a key serializer refusal names the key, a state type
+  refusal the state, a max-parallelism mismatch the operators, an unmapped state the operator
+  dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cli_support import run_json
+from flink_upgrade import CASES, UpgradeCase, cross_release_case, upgrade_cases
+from test_json_contract import check
+
+RELEASES = ("2.3.0", "1.20.5")
+
+
+def _case(version: str, name: str) -> UpgradeCase:
+    if name == "cross-release":
+        return cross_release_case()
+    return next(c for c in upgrade_cases(version) if c.name == name)
+
+
+PARAMS = [(v, n) for v in RELEASES for n in CASES] + [("1.20.5->2.3.0", "cross-release")]
+
+
+def _flink_said(case: UpgradeCase) -> str:
+    return " / ".join(case.causes) or str(case.outcome.get("message", ""))
+
+
+def _incompatible(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for op in document["operators"] for s in op["states"]
+            if s["verdict"] == "incompatible"]
+
+
+@pytest.mark.parametrize(("version", "name"), PARAMS, ids=[f"{v}-{n}" for v, n in PARAMS])
+def test_compat_agrees_with_flink(version: str, name: str) -> None:
+    case = _case(version, name)
+    restored = case.outcome["restored"]
+    said = _flink_said(case)
+    unmapped = "not available in the new program" in said  # Flink: "Cannot map ... state"
+    expected_code = 0 if restored else (1 if unmapped else 3)
+    document = run_json("compat", str(case.old), str(case.new), code=expected_code)
+    check(document, "compat")
+    if restored:
+        assert document["outcome"] == "restores", (case.description, document)
+        assert not _incompatible(document)
+        return
+    assert document["outcome"] != "restores", (case.description, said)
+    if unmapped:
+        assert document["outcome"] == "restores-dropping-state"
+        dropped = [op for op in document["operators"] if op["status"] == "dropped"]
+        assert dropped and all(op["bytes"] > 0 for op in dropped)
+    elif "Max parallelism mismatch" in said:
+        assert any(op["problems"] for op in document["operators"]), document
+    elif "key serializer" in said:
+        assert any(s["scope"] == "key" for s in _incompatible(document)), document
+    elif "Incompatible key/value state types" in said:
+        assert any("state kind" in s["detail"] for s in _incompatible(document)), document
+    else:  # a state serializer Flink found incompatible: compat names the same state
+        assert _incompatible(document), (said, document)
+        assert document["outcome"] == "cannot"
