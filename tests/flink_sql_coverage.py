@@ -39,7 +39,8 @@ from typing import Any
 from flink_coverage import JOB_JVM_OPTIONS, VERSIONS, flink_lib
 from flink_restore import DRIVER_SOURCES, FlinkUnavailable, cache_root, log_excerpt
 
-__all__ = ["KINDS", "VARIANTS", "VERSIONS", "SqlCoverage", "read_with_flink", "sql_coverage"]
+__all__ = ["KINDS", "VARIANTS", "VERSIONS", "Restore", "Restored", "SqlCoverage", "read_with_flink",
+           "restore_in_flink", "restore_many", "sql_coverage"]
 
 VARIANTS = ("plain", "minibatch")
 KINDS = ("heap-checkpoint", "heap-savepoint-canonical", "rocksdb-savepoint-canonical",
@@ -80,12 +81,13 @@ def _digest(version: str, lib: Path, *sources: Path) -> str:
     return hasher.hexdigest()[:16]
 
 
-def _java(lib: Path, classes: Path, log: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _java(lib: Path, classes: Path, log: Path, *args: str, timeout: float = TIMEOUT
+          ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["java", f"-Dlog.file={log}",
          f"-Dlog4j.configurationFile={DRIVER_SOURCES / 'log4j2.properties'}", *JOB_JVM_OPTIONS,
          "-cp", f"{lib}/*:{classes}", *args],
-        capture_output=True, text=True, check=False, timeout=TIMEOUT)
+        capture_output=True, text=True, check=False, timeout=timeout)
 
 
 def _label(name: str) -> str:
@@ -191,31 +193,130 @@ def read_with_flink(version: str, snapshots: dict[str, Path], workdir: Path
 
 
 
+@dataclasses.dataclass(frozen=True)
+class Restore:
+    """A snapshot for :func:`restore_many`: written from the coverage snapshot ``source``
+    (``"VARIANT/KIND"``), restored on ``backend`` (``hashmap`` or ``rocksdb``) at
+    ``parallelism`` / ``max_parallelism``."""
+
+    source: str
+    backend: str
+    parallelism: int
+    max_parallelism: int
+    snapshot: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """What came of one :class:`Restore`: the savepoint Flink took after it and the file of the
+    reader's lines of it, or ``error`` (why Flink did not restore it, or the reader not read it)."""
+
+    savepoint: Path | None
+    reference: Path | None
+    error: str | None
+
+    def lines(self) -> list[dict[str, Any]]:
+        """The reader's lines (:class:`SqlCoverage`) of the savepoint."""
+        assert self.reference is not None, self.error
+        return [json.loads(line) for line in self.reference.read_text().splitlines() if line]
+
+
+#: Restores :func:`restore_many` runs side by side in its MiniCluster (planned one at a time: a
+#: job's checkpoints and savepoint are mostly waiting, during which the next one is planned).
+CONCURRENCY = 2
+
+
+def _case_excerpt(log: Path, start: int, end: int) -> str:
+    """The log excerpt of bytes ``start:end`` of Flink's log (the job writes them per case)."""
+    if not log.is_file():
+        return ""
+    return log_excerpt(log.read_bytes()[start:end].decode(errors="replace"))
+
+
+def _failure(text: str, limit: int = 8000) -> str:
+    """A stack trace cut to about ``limit`` characters, keeping every ``Caused by`` line."""
+    if len(text) <= limit:
+        return text
+    head, middle, tail = text[:2000], text[2000:-(limit - 2000)], text[-(limit - 2000):]
+    causes = [line for line in middle.splitlines() if line.startswith("Caused by")]
+    return "\n".join([head, "...", *causes, "...", tail])
+
+
+def restore_many(version: str, restores: dict[str, Restore], workdir: Path
+                 ) -> dict[str, Restored]:
+    """Flink ``version`` restores each snapshot (``{name: Restore}``, names usable as file names)
+    into the job of its source's variant on its backend at its parallelism / max parallelism,
+    reading the input the source's generation read (its restored source state says it was read),
+    completes two checkpoints and takes a canonical savepoint, which Flink's reader reads.
+
+    One JVM restores them all (one MiniCluster, :data:`CONCURRENCY` jobs at a time) and one
+    reader JVM reads every savepoint: a JVM's start and the planner's first planning are paid once.
+    A case that fails fails alone: its :class:`Restored` holds the failure and the part of Flink's
+    log written while it ran (other cases ran beside it)."""
+    cov = sql_coverage(version)
+    lib = flink_lib(version)
+    classes = cov.root / "classes"
+    out = workdir / "restore"
+    manifest = workdir / "manifest.tsv"
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name, r in restores.items():
+        variant, kind = r.source.split("/")
+        generation = cov.root / "out" / f"gen-{kind.split('-')[0]}-{variant}"
+        rows.append("\t".join((name, variant, r.backend, str(r.parallelism),
+                               str(r.max_parallelism), str(generation), str(r.snapshot))))
+    manifest.write_text("\n".join(rows) + "\n")
+    log = workdir / "restore.log"
+    run = _java(lib, classes, log, "SqlCoverageJob", str(out), "--restore-many", str(manifest),
+                str(CONCURRENCY), timeout=TIMEOUT + 120 * len(restores))
+    results: dict[str, Restored] = {}
+    for name, r in restores.items():
+        variant = r.source.split("/")[0]
+        what = (f"Flink {version} did not restore {r.snapshot} ({variant}, {r.backend}, "
+                f"p{r.parallelism}/m{r.max_parallelism}")
+        case = out / name / "result.json"
+        if not case.is_file():
+            excerpt = log_excerpt(log.read_text(errors="replace")) if log.is_file() else ""
+            results[name] = Restored(None, None, (
+                f"{what}; the restoring JVM ended, exit {run.returncode}, before this case's "
+                f"result):\n{run.stdout[-2000:]}{run.stderr[-3000:]}\n{excerpt}"))
+            continue
+        result = json.loads(case.read_text())
+        if result["error"] is not None:
+            excerpt = _case_excerpt(log, result["log_from"], result["log_to"])
+            results[name] = Restored(None, None, f"{what}):\n{_failure(result['error'])}\n"
+                                                 f"Flink's log while it ran:\n{excerpt}")
+            continue
+        results[name] = Restored(Path(result["savepoint"]), None, None)
+    savepoints = {name: r.savepoint for name, r in results.items() if r.savepoint is not None}
+    reference = workdir / "reference"
+    try:
+        if savepoints:
+            _read(lib, classes, workdir, reference, {k: str(v) for k, v in savepoints.items()})
+    except RuntimeError:
+        # the reader failed on one of them: each alone, each failure its own case's
+        for name, savepoint in savepoints.items():
+            try:
+                _read(lib, classes, workdir, reference, {name: str(savepoint)})
+            except RuntimeError as exc:
+                results[name] = Restored(savepoint, None, str(exc))
+    for name, savepoint in savepoints.items():
+        if results[name].error is None:
+            results[name] = Restored(savepoint, reference / f"{_label(name)}.jsonl", None)
+    return results
+
+
 def restore_in_flink(version: str, source: str, backend: str, parallelism: int,
                      max_parallelism: int, snapshot: Path, workdir: Path
                      ) -> tuple[Path, list[dict[str, Any]]]:
-    """Flink ``version`` restores ``snapshot`` (written from the coverage snapshot ``source``,
-    ``"VARIANT/KIND"``) into the job of its variant on ``backend`` (``hashmap`` or ``rocksdb``) at
-    ``parallelism`` / ``max_parallelism``, reading the input the source's generation read (its
-    restored source state says it was read), completes two checkpoints and takes a canonical
-    savepoint: its path, and the reader's lines of it."""
-    cov = sql_coverage(version)
-    lib = flink_lib(version)
-    variant, kind = source.split("/")
-    generation = cov.root / "out" / f"gen-{kind.split('-')[0]}-{variant}"
-    out = workdir / "restore"
-    run = _java(lib, cov.root / "classes", workdir / "restore.log", "SqlCoverageJob", str(out),
-                "--restore", variant, backend, str(parallelism), str(max_parallelism),
-                str(generation), str(snapshot))
-    restored = out / "restored.json"
-    if run.returncode != 0 or not restored.is_file():
-        log = workdir / "restore.log"
-        excerpt = log_excerpt(log.read_text(errors="replace")) if log.is_file() else ""
-        raise AssertionError(f"Flink {version} did not restore {snapshot} ({variant}, {backend}, "
-                             f"p{parallelism}/m{max_parallelism}; exit {run.returncode}):\n"
-                             f"{run.stdout[-2000:]}{run.stderr[-3000:]}\n{excerpt}")
-    savepoint = Path(json.loads(restored.read_text())["savepoint"])
-    return savepoint, read_with_flink(version, {"after": savepoint}, workdir)["after"]
+    """:func:`restore_many` of one snapshot: the savepoint Flink took after restoring it and the
+    reader's lines of it (an :class:`AssertionError` if Flink did not restore it)."""
+    done = restore_many(version, {"after": Restore(source, backend, parallelism, max_parallelism,
+                                                   snapshot)}, workdir)["after"]
+    if done.error is not None:
+        raise AssertionError(done.error)
+    assert done.savepoint is not None
+    return done.savepoint, done.lines()
 
 
 def keyed_counts(lines: list[dict[str, Any]]) -> dict[tuple[str, str], int]:

@@ -1,6 +1,8 @@
 import java.io.File;
 import java.io.OutputStream;
 import java.io.PrintStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.time.Duration;
@@ -9,9 +11,15 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.flink.configuration.Configuration;
+import org.apache.logging.log4j.Level;
+import org.apache.logging.log4j.core.config.Configurator;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.runtime.minicluster.MiniCluster;
@@ -39,14 +47,14 @@ import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
  * <p>{@code java SqlCoverageJob OUT} writes OUT/result.json: {"snapshots": {"VARIANT/KIND": path},
  * "timings": {...}, "records": n}. What the snapshots hold is read by {@code SqlStateReader} (Flink's
  * own classes), never by statectl. The job compiles against Flink 1.20 and 2.3.
+ *
+ * <p>{@code java SqlCoverageJob OUT --restore-many MANIFEST [CONCURRENCY]} restores snapshots (e.g.
+ * statectl's rewrites of these) into the jobs and snapshots them again, all in one JVM: {@link #restoreMany}.
  */
 public class SqlCoverageJob {
 
     static final int PARALLELISM = 2;
     static final int MAX_PARALLELISM = 128;
-    /** The job's parallelism and max parallelism (a restore sets others). */
-    static int parallelism = PARALLELISM;
-    static int maxParallelism = MAX_PARALLELISM;
     static final long TS_BASE = 1_700_000_000_000L;
     static final int BIDS = 600;
     static final int AUCTIONS = 30;
@@ -56,6 +64,8 @@ public class SqlCoverageJob {
 
     static MiniCluster cluster;
     static int restPort;
+    /** Whether a job's plan is printed (explaining plans the statement set a second time). */
+    static boolean explain = true;
 
     /** Counts of the "done" sinks, per job tag, read from the print sink's lines (same JVM). */
     static final Map<String, AtomicLong> DONE = new java.util.concurrent.ConcurrentHashMap<>();
@@ -115,7 +125,7 @@ public class SqlCoverageJob {
 
     // ------------------------------------------------------------------ the jobs
 
-    static Configuration config(String base, String backend, boolean minibatch, String restore) {
+    static Configuration config(String base, String backend, boolean minibatch, String restore, int parallelism, int maxParallelism) {
         Configuration conf = new Configuration();
         if (restore != null) {
             for (String k : new String[] {"execution.state-recovery.path", "execution.savepoint.path"})
@@ -269,8 +279,9 @@ public class SqlCoverageJob {
      * chaining the operators of the job at parallelism 1 (where more of them chain) would get other
      * OperatorIDs than at 2, and no snapshot of it could be restored at another parallelism.
      */
-    static JobClient submit(String base, String input, String backend, boolean minibatch, String tag, String restore) throws Exception {
-        StreamExecutionEnvironment env = new StreamExecutionEnvironment(config(base, backend, minibatch, restore));
+    static JobClient submit(String base, String input, String backend, boolean minibatch, String tag, String restore,
+                            int parallelism, int maxParallelism) throws Exception {
+        StreamExecutionEnvironment env = new StreamExecutionEnvironment(config(base, backend, minibatch, restore, parallelism, maxParallelism));
         env.setParallelism(parallelism);
         env.setMaxParallelism(maxParallelism);
         env.disableOperatorChaining();
@@ -299,7 +310,7 @@ public class SqlCoverageJob {
                 + "UNION ALL SELECT auction AS id FROM bid)");
         set.add(done.insertInto(TableDescriptor.forConnector("print").schema(Schema.newBuilder()
                 .fromResolvedSchema(done.getResolvedSchema()).build()).option("print-identifier", "DONE-" + tag).build()));
-        System.err.println(set.explain());
+        if (explain) System.err.println(set.explain());
         TableResult result = set.execute();
         return result.getJobClient().orElseThrow();
     }
@@ -319,7 +330,7 @@ public class SqlCoverageJob {
             String tag = kind + "-" + variant;
             DONE.put(tag, new AtomicLong());
             bases.put(variant, base);
-            clients.put(variant, submit(base, base, backend, variant.equals("minibatch"), tag, null));
+            clients.put(variant, submit(base, base, backend, variant.equals("minibatch"), tag, null, PARALLELISM, MAX_PARALLELISM));
         }
         JobClient[] all = clients.values().toArray(new JobClient[0]);
         final int expected = records;
@@ -387,44 +398,126 @@ public class SqlCoverageJob {
         System.exit(0);
     }
 
+    /** A JSON string (control characters escaped). */
     static String js(String s) {
-        return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') b.append('\\').append(c);
+            else if (c == '\n') b.append("\\n");
+            else if (c < 0x20) b.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
+            else b.append(c);
+        }
+        return b.append('"').toString();
     }
 
     /**
      * Restores a snapshot (e.g. one statectl rewrote) into the job of VARIANT on BACKEND at PARALLELISM
-     * and MAX_PARALLELISM, reading the input of the generation that took the source (INPUT_BASE), waits until two checkpoints completed after the restore, takes a canonical
-     * savepoint and writes its path to OUT/restored.json. The restored source state says
-     * that input was read, so the state goes on as it was.
+     * and MAX_PARALLELISM, reading the input of the generation that took the source (INPUT_BASE), waits
+     * until two checkpoints completed after the restore, takes a canonical savepoint and returns its
+     * path. The restored source state says that input was read, so the state goes on as it was.
+     * Checkpoints and the savepoint go under OUT/restore. A job that fails or stalls is cancelled (a
+     * restore of many cases goes on in the same MiniCluster).
      */
-    static void restore(String out, String variant, String backend, String input, String path) throws Exception {
+    static String restore(String out, String variant, String backend, int parallelism, int maxParallelism,
+                          String input, String path, String tag) throws Exception {
         String base = out + "/restore";
-        DONE.put("restore", new AtomicLong());
+        DONE.put(tag, new AtomicLong());
         String pointer = path.startsWith("file:") ? path : "file://" + path;
-        JobClient client = submit(base, input, backend, variant.equals("minibatch"), "restore", pointer);
-        long start = CoverageJob.lastCheckpoint(base, true);
-        CoverageJob.waitFor("two checkpoints after the restore", () -> CoverageJob.lastCheckpoint(base, true) >= start + 2, 120_000, client);
-        String savepoint = client.triggerSavepoint("file://" + base + "/savepoints/after", SavepointFormatType.CANONICAL).get();
-        CoverageJob.cancel(client);
-        Files.writeString(new File(out, "restored.json").toPath(), "{\"savepoint\":" + js(savepoint.replaceFirst("^file:(//)?", "/").replaceFirst("^//+", "/"))
-                + ",\"checkpoints\":" + CoverageJob.lastCheckpoint(base, true) + "}\n", StandardCharsets.UTF_8);
+        JobClient client;
+        synchronized (PLANNING) { // one job planned at a time; the jobs run side by side
+            client = submit(base, input, backend, variant.equals("minibatch"), tag, pointer, parallelism, maxParallelism);
+        }
+        try {
+            long start = CoverageJob.lastCheckpoint(base, true);
+            CoverageJob.waitFor("two checkpoints after the restore", () -> CoverageJob.lastCheckpoint(base, true) >= start + 2, 120_000, client);
+            String savepoint = client.triggerSavepoint("file://" + base + "/savepoints/after", SavepointFormatType.CANONICAL).get(120, TimeUnit.SECONDS);
+            CoverageJob.cancel(client);
+            return savepoint.replaceFirst("^file:(//)?", "/").replaceFirst("^//+", "/");
+        } catch (Throwable e) {
+            try {
+                if (!client.getJobStatus().get(30, TimeUnit.SECONDS).isGloballyTerminalState()) CoverageJob.cancel(client);
+            } catch (Throwable ignored) {
+                // the job ended meanwhile: its slots are free
+            }
+            throw e;
+        }
+    }
+
+    static final Object PLANNING = new Object();
+
+    /** The size of Flink's log file (-Dlog.file, flushed per line): where a case's part begins or ends. */
+    static long logSize() {
+        String log = System.getProperty("log.file");
+        return log == null ? -1 : new File(log).length();
+    }
+
+    /**
+     * Restores every case of MANIFEST (one per line, tab-separated: NAME VARIANT BACKEND PARALLELISM
+     * MAX_PARALLELISM INPUT_BASE PATH) in this JVM and one MiniCluster, CONCURRENCY jobs at a time
+     * (planned one after the other), each as {@link #restore} under OUT/NAME. Writes OUT/NAME/result.json
+     * per case: {"savepoint": path or null, "error": the failure's stack trace or null, "log_from",
+     * "log_to": the byte offsets of Flink's log while the case ran, "ms"}. A failed case fails alone.
+     */
+    static void restoreMany(String out, String manifest, int concurrency) throws Exception {
+        List<String[]> cases = new ArrayList<>();
+        int slots = 1;
+        for (String line : Files.readAllLines(new File(manifest).toPath(), StandardCharsets.UTF_8)) {
+            if (line.isBlank()) continue;
+            String[] f = line.split("\t");
+            if (f.length != 7) throw new IllegalArgumentException("a manifest line of 7 fields: " + line);
+            cases.add(f);
+            slots = Math.max(slots, Integer.parseInt(f[3]));
+        }
+        // planning is most of a restore: plans are not explained, and Flink's per-task lines (a
+        // MB of log per case) are left out; warnings, errors and each case's failure are kept
+        explain = false;
+        for (String logger : new String[] {"org.apache.flink.runtime.taskmanager.Task",
+                "org.apache.flink.runtime.executiongraph.ExecutionGraph", "org.apache.flink.runtime.state.StateBackendLoader",
+                "org.apache.flink.runtime.taskexecutor.TaskExecutor", "org.apache.flink.streaming.runtime.tasks.StreamTask",
+                "org.apache.flink.runtime.taskexecutor.slot.TaskSlotTableImpl", "org.apache.flink.state.rocksdb.EmbeddedRocksDBStateBackend"})
+            Configurator.setLevel(logger, Level.WARN);
+        startCluster(out, slots * concurrency);
+        ExecutorService pool = Executors.newFixedThreadPool(concurrency);
+        List<Future<?>> running = new ArrayList<>();
+        for (String[] f : cases) {
+            running.add(pool.submit(() -> {
+                String dir = out + "/" + f[0];
+                new File(dir).mkdirs();
+                long t0 = System.currentTimeMillis();
+                long from = logSize();
+                String savepoint = null;
+                String error = null;
+                try {
+                    savepoint = restore(dir, f[1], f[2], Integer.parseInt(f[3]), Integer.parseInt(f[4]), f[5], f[6], f[0]);
+                } catch (Throwable e) {
+                    StringWriter trace = new StringWriter();
+                    e.printStackTrace(new PrintWriter(trace));
+                    error = trace.toString();
+                }
+                String result = "{\"savepoint\":" + (savepoint == null ? "null" : js(savepoint)) + ",\"error\":"
+                        + (error == null ? "null" : js(error)) + ",\"log_from\":" + from + ",\"log_to\":" + logSize()
+                        + ",\"ms\":" + (System.currentTimeMillis() - t0) + "}\n";
+                Files.writeString(new File(dir, "result.json").toPath(), result, StandardCharsets.UTF_8);
+                System.err.println("CASE " + f[0] + (error == null ? " restored" : " FAILED") + " in " + (System.currentTimeMillis() - t0) + " ms");
+                return null;
+            }));
+        }
+        for (Future<?> f : running) f.get();
+        pool.shutdown();
     }
 
     static void run(String[] args) throws Exception {
         String out = new File(args[0]).getAbsolutePath();
         long t0 = System.currentTimeMillis();
         watchStdout();
-        if (args.length > 1 && args[1].equals("--restore")) {
-            // --restore VARIANT BACKEND PARALLELISM MAX_PARALLELISM INPUT_BASE PATH
-            parallelism = Integer.parseInt(args[4]);
-            maxParallelism = Integer.parseInt(args[5]);
-            startCluster(out);
-            restore(out, args[2], args[3], args[6], args[7]);
+        if (args.length > 1 && args[1].equals("--restore-many")) {
+            // --restore-many MANIFEST [CONCURRENCY]
+            restoreMany(out, args[2], args.length > 3 ? Integer.parseInt(args[3]) : 1);
             cluster.close();
             System.out.println("DONE");
             return;
         }
-        startCluster(out);
+        startCluster(out, 2 * PARALLELISM);
         Map<String, Long> timings = new LinkedHashMap<>();
         Map<String, String> snaps = new LinkedHashMap<>();
         snaps.putAll(generate(out, "hashmap", timings));
@@ -443,13 +536,14 @@ public class SqlCoverageJob {
         System.out.println("DONE");
     }
 
-    static void startCluster(String out) throws Exception {
+    static void startCluster(String out, int slots) throws Exception {
         Configuration cc = new Configuration();
         cc.setString("rest.bind-port", "0");
         cc.setString("rest.address", "localhost");
-        cc.setString("taskmanager.memory.managed.size", "512m");
-        cc.setString("taskmanager.memory.network.min", "256m");
-        cc.setString("taskmanager.memory.network.max", "256m");
+        // the generation's 4 slots: 512m and 256m; more slots (restores side by side) get more
+        cc.setString("taskmanager.memory.managed.size", Math.max(512, 128 * slots) + "m");
+        cc.setString("taskmanager.memory.network.min", Math.max(256, 64 * slots) + "m");
+        cc.setString("taskmanager.memory.network.max", Math.max(256, 64 * slots) + "m");
         // a loaded 2-core machine (a test run beside it) can stall the TaskManager's heartbeat
         // past Flink's 50 s default: the job then fails for no fault of its own
         cc.setString("heartbeat.timeout", "600000");
@@ -457,7 +551,7 @@ public class SqlCoverageJob {
         cc.setString("io.tmp.dirs", out + "/tmp");
         new File(out, "tmp").mkdirs();
         cluster = new MiniCluster(new MiniClusterConfiguration.Builder().setConfiguration(cc)
-                .setNumTaskManagers(1).setNumSlotsPerTaskManager(Math.max(2 * PARALLELISM, parallelism)).build());
+                .setNumTaskManagers(1).setNumSlotsPerTaskManager(slots).build());
         cluster.start();
         restPort = cluster.getRestAddress().get().getPort();
     }
