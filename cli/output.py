@@ -35,6 +35,7 @@ from cli.views.diff import diff_json, draw_diff
 from cli.views.export import draw_export, export_json
 from cli.views.history import draw_history, history_json
 from cli.views.inspect import draw_inspect, inspect_json
+from cli.views.migrate import draw_migrate, migrate_json
 from cli.views.query import draw_query, query_json
 from cli.views.rescale import draw_rescale, rescale_json
 from cli.views.snapshots import (
@@ -59,6 +60,7 @@ from formats.ops.diff import DiffReport
 from formats.ops.export import ExportResult
 from formats.ops.history import KeyHistory
 from formats.ops.inspect import InspectReport
+from formats.ops.migrate import MigrateResult
 from formats.ops.query import QueryResult
 from formats.ops.rescale import RescaleResult
 from formats.ops.verify import VerifyReport
@@ -144,6 +146,10 @@ class Output(ABC):
         """Show the differences of two checkpoints (the first ``limit``) and their counts."""
 
     @abstractmethod
+    def migrate(self, result: MigrateResult) -> None:
+        """Say what a migration wrote: the savepoint, what was converted, dropped, left out."""
+
+    @abstractmethod
     def compat(self, report: CompatReport) -> None:
         """Show whether the new job restores the snapshot: the outcome, state by state."""
 
@@ -219,6 +225,9 @@ class TextOutput(Output):
 
     def compat(self, report: CompatReport) -> None:
         draw_compat(self.console, report)
+
+    def migrate(self, result: MigrateResult) -> None:
+        draw_migrate(self.console, result)
 
     def history(self, history: KeyHistory, everything: bool) -> None:
         draw_history(self.console, self.notes, history, everything)
@@ -299,6 +308,9 @@ class JsonOutput(Output):
 
     def compat(self, report: CompatReport) -> None:
         self._emit(compat_json(report))
+
+    def migrate(self, result: MigrateResult) -> None:
+        self._emit(migrate_json(result))
 
     def history(self, history: KeyHistory, everything: bool) -> None:
         self._emit(history_json(history))

@@ -324,3 +324,15 @@ def test_a_difference_with_ttl_pairs_values_as_inspect_does(tmp_path: Path) -> N
     assert changed[0]["left_ttl_timestamp"] == entry["ttl_timestamp"]
     assert len(changed[0]["right"]) == len(changed[0]["right_ttl_timestamp"])
     assert all(isinstance(t, int) for t in changed[0]["right_ttl_timestamp"])
+
+
+def test_migrate_document(tmp_path: Path) -> None:
+    """``migrate`` of a Flink snapshot for its own job (nothing to convert) against its schema."""
+    fixture = require_fixtures()[0]
+    snap = next(s for s in snapshots() if s[0] == fixture and s[1]["kind"] == "savepoint")[1]
+    path = fixture / snap["path"]
+    document = run_json("migrate", str(path), "--like", str(path), "--out",
+                        str(tmp_path / "migrated"))
+    check(document, "migrate")
+    assert document["operators"] and not any(op["converted"] for op in document["operators"])
+    check_all(document)

@@ -12,6 +12,7 @@ from cli.commands.diff import diff_command
 from cli.commands.export import export_command
 from cli.commands.history import history_command
 from cli.commands.inspect import inspect_command
+from cli.commands.migrate import migrate_command
 from cli.commands.query import query_command
 from cli.commands.rescale import rescale_command
 from cli.commands.snapshot import snapshot_command
@@ -28,6 +29,7 @@ __all__ = [
     "export_command",
     "history_command",
     "inspect_command",
+    "migrate_command",
     "query_command",
     "rescale_command",
     "snapshot_command",
@@ -40,4 +42,4 @@ COMMANDS: tuple[click.Command, ...] = (build_command, inspect_command, snapshot_
                                        rescale_command, convert_command, verify_command,
                                        diff_command, export_command, query_command,
                                        history_command, browse_command, trace_command,
-                                       compat_command)
+                                       compat_command, migrate_command)

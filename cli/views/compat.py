@@ -23,6 +23,8 @@ _OUTCOME = {
     "restores": "[green]restores[/green] (as is, or after Flink's own migration)",
     "restores-dropping-state": "[yellow]restores only with allowNonRestoredState[/yellow]: "
                                "state of OLD is dropped",
+    "restores-after-migrate": "[yellow]restores only after statectl migrate[/yellow] (statectl "
+                              "migrate OLD --like NEW --out DIR converts what Flink refuses)",
     "unknown": "[yellow]statectl cannot tell[/yellow] for some state",
     "cannot": "[red]Flink refuses it[/red]",
 }
@@ -59,14 +61,16 @@ def _rows(op: OperatorCompat) -> list[tuple[str, str, str, str]]:
                 else f"{counted(op.entries, 'entry')}, {format_size(op.bytes)}")
         return [(name, "(all)", "[yellow]dropped[/yellow]",
                  f"not in NEW: {lost} of state lost; Flink restores only with "
-                 "allowNonRestoredState")]
+                 "allowNonRestoredState"),
+                *((name, "(operator)", "[yellow]note[/yellow]", escape(n)) for n in op.notes)]
     rows = [(name, "(operator)", _verdict(Verdict.INCOMPATIBLE), escape(p)) for p in op.problems]
     rows += [(name, "(operator)", _verdict(Verdict.AS_IS), escape(n)) for n in op.notes]
     for check in op.checks:
         if check.verdict != Verdict.AS_IS:
             cited = f" ({check.cited})" if check.cited else ""
-            rows.append((name, escape(check.state), _verdict(check.verdict),
-                         escape(check.detail + cited)))
+            verdict = _verdict(check.verdict) + (" (statectl migrate converts it)"
+                                                 if check.migratable else "")
+            rows.append((name, escape(check.state), verdict, escape(check.detail + cited)))
     return rows
 
 
@@ -91,7 +95,8 @@ def _totals(report: CompatReport) -> str:
 
 def _check_json(check: StateCheck) -> dict[str, Any]:
     return {"name": check.state, "scope": check.scope, "verdict": check.verdict.label,
-            "detail": check.detail, "cited": check.cited, "old": check.old, "new": check.new}
+            "detail": check.detail, "cited": check.cited, "old": check.old, "new": check.new,
+            "migratable": check.migratable}
 
 
 def compat_json(report: CompatReport) -> dict[str, Any]:

@@ -22,7 +22,7 @@ BEGIN = "<!-- generated from docs/schema/ by docs/schema/render.py: edit the sch
 END = "<!-- end of generated reference -->"
 #: The documents in the order the reference lists them.
 ORDER = ("inspect", "query", "history", "rescale", "diff", "verify", "export", "export-manifest",
-         "convert", "compat",
+         "convert", "compat", "migrate",
          "build", "snapshot-list", "snapshot-take", "snapshot-release", "snapshot-prune",
          "trace", "trace-list-examples", "browse")
 

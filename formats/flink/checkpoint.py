@@ -64,6 +64,7 @@ from formats.flink.read.tables import DecodedTable, rehash_rows
 from formats.flink.types.codecs import Codec
 from formats.flink.types.flink_version import kryo_major_of, written_by
 from formats.flink.types.snapshots import SerializerSnapshot
+from formats.flink.write.migrate import retargets
 from formats.flink.write.rewrite import rewrite_flink_savepoint
 from formats.flink.write.versions import (
     TargetRelease,
@@ -79,7 +80,7 @@ from formats.model.checkpoint import (
     rehash_refused,
     state_of,
 )
-from formats.model.compatibility import StateCheck
+from formats.model.compatibility import OperatorMigration, StateCheck
 from formats.model.operator_names import OperatorNames
 from formats.model.sources import SourceProgress
 from formats.storage.filesystems import is_storage_failure, join_location
@@ -339,15 +340,7 @@ class FlinkCheckpoint(Checkpoint):
         markers are written back as their bytes.
         """
         target = self.target_release(flink_version)
-        lost = [p for p in self.undecodable if not p.kept]
-        if lost:
-            first = lost[0]
-            raise UnsupportedFormatError(
-                f"cannot write a savepoint of this snapshot: state {first.state!r} of operator "
-                f"{first.shown} has values statectl could not read ({first.reason}), which "
-                f"the savepoint would lose ({len(lost)} such part{'s' if len(lost) > 1 else ''}; "
-                f"a canonical savepoint of the job, which delimits every value, can be "
-                f"rewritten)")
+        self._refuse_lost()
         unknown = [s.name for op in self.metadata.operators for s in op.states
                    if s.ttl is not None and s.ttl <= 0]
         if drop_expired_at is not None and (self.rewriter is not None or unknown):
@@ -365,6 +358,37 @@ class FlinkCheckpoint(Checkpoint):
                                                   compress=compress, release=target.release,
                                                   drop_expired_at=drop_expired_at)
         return replace(written, release=target.to_json(), release_text=target.describe())
+
+    def write_migrated(self, like: Checkpoint, migrations: Sequence[OperatorMigration],
+                       plan: RescalePlan, location: str, *, compress: bool = False
+                       ) -> WrittenSnapshot:
+        """As the model's (:mod:`formats.flink.write.migrate`), for ``like``'s release.
+
+        Refused when values could not be read at all (they would be lost), as a rescale is.
+        """
+        if not isinstance(like, FlinkCheckpoint):
+            raise UnsupportedFormatError(f"{like.location} is a {like.format_name} checkpoint: "
+                                         "migrate writes for the job of a Flink snapshot")
+        target = replace(like.target_release(None),
+                         reason="the release of the new job's snapshot (--like)")
+        self._refuse_lost()
+        with written_by(target.release.kryo_major):  # converted values: the new job's Kryo
+            written = rewrite_flink_savepoint(self, plan, location, compress=compress,
+                                              release=target.release,
+                                              retargets=retargets(self, like, migrations))
+        return replace(written, release=target.to_json(), release_text=target.describe())
+
+    def _refuse_lost(self) -> None:
+        """Refuse to write when values could not be read at all: the savepoint would lose them."""
+        lost = [p for p in self.undecodable if not p.kept]
+        if lost:
+            first = lost[0]
+            raise UnsupportedFormatError(
+                f"cannot write a savepoint of this snapshot: state {first.state!r} of operator "
+                f"{first.shown} has values statectl could not read ({first.reason}), which "
+                f"the savepoint would lose ({len(lost)} such part{'s' if len(lost) > 1 else ''}; "
+                f"a canonical savepoint of the job, which delimits every value, can be "
+                f"rewritten)")
 
     def check_release(self, flink_version: str | None) -> None:
         self.target_release(flink_version)

@@ -26,10 +26,10 @@ Each serializer pair is resolved by :func:`formats.flink.types.compatibility.res
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from formats.flink.read.state_meta import KeyedHeader, StateInfo
-from formats.flink.types.compatibility import Resolution, resolve
+from formats.flink.types.compatibility import Resolution, resolve, worst_resolution
 from formats.flink.types.snapshots import SerializerSnapshot
 from formats.model.compatibility import StateCheck, Verdict
 
@@ -92,6 +92,12 @@ def _describe(info: StateInfo | None) -> str | None:
 
 def _keyed(name: str, old: StateInfo | None, new: StateInfo | None, kryo: tuple[int, int]
            ) -> StateCheck:
+    if old is not None and new is None and kryo[0] != kryo[1] and any(
+            _has_kryo(s) for s in old.serializers.values()):
+        return StateCheck(name, "keyed", Verdict.INCOMPATIBLE, "the new job does not register "
+                          f"it, and Flink restores it with its old serializers: Kryo {kryo[1]} "
+                          f"does not read what Kryo {kryo[0]} wrote (drop it)",
+                          "KryoSerializer (Flink 2.0 release notes)", _describe(old), None)
     if old is None or new is None:
         detail = ("only the new job registers it: it starts empty" if old is None else
                   "the new job does not register it (in its snapshot): Flink restores it and "
@@ -100,7 +106,15 @@ def _keyed(name: str, old: StateInfo | None, new: StateInfo | None, kryo: tuple[
                           _describe(new))
     result = _keyed_resolution(old, new, kryo)
     return StateCheck(name, "keyed", result.verdict, result.detail, result.cited,
-                      _describe(old), _describe(new))
+                      _describe(old), _describe(new),
+                      result.verdict == Verdict.INCOMPATIBLE and result.migratable
+                      and old.kind != "timers")
+
+
+def _has_kryo(snapshot: SerializerSnapshot) -> bool:
+    return snapshot.short_name == "KryoSerializerSnapshot" or any(
+        _has_kryo(s) for s in (*snapshot.nested, *snapshot.outer.get("registered_snapshots", ()),
+                               *snapshot.outer.get("subclass_snapshots", ())))
 
 
 def _keyed_resolution(old: StateInfo, new: StateInfo, kryo: tuple[int, int]) -> Resolution:
@@ -112,6 +126,8 @@ def _keyed_resolution(old: StateInfo, new: StateInfo, kryo: tuple[int, int]) -> 
         namespace = Resolution(Verdict.INCOMPATIBLE, namespace.where, namespace.why
                                + " (a namespace serializer that needs migration is refused)",
                                NAMESPACE_RULE)
+    elif namespace.migratable:  # migrate converts values, not namespaces
+        namespace = replace(namespace, migratable=False)
     value = _pair(old, new, "VALUE_SERIALIZER", "", kryo)
     if value.verdict == Verdict.MIGRATION and old.kind == "map":
         user_key = _map_user_key(old, new, kryo)
@@ -119,10 +135,10 @@ def _keyed_resolution(old: StateInfo, new: StateInfo, kryo: tuple[int, int]) -> 
             value = Resolution(Verdict.INCOMPATIBLE, user_key.where, user_key.why + " (RocksDB "
                                "refuses migrating a map state's keys; the heap backend would "
                                "migrate them)", MAP_KEY_RULE)
-    others = [_pair(old, new, k, k.split("_")[0].lower(), kryo) for k in sorted(
-        old.serializers.keys() | new.serializers.keys())
-        if k not in ("NAMESPACE_SERIALIZER", "VALUE_SERIALIZER")]
-    return max([namespace, value, *others], key=lambda r: r.verdict)
+    others = [replace(_pair(old, new, k, k.split("_")[0].lower(), kryo), migratable=False)
+              for k in sorted(old.serializers.keys() | new.serializers.keys())
+              if k not in ("NAMESPACE_SERIALIZER", "VALUE_SERIALIZER")]
+    return worst_resolution(namespace, value, *others)
 
 
 def _pair(old: StateInfo, new: StateInfo, key: str, where: str, kryo: tuple[int, int]

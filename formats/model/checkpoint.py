@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from formats.model.arrow_types import from_arrow, pydict
 from formats.model.columns import join_ttl, keyed_schema, operator_schema, ttl_spec, value_spec
-from formats.model.compatibility import StateCheck
+from formats.model.compatibility import OperatorMigration, StateCheck
 from formats.model.key_hash import key_groups
 from formats.model.sources import SourceProgress
 from statecore.checkpoint import (
@@ -194,6 +194,18 @@ class Checkpoint(ABC):
         snapshots; a Flink job restores them only once converted to a savepoint).
         """
         return None
+
+    def write_migrated(self, like: Checkpoint, migrations: Sequence[OperatorMigration],
+                       plan: RescalePlan, location: str, *, compress: bool = False
+                       ) -> WrittenSnapshot:
+        """Write this snapshot for the job that wrote ``like`` (``statectl migrate``).
+
+        Only the operators of ``migrations``, each under the new job's identity, some states
+        converted to its serializers (:class:`~formats.model.compatibility.OperatorMigration`),
+        for the release that wrote ``like``; ``plan`` gives parallelisms and key groups.
+        """
+        raise UnsupportedFormatError(f"{self.format_name} snapshots are not migrated: statectl "
+                                     "migrate rewrites Flink snapshots")
 
     def download_units(self, uid: str) -> list[DownloadUnit]:
         """What a restore of an operator fetches whole, with the key groups it covers.

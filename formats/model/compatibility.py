@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-__all__ = ["StateCheck", "Verdict", "worst"]
+__all__ = ["OperatorMigration", "StateCheck", "Verdict", "worst"]
 
 
 class Verdict(IntEnum):
@@ -71,3 +71,21 @@ class StateCheck:
     cited: str
     old: str | None
     new: str | None
+    #: incompatible, but ``statectl migrate`` converts its values (checked as it writes them)
+    migratable: bool = False
+
+
+@dataclass(frozen=True)
+class OperatorMigration:
+    """How ``statectl migrate`` writes one operator of OLD: as the new job's operator ``new_uid``.
+
+    ``convert``: OLD's states written with the new job's serializers, under the new job's
+    name for them (every value converted and checked, or nothing written); the other states
+    are written as OLD holds them (the new job restores them as is or Flink migrates them),
+    but those in ``drop``, which are left out.
+    """
+
+    uid: str
+    new_uid: str
+    convert: dict[str, str]
+    drop: frozenset[str] = frozenset()

@@ -18,25 +18,29 @@ restore):
   :mod:`formats.model.compatibility`).
 
 The outcome: ``restores`` (as is, reconfigured or after Flink's own migration: exit 0),
-``restores-dropping-state`` (only with ``allowNonRestoredState``: exit 1), ``unknown`` (statectl
-cannot tell for some state: exit 1), ``cannot`` (Flink refuses: exit 3).
+``restores-after-migrate`` (Flink refuses, but only states whose values ``statectl migrate``
+converts: exit 1), ``restores-dropping-state`` (only with ``allowNonRestoredState``: exit 1),
+``unknown`` (statectl cannot tell for some state: exit 1), ``cannot`` (Flink refuses: exit 3).
+An operator of OLD dropped while one only in NEW has the same states is named as perhaps
+renamed (``statectl migrate --map``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from formats.model.checkpoint import Checkpoint
 from formats.model.compatibility import StateCheck, Verdict, worst
 from formats.ops.inspect import OperatorSummary, summarize
-from statecore.checkpoint import OperatorIdentity
+from statecore.checkpoint import OperatorIdentity, OperatorMetadata
 from statecore.errors import InvalidArgumentError
 from statecore.key_groups import compute_default_max_parallelism
 
 __all__ = ["OUTCOMES", "CompatReport", "OperatorCompat", "check_compat"]
 
 #: the outcomes, best first, with the exit code each gives
-OUTCOMES = {"restores": 0, "restores-dropping-state": 1, "unknown": 1, "cannot": 3}
+OUTCOMES = {"restores": 0, "restores-after-migrate": 1, "restores-dropping-state": 1,
+            "unknown": 1, "cannot": 3}
 
 
 @dataclass(frozen=True)
@@ -81,10 +85,13 @@ class CompatReport:
 
     @property
     def outcome(self) -> str:
-        """``restores``, ``restores-dropping-state``, ``unknown`` or ``cannot``."""
+        """One of :data:`OUTCOMES` (see the module doc)."""
         verdict = worst(*(o.verdict for o in self.operators))
         if verdict == Verdict.INCOMPATIBLE:
-            return "cannot"
+            fixable = all(not o.problems and all(
+                c.migratable for c in o.checks if c.verdict == Verdict.INCOMPATIBLE)
+                for o in self.operators)
+            return "restores-after-migrate" if fixable else "cannot"
         if verdict == Verdict.UNKNOWN:
             return "unknown"
         if any(o.status == "dropped" for o in self.operators):
@@ -93,7 +100,7 @@ class CompatReport:
 
     @property
     def exit_code(self) -> int:
-        """0 restores, 1 only dropping state or statectl cannot tell, 3 Flink refuses."""
+        """0 restores, 1 only after migrate or dropping state or cannot tell, 3 refused."""
         return OUTCOMES[self.outcome]
 
 
@@ -129,11 +136,31 @@ def check_compat(old: Checkpoint, new: Checkpoint) -> CompatReport:
         operators.append(OperatorCompat("restored", op.identity, other.identity, verdict, checks,
                                         problems, notes, _entries(sizes), _bytes(sizes),
                                         (op.max_parallelism, other.max_parallelism)))
+    only_new = [op for op in new.metadata.operators if (op.operator_id or op.uid) not in matched]
+    operators = [_renamed(o, only_new, old) for o in operators]
     operators += [OperatorCompat("new", None, op.identity, Verdict.AS_IS,
                                  max_parallelism=(None, op.max_parallelism))
-                  for op in new.metadata.operators if (op.operator_id or op.uid) not in matched]
+                  for op in only_new]
     return CompatReport(old.location, new.location, old.releases(), new.releases(),
                         tuple(operators))
+
+
+def _renamed(found: OperatorCompat, only_new: list[OperatorMetadata], old: Checkpoint
+             ) -> OperatorCompat:
+    """A dropped operator with a note naming the new-only operator of the same states."""
+    if found.status != "dropped" or found.old is None:
+        return found
+    states = {(s.name, s.kind) for s in old.operator(_uid(old, found.old)).states}
+    alike = [op for op in only_new if {(s.name, s.kind) for s in op.states} == states]
+    if len(alike) != 1:
+        return found
+    hint = (f"perhaps renamed to {alike[0].identity.label} (the same states): statectl migrate "
+            f"--map {found.old.label}={alike[0].identity.label} writes OLD for it")
+    return replace(found, notes=(*found.notes, hint))
+
+
+def _uid(checkpoint: Checkpoint, identity: OperatorIdentity) -> str:
+    return next(op.uid for op in checkpoint.metadata.operators if op.identity == identity)
 
 
 def _entries(summary: OperatorSummary) -> int | None:

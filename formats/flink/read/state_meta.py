@@ -46,6 +46,9 @@ class StateInfo:
     #: why statectl could not read this meta info to its end (its serializers or some of them
     #: are unknown: :func:`recover_state_infos`); ``""`` when it was read
     unread: str = ""
+    #: where a migrated state's rows are found in the snapshot it comes from, when its name
+    #: there differs (``statectl migrate``: :class:`formats.flink.write.rewrite.Retarget`)
+    source_name: str = ""
 
     @property
     def serializer_names(self) -> dict[str, str]:

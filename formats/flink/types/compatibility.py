@@ -43,7 +43,7 @@ from typing import Any
 from formats.flink.types.snapshots import SerializerSnapshot
 from formats.model.compatibility import Verdict, worst
 
-__all__ = ["Resolution", "resolve"]
+__all__ = ["WIDENING", "Resolution", "resolve", "worst_resolution"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,10 @@ class Resolution:
     where: str = ""
     why: str = ""
     cited: str = ""
+    #: an incompatible serializer whose values ``statectl migrate`` converts (value by value,
+    #: checked as it writes): Kryo 2 to Kryo 5, a Kryo type to Flink's own serializer, a
+    #: widening number (:data:`WIDENING`)
+    migratable: bool = False
 
     @property
     def detail(self) -> str:
@@ -95,7 +99,8 @@ def resolve(old: SerializerSnapshot, new: SerializerSnapshot, where: str = "",
                           f"{(old if old.outer.get('unparsed') else new).short_name}")
     if old.class_name != new.class_name:
         return Resolution(Verdict.INCOMPATIBLE, where,
-                          f"{old.describe()} -> {new.describe()}", "TypeSerializerSnapshot")
+                          f"{old.describe()} -> {new.describe()}", "TypeSerializerSnapshot",
+                          migratable=_convertible(old, new))
     name = _base(old)
     if name == "PojoSerializerSnapshot":
         return _pojo(old, new, where, kryo)
@@ -109,7 +114,7 @@ def resolve(old: SerializerSnapshot, new: SerializerSnapshot, where: str = "",
     outer = _outer(old, new, where)
     if outer.verdict == Verdict.INCOMPATIBLE:
         return outer
-    return _worst(outer, _nested(old.nested, new.nested, where, _child_names(old), kryo))
+    return worst_resolution(outer, _nested(old.nested, new.nested, where, _child_names(old), kryo))
 
 
 _TYPED = {"RowDataSerializer": "RowDataSerializerSnapshot",
@@ -121,9 +126,32 @@ def _types(snapshot: SerializerSnapshot) -> str:
     return ", ".join(str(t) for t in snapshot.java_objects)[:200] or "none"
 
 
-def _worst(*resolutions: Resolution) -> Resolution:
+#: number serializers whose every value the next one holds: what migrate widens
+WIDENING = ("ByteSerializer", "ShortSerializer", "IntSerializer", "LongSerializer")
+#: Flink's own serializers of what Flink 1.x handed to Kryo (2.x's POJO collection fields)
+_FROM_KRYO = ("ListSerializerSnapshot", "MapSerializerSnapshot", "SetSerializerSnapshot",
+              "NullableSerializer", "InstantSerializer", "LocalDateSerializer",
+              "LocalDateTimeSerializer", "LocalTimeSerializer")
+
+
+def _convertible(old: SerializerSnapshot, new: SerializerSnapshot) -> bool:
+    """Whether migrate converts values of ``old``'s serializer to ``new``'s (see Resolution)."""
+    before, after = _base(old), _base(new)
+    if before == "KryoSerializerSnapshot":
+        return after in _FROM_KRYO
+    if before in WIDENING and after in WIDENING:
+        return WIDENING.index(before) < WIDENING.index(after)
+    return before == "FloatSerializer" and after == "DoubleSerializer"
+
+
+def worst_resolution(*resolutions: Resolution) -> Resolution:
+    """The worst; an incompatible one migratable only if every incompatible one is."""
     verdict = worst(*(r.verdict for r in resolutions))
-    return next((r for r in resolutions if r.verdict == verdict), AS_IS)
+    chosen = next((r for r in resolutions if r.verdict == verdict), AS_IS)
+    if verdict == Verdict.INCOMPATIBLE and chosen.migratable:
+        blocking = [r for r in resolutions if r.verdict == verdict and not r.migratable]
+        return blocking[0] if blocking else chosen
+    return chosen
 
 
 def _outer(old: SerializerSnapshot, new: SerializerSnapshot, where: str) -> Resolution:
@@ -160,7 +188,7 @@ def _nested(old: tuple[SerializerSnapshot, ...], new: tuple[SerializerSnapshot, 
     if len(old) != len(new):
         return Resolution(Verdict.INCOMPATIBLE, where, f"{len(old)} nested serializers -> "
                           f"{len(new)}", "CompositeTypeSerializerUtil")
-    return _worst(AS_IS, *(resolve(a, b, _join(where, n), kryo)
+    return worst_resolution(AS_IS, *(resolve(a, b, _join(where, n), kryo)
                            for a, b, n in zip(old, new, names, strict=False)))
 
 
@@ -180,7 +208,7 @@ def _pojo(old: SerializerSnapshot, new: SerializerSnapshot, where: str,
     old_fields = dict(zip(old.outer.get("fields", ()), old.nested, strict=False))
     new_fields = dict(zip(new.outer.get("fields", ()), new.nested, strict=False))
     common = [f for f in old_fields if f in new_fields]
-    fields = _worst(AS_IS, *(resolve(old_fields[f], new_fields[f], _join(here, f), kryo)
+    fields = worst_resolution(AS_IS, *(resolve(old_fields[f], new_fields[f], _join(here, f), kryo)
                              for f in common))
     if fields.verdict >= Verdict.INCOMPATIBLE:
         return fields
@@ -188,9 +216,9 @@ def _pojo(old: SerializerSnapshot, new: SerializerSnapshot, where: str,
     new_subs = tuple(new.outer.get("registered_subclasses", ()))
     subclasses = dict(zip(old_subs, old.outer.get("registered_snapshots", ()), strict=False))
     new_subclasses = dict(zip(new_subs, new.outer.get("registered_snapshots", ()), strict=False))
-    registered = _worst(AS_IS, *(resolve(s, new_subclasses[c], _join(here, c.rsplit(".", 1)[-1]),
-                                         kryo)
-                                 for c, s in subclasses.items() if c in new_subclasses))
+    registered = worst_resolution(AS_IS, *(
+        resolve(s, new_subclasses[c], _join(here, c.rsplit(".", 1)[-1]), kryo)
+        for c, s in subclasses.items() if c in new_subclasses))
     if registered.verdict >= Verdict.INCOMPATIBLE:
         return registered
     added = [f for f in new_fields if f not in old_fields]
@@ -202,14 +230,14 @@ def _pojo(old: SerializerSnapshot, new: SerializerSnapshot, where: str,
             if removed else "") if part)
         return Resolution(Verdict.MIGRATION, here, what, cited)
     if Verdict.MIGRATION in (fields.verdict, registered.verdict):
-        return _worst(fields, registered)
+        return worst_resolution(fields, registered)
     if new_subs[:len(old_subs)] != old_subs:
         return Resolution(Verdict.RECONFIGURED, here, "registered subclasses in another order",
                           cited)
     if old.outer.get("subclasses"):
         return Resolution(Verdict.RECONFIGURED, here, "the old serializer cached non-registered "
                           "subclasses", cited)
-    return _worst(fields, registered)
+    return worst_resolution(fields, registered)
 
 
 def _enum(old: SerializerSnapshot, new: SerializerSnapshot, where: str) -> Resolution:
@@ -238,7 +266,8 @@ def _kryo(old: SerializerSnapshot, new: SerializerSnapshot, where: str,
     if kryo[0] != kryo[1]:
         return Resolution(Verdict.INCOMPATIBLE, where, f"{old.outer.get('class')} was written by "
                           f"Kryo {kryo[0]}, and Kryo {kryo[1]} does not read it (Flink 2.0 "
-                          "moved from Kryo 2 to 5)", "KryoSerializer (Flink 2.0 release notes)")
+                          "moved from Kryo 2 to 5)", "KryoSerializer (Flink 2.0 release notes)",
+                          migratable=old.outer.get("class") == new.outer.get("class"))
     if old.outer.get("class") != new.outer.get("class"):
         return Resolution(Verdict.INCOMPATIBLE, where, f"Kryo type {old.outer.get('class')} -> "
                           f"{new.outer.get('class')}", cited)

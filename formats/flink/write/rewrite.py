@@ -27,8 +27,8 @@ sink's committer or a global aggregate), whose ``_metadata`` entry keeps the sou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from formats.flink.read.keyed import KeyedHeader, StateInfo
@@ -51,7 +51,7 @@ from statecore.key_groups import KeyGroupRange, compute_key_group_for_key_hash
 from statecore.rescale_plan import OperatorPlan, RescalePlan
 from statecore.ttl import TtlValue, expired
 
-__all__ = ["Expiry", "FlinkSource", "keyed_layout", "rewrite_flink_savepoint",
+__all__ = ["Expiry", "FlinkSource", "Retarget", "keyed_layout", "rewrite_flink_savepoint",
            "savepoint_operators"]
 
 
@@ -72,16 +72,36 @@ class FlinkSource(Protocol):
     def flink_operator(self, uid: str) -> FlinkOperator: ...
 
 
+@dataclass(frozen=True)
+class Retarget:
+    """An operator written for another job version (``statectl migrate``).
+
+    It is written under that job's identity (OperatorID, name, uid). Each keyed state of the
+    source listed in ``states`` is written: with its own meta info (``None``: as the source
+    holds it), or with the new job's (``StateInfo``: its name and serializers, every value
+    passed through ``converters[state]`` first); a state not listed is left out.
+    """
+
+    operator_id: str
+    name: str | None
+    uid: str | None
+    states: Mapping[str, StateInfo | None]
+    converters: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+
+
 def rewrite_flink_savepoint(checkpoint: FlinkSource, plan: RescalePlan, location: str, *,
                             checkpoint_id: int | None = None, compress: bool = False,
                             release: FlinkRelease = LATEST,
-                            drop_expired_at: int | None = None) -> WrittenSnapshot:
+                            drop_expired_at: int | None = None,
+                            retargets: Mapping[str, Retarget] | None = None) -> WrittenSnapshot:
     """Write ``checkpoint`` as ``plan`` says, as a canonical savepoint for ``release``.
 
     ``drop_expired_at`` (epoch ms): leave out what TTL expired then (:class:`Expiry`).
+    ``retargets`` (by the source's model uid): the operators written for another job version,
+    the only ones written then (:class:`Retarget`).
     """
     expiry = None if drop_expired_at is None else Expiry(drop_expired_at)
-    operators = savepoint_operators(checkpoint, plan, expiry=expiry)
+    operators = savepoint_operators(checkpoint, plan, expiry=expiry, retargets=retargets)
     new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
     written = write_savepoint(location, new_id, operators, compress=compress, release=release)
     return written if expiry is None else replace(written, dropped=expiry.dropped)
@@ -125,13 +145,16 @@ class Expiry:
 
 def savepoint_operators(checkpoint: FlinkSource, plan: RescalePlan, *,
                         keyed_entries: bool = True,
-                        expiry: Expiry | None = None) -> list[SavepointOperator]:
+                        expiry: Expiry | None = None,
+                        retargets: Mapping[str, Retarget] | None = None
+                        ) -> list[SavepointOperator]:
     """The savepoint's operators as ``plan`` says, in the source's order.
 
     ``keyed_entries=False`` leaves out the keyed entries (``SavepointOperator.keyed``): whoever
     writes the keyed files elsewhere (Spark tasks) decodes them; the key and state layouts
     and the refusals (an unknown key hash with a new max parallelism) are the same.
-    ``expiry``: leave out what TTL expired (:class:`Expiry`).
+    ``expiry``: leave out what TTL expired (:class:`Expiry`). ``retargets``: write only these
+    operators, each for another job version (:class:`Retarget`).
     """
     if checkpoint.unpickled:
         raise UnsupportedFormatError("a snapshot opened with --allow-pickle shows unpickled "
@@ -139,8 +162,10 @@ def savepoint_operators(checkpoint: FlinkSource, plan: RescalePlan, *,
     problems = checkpoint.open_problems()
     if problems:
         raise CheckpointError(f"the source could not be read completely: {problems[0][2]}")
-    return [_operator(checkpoint, op, op_plan, keyed_entries, expiry)
-            for op, op_plan in zip(checkpoint.metadata.operators, plan.operators, strict=True)]
+    return [_operator(checkpoint, op, op_plan, keyed_entries, expiry,
+                      None if retargets is None else retargets[op.uid])
+            for op, op_plan in zip(checkpoint.metadata.operators, plan.operators, strict=True)
+            if retargets is None or op.uid in retargets]
 
 
 def keyed_layout(header: KeyedHeader, where: str
@@ -155,17 +180,22 @@ def keyed_layout(header: KeyedHeader, where: str
 
 
 def _operator(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
-              keyed_entries: bool = True, expiry: Expiry | None = None) -> SavepointOperator:
+              keyed_entries: bool = True, expiry: Expiry | None = None,
+              retarget: Retarget | None = None) -> SavepointOperator:
     flink_op = checkpoint.flink_operator(op.uid)
     where = f"operator {op.identity.label}"
     # the uid as stored, or as the user named the operator (--uid: Flink 1.x stores none)
-    out = SavepointOperator(op.identity.id, flink_op.name, op.identity.uid, plan.new_parallelism,
-                            plan.new_max_parallelism,
+    identity = ((op.identity.id, flink_op.name, op.identity.uid) if retarget is None else
+                (retarget.operator_id, retarget.name, retarget.uid))
+    out = SavepointOperator(*identity, plan.new_parallelism, plan.new_max_parallelism,
                             coordinator=None if flink_op.coordinator_state is None
                             else flink_op.coordinator_state.data)
     header = checkpoint.keyed_header(op.uid)
-    if header is not None:
-        _keyed(checkpoint, op, plan, header, out, where, keyed_entries, expiry)
+    if header is not None and retarget is not None:
+        header = _retargeted(header, retarget)
+    if header is not None and (retarget is None or header.states):
+        _keyed(checkpoint, op, plan, header, out, where, keyed_entries, expiry,
+               {} if retarget is None else retarget.converters)
     _operator_state(checkpoint, op, plan, out, where)
     return out
 
@@ -206,9 +236,25 @@ def _state_out(info: StateInfo, where: str) -> KeyedStateOut:
                          _encoder(value, what, required=False))
 
 
+def _retargeted(header: KeyedHeader, retarget: Retarget) -> KeyedHeader:
+    """The header written for the new job: the states kept, each with its meta info.
+
+    A converted state's meta info is the new job's, under its name there; the decoded rows are
+    still found under the source's name (:attr:`StateInfo.source_name`).
+    """
+    states = []
+    for info in header.states:
+        if info.name not in retarget.states:
+            continue
+        new = retarget.states[info.name]
+        states.append(info if new is None else replace(new, source_name=info.name))
+    return replace(header, states=states)
+
+
 def _keyed(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
            header: KeyedHeader, out: SavepointOperator, where: str,
-           keyed_entries: bool = True, expiry: Expiry | None = None) -> None:
+           keyed_entries: bool = True, expiry: Expiry | None = None,
+           converters: Mapping[str, Callable[[Any], Any]] | None = None) -> None:
     out.key_snapshot = header.key_snapshot_raw
     out.key, out.key_length, out.keyed_states = keyed_layout(header, where)
     assert header.key is not None
@@ -220,17 +266,28 @@ def _keyed(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
     if not keyed_entries:
         return
     ttls = {s.name: s.ttl for s in op.states if s.scope == "keyed"}
+    converters = converters or {}
     for sub in plan.subtasks:
         key_groups = sub.key_group_range
         assert key_groups is not None
+        rehash = plan.new_max_parallelism if plan.rehash else None
         out.keyed[sub.index] = (key_groups, [
-            list(_entries(checkpoint, op, info.name, key_groups,
-                          plan.new_max_parallelism if plan.rehash else None, java_hash)
+            list(_converted(_entries(checkpoint, op, info.source_name or info.name, key_groups,
+                                     rehash, java_hash),
+                            converters.get(info.source_name or info.name))
                  if expiry is None else expiry.filter(
-                     _entries(checkpoint, op, info.name, key_groups,
-                              plan.new_max_parallelism if plan.rehash else None, java_hash),
+                     _entries(checkpoint, op, info.name, key_groups, rehash, java_hash),
                      info.kind, ttls.get(info.name)))
             for info in header.states])
+
+
+def _converted(entries: Iterator[Entry], convert: Callable[[Any], Any] | None
+               ) -> Iterator[Entry]:
+    if convert is None:
+        yield from entries
+        return
+    for key_group, key, namespace, value in entries:
+        yield key_group, key, namespace, convert(value)
 
 
 def _entries(checkpoint: FlinkSource, op: OperatorMetadata, state: str,

@@ -1,0 +1,55 @@
+"""``statectl migrate``: a snapshot rewritten so that the new version of its job restores it."""
+
+from __future__ import annotations
+
+import click
+
+from cli.output import Output
+from cli.params import Location, hold, operator_names, reading
+from formats.open import open_checkpoint
+from formats.ops.diff import side_errors
+from formats.ops.migrate import migrate_checkpoint
+
+__all__ = ["migrate_command"]
+
+
+@click.command("migrate")
+@click.argument("old")
+@click.option("--like", "like", required=True, metavar="NEW",
+              help="A snapshot of the new job version (a savepoint right after it starts will "
+                   "do): the job, serializers and Flink release to write for.")
+@click.option("--out", required=True, type=Location(),
+              help="The savepoint directory to write (must not exist).")
+@click.option("--map", "maps", multiple=True, metavar="OLD=NEW",
+              help="Pair an operator of OLD with one of NEW (a renamed uid): each by uid, name "
+                   "or OperatorID. Repeatable.")
+@click.option("--drop", "drops", multiple=True, metavar="OP[/STATE]",
+              help="Leave an operator of OLD, or one of its states, out. Repeatable.")
+@click.option("--rename-state", "renames", multiple=True, metavar="OP/OLD=NEW",
+              help="Write a state of OLD as the new job's state of another name. Repeatable.")
+@click.option("--compress", is_flag=True,
+              help="Snappy-compress the keyed state, as Flink does with "
+                   "execution.checkpointing.snapshot-compression.")
+@click.pass_obj
+def migrate_command(output: Output, old: str, like: str, out: str, maps: tuple[str, ...],
+                    drops: tuple[str, ...], renames: tuple[str, ...], compress: bool) -> None:
+    """Rewrite OLD as a savepoint that the job which wrote NEW restores.
+
+    Where statectl compat says Flink would refuse: operators are written under the new job's
+    identity (--map pairs renamed ones), states Flink would refuse (Kryo 2 values for Flink 2.x,
+    a Kryo type the new job keeps under Flink's own serializer, int turned long, ...) with the
+    new job's serializers, every value converted and checked -- or nothing is written, the first
+    value that does not convert named. States Flink restores itself are kept as they are. The
+    savepoint is for NEW's Flink release and needs no allowNonRestoredState. OLD is never
+    modified.
+    """
+    hold(old, like)
+    opened = []
+    for which, path in (("OLD", old), ("NEW", like)):
+        with side_errors(which, path):
+            opened.append(reading(open_checkpoint(path, names=operator_names(), partial=True,
+                                                  decode=which == "OLD")))
+    with output.progress("migrating"):
+        result = migrate_checkpoint(opened[0], opened[1], out, maps=maps, drops=drops,
+                                    renames=renames, compress=compress)
+    output.migrate(result)
