@@ -53,7 +53,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from cli.values import format_size, format_value
+from cli.values import format_duration, format_size, format_value
 from cli.views.inspect import draw_key_groups, ttl_time
 from formats.model.arrow_types import pyrows, value_from_text
 from formats.model.checkpoint import Checkpoint
@@ -141,9 +141,26 @@ def _decoded(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
     return out
 
 
+def expiry_of(timestamp: Any, ttl: int | None) -> Any:
+    """When a value of last access ``timestamp`` expires under ``ttl`` (ms).
+
+    Flink's rule, last access + TTL (``TtlUtils.expired``); a list's or map's per element.
+    ``None`` without a known TTL.
+    """
+    if ttl is None or ttl <= 0 or timestamp is None:
+        return None
+    if isinstance(timestamp, dict):
+        return {k: v + ttl for k, v in timestamp.items() if isinstance(v, int)}
+    if isinstance(timestamp, list | tuple):
+        return [v + ttl for v in timestamp if isinstance(v, int)]
+    return timestamp + ttl if isinstance(timestamp, int) else None
+
+
 def detail_text(row: dict[str, Any], mark: str = "", other: dict[str, Any] | None = None,
-                width: int | None = None) -> str:
+                width: int | None = None, ttl: int | None = None) -> str:
     """An entry in full: key, namespace, value, TTL, where it is stored.
+
+    ``ttl`` (ms, the state's, stored or given with ``--ttl``): when the value expires, too.
 
     The value is on one line when that fits in ``width`` columns, else pretty-printed over
     several (and always without ``width``). ``mark`` (against another snapshot) says what it
@@ -153,10 +170,10 @@ def detail_text(row: dict[str, Any], mark: str = "", other: dict[str, Any] | Non
     lines = [f"key        {format_value(row.get('key'))}"]
     if row.get("namespace") is not VOID_NAMESPACE:
         lines.append(f"namespace  {format_value(row.get('namespace'))}")
-    lines += _stored_lines(row, width)
+    lines += _stored_lines(row, width, ttl)
     if mark == "~" and other is not None:
         lines.append("changed: the snapshot compared with holds")
-        lines += _stored_lines(other, width)
+        lines += _stored_lines(other, width, ttl)
     elif mark:
         lines.append({"+": "added: not in the snapshot compared with",
                       "-": "removed: only in the snapshot compared with (its value)",
@@ -164,7 +181,8 @@ def detail_text(row: dict[str, Any], mark: str = "", other: dict[str, Any] | Non
     return "\n".join(lines)
 
 
-def _stored_lines(row: dict[str, Any], width: int | None) -> list[str]:
+def _stored_lines(row: dict[str, Any], width: int | None, ttl: int | None = None
+                  ) -> list[str]:
     """An entry's value, TTL's last access and place, a line each (a value may take more)."""
     lines = []
     marker = row.get("value_undecodable")
@@ -178,6 +196,9 @@ def _stored_lines(row: dict[str, Any], width: int | None) -> list[str]:
         lines.append("value      " + text.replace("\n", "\n           "))
     if row.get("ttl_timestamp") is not None:
         lines.append(f"last access {ttl_time(row['ttl_timestamp'])}")
+        expiry = expiry_of(row["ttl_timestamp"], ttl)
+        if expiry is not None:
+            lines.append(f"expires    {ttl_time(expiry)}")
     where = [f"subtask {row['subtask']}"]
     if row.get("key_group") is not None:
         where.insert(0, f"key group {row['key_group']}")
@@ -330,6 +351,9 @@ class BrowseApp(App[None]):
                 shown = sizes.get((op.uid, state.name))
                 label = Text(state.name)
                 label.append(f" {state.kind}", style="dim")
+                if state.ttl is not None:  # a Flink snapshot's TTL: only if given (--ttl)
+                    label.append(f" TTL {format_duration(state.ttl)}" if state.ttl > 0
+                                 else " TTL ? (--ttl)", style="dim")
                 if shown is not None and shown.entries is not None:
                     label.append(f" {shown.entries:,}")
                 if shown is not None and shown.bytes is not None:
@@ -361,7 +385,7 @@ class BrowseApp(App[None]):
         width = pane.scrollable_content_region.width - 2  # room for a scroll bar
         text = "" if page is None or not 0 <= index < len(page.rows) else detail_text(
             page.rows[index], page.marks[index], page.others[index],
-            width if width > 20 else None)
+            width if width > 20 else None, self.view.state.ttl if self.view else None)
         self.query_one("#detail", Static).update(Text(text))
         pane.scroll_home(animate=False)
 
@@ -437,15 +461,19 @@ class BrowseApp(App[None]):
         table = self.query_one("#entries", DataTable)
         table.clear(columns=True)
         columns = ["", "key"] + (["namespace"] if view.state.namespace_type != "void" else [])
-        columns += ["value", "last access", "key group", "subtask"]
+        ttl = view.state.ttl if view.state.ttl is not None and view.state.ttl > 0 else None
+        columns += ["value", "last access", *(["expires"] if ttl else []), "key group",
+                    "subtask"]
         table.add_columns(*columns)
         for mark, row in zip(page.marks, page.rows, strict=True):
             cells = [mark, _cell(row.get("key"))]
             if view.state.namespace_type != "void":
                 cells.append(_cell(row.get("namespace")))
             value = "(not decoded)" if row.get("value_undecodable") else _cell(row.get("value"))
+            expiry = expiry_of(row.get("ttl_timestamp"), ttl)
             cells += [value, "" if row.get("ttl_timestamp") is None
                       else ttl_time(row["ttl_timestamp"]),
+                      *([] if not ttl else ["" if expiry is None else ttl_time(expiry)]),
                       "" if row.get("key_group") is None else str(row["key_group"]),
                       str(row.get("subtask", ""))]
             table.add_row(*(Text(cell) for cell in cells))

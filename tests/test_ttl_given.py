@@ -8,15 +8,22 @@ states are found in the snapshots themselves (expected.json does not list them).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import run, run_json
 from flink_fixtures import expected, require_fixtures
+from test_browse import _detail, _leaves, _open
+from textual.widgets import DataTable
 
+from cli.browse import BrowseApp
 from cli.params import parse_duration
+from cli.values import format_epoch_ms
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
+from formats.ops.ttl_given import apply_ttls, resolve_ttls
 from statecore.checkpoint import TTL_UNKNOWN
 
 #: Far past every last access of the fixtures (year 2200), and before any (1970 + 1 day).
@@ -139,6 +146,44 @@ def test_rescale_drop_expired_takes_the_ttl_of_a_flink_snapshot(
     run_json("rescale", str(snapshot), "-p", "3", "--drop-expired", "--now", PAST,
              "--ttl", f"{state}=1d", "--out", str(tmp_path / "kept"))
     assert entries(tmp_path / "kept") == before
+
+
+def test_browse_shows_when_values_expire_with_the_ttl_given() -> None:
+    """The tree names the TTL, the page has an ``expires`` column and the entry an ``expires``
+    line: last access + TTL (Flink's ``TtlUtils.expired``); without --ttl, neither."""
+    snapshot, uid, state = SNAPSHOTS[0]
+    week = 7 * 24 * 3600 * 1000
+
+    def opened(ttls: list[tuple[str, int]], decode: bool = True) -> Checkpoint:
+        checkpoint = open_checkpoint(str(snapshot), decode=decode, partial=True)
+        apply_ttls(checkpoint, resolve_ttls(checkpoint, ttls))
+        return checkpoint
+
+    async def scenario(ttls: list[tuple[str, int]]) -> tuple[str, list[str], str, str, str]:
+        app = BrowseApp(opened(ttls, decode=False), str(snapshot),
+                        decoded=lambda: opened(ttls))
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.pause()
+            label = next(str(n.label) for n in _leaves(app) if n.data[1].name == state
+                         and n.data[0].uid == uid)
+            await _open(app, pilot, uid, state)
+            table = app.query_one("#entries", DataTable)
+            columns = [str(c.label) for c in table.columns.values()]
+            row = [str(cell) for cell in table.get_row_at(0)]
+            last = row[columns.index("last access")]
+            expires = row[columns.index("expires")] if "expires" in columns else ""
+            return label, columns, last, expires, _detail(app)
+
+    label, columns, last, expires, detail = asyncio.run(scenario([(state, week)]))
+    assert "TTL 7 d" in label, label
+    assert "expires" in columns and expires and last, (columns, last, expires)
+    page = next(iter(open_checkpoint(str(snapshot)).keyed_entries(uid, state)))
+    stamp = page[3].last_access_timestamp if hasattr(page[3], "last_access_timestamp") else None
+    if stamp is not None:  # a value state: the first row's own last access
+        assert last == format_epoch_ms(stamp) and expires == format_epoch_ms(stamp + week)
+    assert f"expires    {expires}" in detail, detail
+    label, columns, _, _, detail = asyncio.run(scenario([]))
+    assert "TTL ? (--ttl)" in label and "expires" not in columns and "expires" not in detail
 
 
 def test_browse_takes_the_ttl_too(tmp_path: Path) -> None:
