@@ -12,7 +12,26 @@ set explicitly; hashmap backend):
   strategy none): ``{"restored": True}`` once every stateful operator processed the records fed
   after the restore and a checkpoint completed after that; else ``{"restored": False,
   "exception": <the innermost cause's class>, "message": <its first line>}`` from the job's
-  failure (or its submission's) -- ``causes`` holds the whole chain, outermost first.
+  failure (or its submission's) -- ``causes`` holds the whole chain, outermost first;
+* ``old_state``: ``old-state.json`` beside ``old`` (``<job>/savepoint`` and
+  ``<job>/old-state.json``): v1's keyed state at the moment ``old`` was taken, dumped by the job
+  itself (no record comes in between): after the savepoint the driver feeds the marker line
+  ``0,dump`` and every stateful operator reads each of its keyed states for every key its
+  backend holds, through its own state handles (``tests/flink_jobs/upgrade/driver/Probe.java``),
+  as a JSON list of ``{"operator": uid, "state": name, "key": ..., "value": ...}`` sorted by
+  operator, state and key, e.g.
+  ``{"operator": "stateful", "state": "pojo", "key": 0, "value": {"id": 0, "name": "item-0",
+  "qty": 3}}``. Values are canonical JSON: POJOs (and Tuples, Kryo-serialized classes) as objects
+  of their fields by name, java.time values as ISO-8601 strings, lists, maps with sorted keys,
+  enums by name, integers (Long) as numbers; an absent value (or an empty list) has no entry.
+
+:func:`restore_and_dump` (many at once: :func:`restore_and_dump_many`, one JVM): any savepoint
+directory (e.g. one statectl wrote) restored into a case's v2 job on the hashmap or the RocksDB
+backend, without allowNonRestoredState, fed no records: restored once a checkpoint completed
+and every stateful operator dumped its keyed state on the marker (the same dump as
+``old_state``); else the failure, as ``outcome``. It uses the generation's compiled driver and
+job classes (:func:`upgrade_cases` first); a JVM start and a MiniCluster's is 5-15 s, each
+restore 1-3 s.
 
 How: one JVM per Flink release (``tests/flink_jobs/upgrade/driver/UpgradeDriver.java``) with one
 MiniCluster. The versions of the job hold classes of the same names with different fields, so
@@ -23,7 +42,8 @@ other differences are settings the driver passes to the job's ``Topology.build``
 uids, which operators and states exist, max parallelism). The fresh savepoint of a version is
 taken once and shared by the cases that start from (or upgrade to) it. Measured on two busy
 cores (load 10-26), from a clean cache: 26-64 s for 2.3 and 26-102 s for 1.20 (most of it the
-MiniCluster's start and the first compile); a case is 0.5-3 s.
+MiniCluster's start and the first compile); a case is 0.5-3 s. With the state dumps (load 5-10):
+17-21 s for 2.3, 21-31 s for 1.20, 8 s for the cross-release case.
 
 :func:`cross_release_case`: the job of ``same-java-time-collections`` (a POJO with java.time
 fields, which Flink 1.x serializes with Kryo, and a List and a Map field) from the 1.20
@@ -41,9 +61,12 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import hashlib
+import json
 import shutil
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +74,15 @@ from flink_coverage import JOB_JVM_OPTIONS, flink_lib
 from flink_restore import DRIVER_SOURCES, FLINK_VERSION, FlinkUnavailable, cache_root, log_excerpt
 from flink_versions import FLINK_1X
 
-__all__ = ["CASES", "CROSS_RELEASE", "SOURCES", "UpgradeCase", "cross_release_case", "timings",
-           "upgrade_cases"]
+__all__ = ["BACKENDS", "CASES", "CROSS_RELEASE", "SOURCES", "RestoreOutcome", "RestoreRequest",
+           "UpgradeCase", "cross_release_case", "load_state", "restore_and_dump",
+           "restore_and_dump_many", "timings", "upgrade_cases"]
 
 SOURCES = DRIVER_SOURCES / "upgrade"
 #: Whole-run bound, seconds.
 TIMEOUT = 900
+#: The state backends :func:`restore_and_dump` restores on.
+BACKENDS = ("hashmap", "rocksdb")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +96,39 @@ class UpgradeCase:
     description: str
     #: the failure's cause chain (``"class: first line"``, outermost first); empty if restored
     causes: tuple[str, ...] = ()
+    #: ``old-state.json``: v1's keyed state when ``old`` was taken (:func:`load_state`)
+    old_state: Path | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoreRequest:
+    """A savepoint to restore into ``case``'s v2 job on ``backend`` (:func:`restore_and_dump`)."""
+
+    case: str
+    savepoint: Path
+    backend: str = "hashmap"
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoreOutcome:
+    """Flink's outcome of restoring a savepoint, and the restored job's keyed state.
+
+    ``restored`` with ``state`` the dump (as ``old-state.json``: :func:`load_state`), or not,
+    with the failure's innermost cause (``exception``, ``message``: its first line), its chain
+    ``causes`` (outermost first) and ``state`` empty."""
+
+    restored: bool
+    exception: str
+    message: str
+    causes: tuple[str, ...]
+    state: list[dict[str, Any]]
+
+    @property
+    def outcome(self) -> dict[str, Any]:
+        """As :attr:`UpgradeCase.outcome`."""
+        if self.restored:
+            return {"restored": True}
+        return {"restored": False, "exception": self.exception, "message": self.message}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +248,8 @@ def _parse(root: Path) -> tuple[dict[str, Path], dict[str, tuple[bool, list[str]
             jobs[fields[1]] = Path(fields[2])
         elif fields[0] == "CASE":
             cases[fields[1]] = (fields[2] == "restored", fields[4:], int(fields[3]))
+        elif fields[0] == "RESTORE":  # the dump's path first
+            cases[fields[1]] = (fields[2] == "restored", fields[4:], int(fields[3]))
         elif fields[0] == "TOTAL":
             total = int(fields[1])
     return jobs, cases, total
@@ -206,11 +267,13 @@ def _load(root: Path, table: dict[str, tuple[str, Path | Version, Version]]
             outcome.update(exception=cls, message=message)
         old = v1 if isinstance(v1, Path) else jobs[v1.job_id]
         new = jobs[v2.job_id]
-        for path in (old, new):
-            if not (path / "_metadata").is_file():
-                raise FileNotFoundError(f"{path / '_metadata'} is missing")
+        for path in (old / "_metadata", new / "_metadata", old.parent / "old-state.json",
+                     new.parent / "old-state.json"):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path} is missing")
         result.append(UpgradeCase(name=name, old=old, new=new, outcome=outcome,
-                                  description=description, causes=tuple(causes)))
+                                  description=description, causes=tuple(causes),
+                                  old_state=old.parent / "old-state.json"))
     return result
 
 
@@ -275,6 +338,99 @@ def cross_release_case() -> UpgradeCase:
     return case
 
 
+def load_state(path: Path) -> list[dict[str, Any]]:
+    """A state dump (``old-state.json``, :attr:`RestoreOutcome.state`): its entries sorted by
+    operator, state and key."""
+    return _sorted_state(json.loads(Path(path).read_text()))
+
+
+def _sorted_state(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(entries, key=lambda e: (e["operator"], e["state"],
+                                          json.dumps(e["key"], sort_keys=True)))
+
+
+def _v2(version: str, case: str) -> Version:
+    if case == CROSS_RELEASE:
+        if version != FLINK_VERSION:
+            raise ValueError(f"{CROSS_RELEASE}: its v2 runs on Flink {FLINK_VERSION}, "
+                             f"not {version}")
+        return XRELEASE
+    if case not in CASES:
+        raise ValueError(f"no upgrade case {case!r}")
+    return CASES[case][2]
+
+
+def restore_and_dump(version: str, case: str, savepoint: Path,
+                     backend: str = "hashmap") -> RestoreOutcome:
+    """Flink ``version`` restores ``savepoint`` (a directory with a ``_metadata``) into the v2 job
+    of ``case`` (of :data:`CASES`, or :data:`CROSS_RELEASE` on 2.3) on ``backend`` (hashmap or
+    rocksdb), without allowNonRestoredState: restored once a checkpoint completed and the job
+    dumped its keyed state (every key of every stateful operator, as ``old-state.json``), else
+    the failure. One JVM; for several, :func:`restore_and_dump_many`."""
+    (outcome,) = restore_and_dump_many(version, [RestoreRequest(case, Path(savepoint), backend)])
+    return outcome
+
+
+def restore_and_dump_many(version: str, requests: Iterable[RestoreRequest | tuple[str, Path, str]]
+                          ) -> list[RestoreOutcome]:
+    """:func:`restore_and_dump` of each request (a :class:`RestoreRequest` or ``(case,
+    savepoint, backend)``), in order, in one JVM and MiniCluster."""
+    reqs = [r if isinstance(r, RestoreRequest) else RestoreRequest(r[0], Path(r[1]), r[2])
+            for r in requests]
+    if not reqs:
+        return []
+    jobs: dict[str, Version] = {}
+    for req in reqs:
+        if req.backend not in BACKENDS:
+            raise ValueError(f"backend {req.backend!r}: one of {BACKENDS}")
+        if not (Path(req.savepoint) / "_metadata").is_file():
+            raise FileNotFoundError(f"{Path(req.savepoint) / '_metadata'} is missing")
+        v2 = _v2(version, req.case)
+        jobs[v2.job_id] = v2
+    upgrade_cases(version)  # the generation: its driver and the job classes, compiled
+    root = _root(version)
+    classes = {v.variant: root / "out" / "classes" / v.variant for v in jobs.values()}
+    lines = [f"CLASSES\t{variant}\t{path}" for variant, path in classes.items()]
+    lines += [_job_line(v) for v in jobs.values()]
+    lines += [f"RESTORE\tr{i}\t{_v2(version, r.case).job_id}\t{Path(r.savepoint).resolve()}"
+              f"\t{r.backend}" for i, r in enumerate(reqs)]
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="restore-upgrade-", dir=cache_root()) as tmp:
+        work = Path(tmp)
+        (work / "spec.tsv").write_text("\n".join(lines) + "\n")
+        _run_driver(version, flink_lib(version), root / "driver", work)
+        _jobs, rows, _total = _parse(work)
+        result = []
+        for i in range(len(reqs)):
+            restored, fields, _ms = rows[f"r{i}"]
+            dump, causes = Path(fields[0]), tuple(fields[1:])
+            cls, _, message = causes[-1].partition(": ") if causes else ("", "", "")
+            state = load_state(dump) if restored else []
+            result.append(RestoreOutcome(restored=restored, exception="" if restored else cls,
+                                         message="" if restored else message,
+                                         causes=() if restored else causes, state=state))
+        return result
+
+
+def _run_driver(version: str, lib: Path, driver: Path, root: Path) -> None:
+    """Runs the compiled driver on ``root/spec.tsv`` into ``root/out``; raises if it failed."""
+    started = time.monotonic()
+    log = root / "flink.log"
+    with open(root / "stdout.txt", "wb") as stdout, open(root / "stderr.txt", "wb") as stderr:
+        run = subprocess.run(
+            ["java", f"-Dlog.file={log}",
+             f"-Dlog4j.configurationFile={DRIVER_SOURCES / 'log4j2.properties'}", *JOB_JVM_OPTIONS,
+             "-cp", f"{lib}/*:{driver}", "upgrade.driver.UpgradeDriver", str(root / "spec.tsv"),
+             str(root / "out")],
+            stdout=stdout, stderr=stderr, check=False, timeout=TIMEOUT)
+    if run.returncode != 0 or not (root / "out" / "result.tsv").is_file():
+        tail = ((root / "stdout.txt").read_text(errors="replace")[-3000:]
+                + (root / "stderr.txt").read_text(errors="replace")[-4000:])
+        excerpt = log_excerpt(log.read_text(errors="replace")) if log.is_file() else ""
+        raise RuntimeError(f"the upgrade driver failed on Flink {version} (exit {run.returncode},"
+                           f" {time.monotonic() - started:.0f} s; {root}):\n{tail}\n{excerpt}")
+
+
 def _generate(version: str, lib: Path, root: Path, spec_text: str) -> None:
     """Compiles the driver and runs it into ``root/out`` (in place); ``root/ok`` marks success."""
     prefix = root.name.rsplit("-", 1)[0]
@@ -290,20 +446,6 @@ def _generate(version: str, lib: Path, root: Path, spec_text: str) -> None:
     if done.returncode != 0:
         raise FlinkUnavailable(f"javac of the upgrade driver against Flink {version} failed:\n"
                                f"{done.stdout}{done.stderr}")
-    spec = root / "spec.tsv"
-    spec.write_text(spec_text)
-    log = root / "flink.log"
-    with open(root / "stdout.txt", "wb") as stdout, open(root / "stderr.txt", "wb") as stderr:
-        run = subprocess.run(
-            ["java", f"-Dlog.file={log}",
-             f"-Dlog4j.configurationFile={DRIVER_SOURCES / 'log4j2.properties'}", *JOB_JVM_OPTIONS,
-             "-cp", f"{lib}/*:{root / 'driver'}", "upgrade.driver.UpgradeDriver", str(spec),
-             str(root / "out")],
-            stdout=stdout, stderr=stderr, check=False, timeout=TIMEOUT)
-    if run.returncode != 0 or not (root / "out" / "result.tsv").is_file():
-        tail = ((root / "stdout.txt").read_text(errors="replace")[-3000:]
-                + (root / "stderr.txt").read_text(errors="replace")[-4000:])
-        excerpt = log_excerpt(log.read_text(errors="replace")) if log.is_file() else ""
-        raise RuntimeError(f"the upgrade driver failed on Flink {version} (exit {run.returncode},"
-                           f" {time.monotonic() - started:.0f} s; {root}):\n{tail}\n{excerpt}")
+    (root / "spec.tsv").write_text(spec_text)
+    _run_driver(version, lib, root / "driver", root)
     (root / "ok").write_text(f"{time.monotonic() - started:.1f} s\n")

@@ -1,9 +1,11 @@
 package upgrade.job;
 
+import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
+import org.apache.flink.api.common.state.State;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -23,8 +25,10 @@ import upgrade.driver.Probe;
  *   <li>ValueState<Color> "color" unless {@code color=false};</li>
  *   <li>ValueState<Long> "added" if {@code added=true}.</li>
  * </ul>
+ * The marker record ({@link Probe#DUMP_MARKER}) dumps them all (every key) instead.
  */
 public class Stateful<K> extends KeyedProcessFunction<K, Tuple2<Long, Long>, String> {
+    private final String uid;
     private final String count;
     private final boolean color;
     private final boolean added;
@@ -34,8 +38,10 @@ public class Stateful<K> extends KeyedProcessFunction<K, Tuple2<Long, Long>, Str
     private transient ListState<Long> countList;
     private transient ValueState<Color> colorState;
     private transient ValueState<Long> addedState;
+    private transient Map<String, State> states;
 
     public Stateful(Map<String, String> s) {
+        uid = s.getOrDefault("uid", "stateful");
         count = s.getOrDefault("count", "value-long");
         color = Boolean.parseBoolean(s.getOrDefault("color", "true"));
         added = Boolean.parseBoolean(s.getOrDefault("added", "false"));
@@ -61,10 +67,19 @@ public class Stateful<K> extends KeyedProcessFunction<K, Tuple2<Long, Long>, Str
         }
         if (color) colorState = getRuntimeContext().getState(new ValueStateDescriptor<>("color", TypeInformation.of(Color.class)));
         if (added) addedState = getRuntimeContext().getState(new ValueStateDescriptor<>("added", Types.LONG));
+        states = new LinkedHashMap<>();
+        states.put("pojo", pojoState);
+        for (State st : new State[] {countLong, countString, countList}) if (st != null) states.put("count", st);
+        if (colorState != null) states.put("color", colorState);
+        if (addedState != null) states.put("added", addedState);
     }
 
     @Override
     public void processElement(Tuple2<Long, Long> r, Context ctx, Collector<String> out) throws Exception {
+        if (r.f1 == Probe.DUMP_MARKER) {
+            Probe.dump(uid, getRuntimeContext(), states);
+            return;
+        }
         pojoState.update(Item.of(r.f0, r.f1, pojoState.value()));
         if (countLong != null) {
             Long c = countLong.value();

@@ -62,22 +62,23 @@ public final class Topology {
         }
         int operators = 1;
         if (Boolean.parseBoolean(s.getOrDefault("second", "true"))) {
-            recs.keyBy(r -> r.f0, Types.LONG).process(new Sum(), Types.STRING).uid("second").name("second");
+            recs.keyBy(r -> r.f0, Types.LONG).process(new Sum("second"), Types.STRING).uid("second").name("second");
             operators++;
         }
         if (Boolean.parseBoolean(s.getOrDefault("third", "false"))) {
-            recs.keyBy(r -> r.f0, Types.LONG).process(new Sum(), Types.STRING).uid("third").name("third");
+            recs.keyBy(r -> r.f0, Types.LONG).process(new Sum("third"), Types.STRING).uid("third").name("third");
             operators++;
         }
         return operators;
     }
 
-    /** "KEY,VALUE" -> (KEY, VALUE). */
+    /** "KEY,VALUE" -> (KEY, VALUE); "KEY,dump" -> (KEY, Probe.DUMP_MARKER), the dump's marker. */
     public static final class Parse implements MapFunction<String, Tuple2<Long, Long>> {
         @Override
         public Tuple2<Long, Long> map(String line) {
             String[] f = line.split(",");
-            return Tuple2.of(Long.parseLong(f[0].trim()), Long.parseLong(f[1].trim()));
+            long key = Long.parseLong(f[0].trim());
+            return Tuple2.of(key, f[1].trim().equals("dump") ? upgrade.driver.Probe.DUMP_MARKER : Long.parseLong(f[1].trim()));
         }
     }
 }

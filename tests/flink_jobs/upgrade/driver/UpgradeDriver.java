@@ -38,16 +38,26 @@ import org.apache.flink.util.SerializedThrowable;
  * path ({@code pipeline.classpaths}): its own user class loader. SPEC lines (tab-separated):
  * <ul>
  *   <li>{@code VARIANT name source...}: compile the sources into OUT/classes/name;</li>
+ *   <li>{@code CLASSES name dir}: the variant {@code name} already compiled into {@code dir};</li>
  *   <li>{@code JOB id variant settings}: run that version fresh (settings {@code k=v;k=v}, see
  *       upgrade.job.Topology) over a few records per key until every stateful operator
- *       processed them, take a canonical savepoint and move it to OUT/jobs/id;</li>
+ *       processed them, take a canonical savepoint and move it to OUT/jobs/id/savepoint, then
+ *       feed the dump's marker (the input line {@code 0,dump}): every stateful operator dumps
+ *       its keyed state (upgrade.driver.Probe) into OUT/jobs/id/old-state.json (the state of
+ *       the savepoint: no record came in between);</li>
  *   <li>{@code CASE name old new}: the job {@code new} restores the savepoint of job {@code old}
  *       (or the directory {@code old}, if absolute) without allowNonRestoredState, restart
  *       strategy none, and is fed the same records: restored once every stateful operator
  *       processed them and a checkpoint completed after that; refused when the job fails
  *       (or its submission does) first: the cause chain.</li>
+ *   <li>{@code RESTORE name job savepoint backend}: the job {@code job} restores the directory
+ *       {@code savepoint} on {@code backend} (hashmap | rocksdb) without allowNonRestoredState,
+ *       fed no records: restored once a checkpoint completed and every stateful operator dumped
+ *       its keyed state on the marker (into OUT/restores/name.json); refused when the job fails
+ *       (or its submission does) first.</li>
  * </ul>
- * OUT/result.tsv: {@code JOB id path ms} and {@code CASE name restored|refused ms cause...}
+ * OUT/result.tsv: {@code JOB id path ms}, {@code CASE name restored|refused ms cause...} and
+ * {@code RESTORE name restored|refused ms dump cause...}
  * (each cause {@code class: first line of its message}, outermost first), values escaped
  * (backslash, tab, newline).
  */
@@ -60,6 +70,7 @@ public final class UpgradeDriver {
     static int restPort;
     static String out;
     static final Map<String, URLClassLoader> LOADERS = new LinkedHashMap<>();
+    static final Map<String, File> CLASSES = new LinkedHashMap<>();
     static final Map<String, String[]> JOBS = new LinkedHashMap<>();  // id -> variant, settings
     static final Map<String, String> SAVEPOINTS = new LinkedHashMap<>();
     static final List<String> RESULT = new ArrayList<>();
@@ -90,17 +101,23 @@ public final class UpgradeDriver {
         for (String line : Files.readAllLines(new File(spec).toPath(), StandardCharsets.UTF_8)) {
             if (line.isBlank()) continue;
             String[] f = line.split("\t");
-            if (!f[0].equals("VARIANT")) started.get();
+            if (!f[0].equals("VARIANT") && !f[0].equals("CLASSES")) started.get();
             long t = System.currentTimeMillis();
             switch (f[0]) {
                 case "VARIANT":
                     compile(f[1], List.of(f).subList(2, f.length));
+                    break;
+                case "CLASSES":
+                    load(f[1], new File(f[2]));
                     break;
                 case "JOB":
                     JOBS.put(f[1], new String[] {f[2], f.length > 3 ? f[3] : ""});
                     break;
                 case "CASE":
                     outcome(f[1], f[2], f[3]);
+                    break;
+                case "RESTORE":
+                    restore(f[1], f[2], f[3], f[4]);
                     break;
                 default:
                     throw new IllegalArgumentException("spec line " + line);
@@ -132,6 +149,12 @@ public final class UpgradeDriver {
                 "-cp", System.getProperty("java.class.path"), "-sourcepath", "");
         boolean ok = JAVAC.getTask(null, FILES, null, options, null, FILES.getJavaFileObjectsFromStrings(sources)).call();
         if (!ok) throw new IllegalStateException("javac of " + variant + " failed");
+        load(variant, dir);
+    }
+
+    static void load(String variant, File dir) throws Exception {
+        if (!new File(dir, "upgrade/job/Topology.class").isFile()) throw new IllegalArgumentException("no classes in " + dir);
+        CLASSES.put(variant, dir);
         LOADERS.put(variant, new URLClassLoader(new URL[] {dir.toURI().toURL()}, UpgradeDriver.class.getClassLoader()));
     }
 
@@ -147,10 +170,10 @@ public final class UpgradeDriver {
 
     // ------------------------------------------------------------------ the runs
 
-    static Configuration config(String base, String variant, String restore) throws Exception {
+    static Configuration config(String base, String variant, String restore, String backend) throws Exception {
         Configuration conf = new Configuration();
-        conf.setString("state.backend.type", "hashmap");
-        conf.setString("state.backend", "hashmap");
+        conf.setString("state.backend.type", backend);
+        conf.setString("state.backend", backend);
         for (String k : new String[] {"execution.checkpointing.dir", "state.checkpoints.dir"})
             conf.setString(k, "file://" + base + "/checkpoints");
         for (String k : new String[] {"execution.checkpointing.savepoint-dir", "state.savepoints.dir"})
@@ -162,15 +185,18 @@ public final class UpgradeDriver {
         }
         conf.setString("restart-strategy.type", "none");
         conf.setString("restart-strategy", "none");
-        conf.set(PipelineOptions.CLASSPATHS, List.of(new File(out, "classes/" + variant).toURI().toURL().toString()));
+        conf.set(PipelineOptions.CLASSPATHS, List.of(CLASSES.get(variant).toURI().toURL().toString()));
         conf.setString("execution.target", "remote");
         conf.setString("rest.address", "localhost");
         conf.setString("rest.port", String.valueOf(restPort));
         return conf;
     }
 
-    /** Submits job {@code id} over a fresh input; the number of records its stateful operators process. */
-    static int submit(String id, String base, String restore, JobClient[] client) throws Exception {
+    /**
+     * Submits job {@code id} over a fresh input (the records, or none), on {@code backend};
+     * returns the number of its stateful operators.
+     */
+    static int submit(String id, String base, String restore, String backend, boolean records, JobClient[] client) throws Exception {
         String[] job = JOBS.get(id);
         if (job == null) throw new IllegalArgumentException("no job " + id);
         URLClassLoader loader = LOADERS.get(job[0]);
@@ -180,17 +206,17 @@ public final class UpgradeDriver {
         StringBuilder b = new StringBuilder();
         for (int i = 0; i < RECORDS_PER_KEY; i++)
             for (int k = 0; k < KEYS; k++) b.append(k).append(',').append(i).append('\n');
-        Files.writeString(new File(input, "part-0.txt").toPath(), b.toString(), StandardCharsets.UTF_8);
-        Probe.PROCESSED.set(0);
+        if (records) Files.writeString(new File(input, "part-0.txt").toPath(), b.toString(), StandardCharsets.UTF_8);
+        Probe.reset();
         ClassLoader previous = Thread.currentThread().getContextClassLoader();
         Thread.currentThread().setContextClassLoader(loader);
         try {
-            StreamExecutionEnvironment env = new StreamExecutionEnvironment(config(base, job[0], restore), loader);
+            StreamExecutionEnvironment env = new StreamExecutionEnvironment(config(base, job[0], restore, backend), loader);
             int operators = (Integer) Class.forName("upgrade.job.Topology", true, loader)
                     .getMethod("build", StreamExecutionEnvironment.class, Map.class, String.class)
                     .invoke(null, env, settings(job[1]), input.getPath());
             client[0] = env.executeAsync("upgrade-" + id + "-" + new File(base).getName());
-            return operators * KEYS * RECORDS_PER_KEY;
+            return operators;
         } catch (InvocationTargetException e) {
             throw (Exception) e.getCause();
         } finally {
@@ -204,15 +230,19 @@ public final class UpgradeDriver {
         long t0 = System.currentTimeMillis();
         String base = out + "/runs/job-" + id;
         JobClient[] client = new JobClient[1];
-        int expected = submit(id, base, null, client);
+        int operators = submit(id, base, null, "hashmap", true, client);
+        int expected = operators * KEYS * RECORDS_PER_KEY;
         waitFor("job " + id + " to process its records", () -> Probe.PROCESSED.get() >= expected, client[0]);
         String sp = client[0].triggerSavepoint("file://" + base + "/savepoints", SavepointFormatType.CANONICAL)
                 .get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        mark(base);
+        waitFor("job " + id + " to dump its state", () -> Probe.DUMPED.get() >= operators, client[0]);
         cancel(client[0]);
         File from = new File(sp.replaceFirst("^file:(//)?", ""));
-        File to = new File(out, "jobs/" + id);
+        File to = new File(out, "jobs/" + id + "/savepoint");
         to.getParentFile().mkdirs();
         Files.move(from.toPath(), to.toPath());
+        writeDump(new File(to.getParentFile(), "old-state.json"));
         SAVEPOINTS.put(id, to.getPath());
         RESULT.add(String.join("\t", "JOB", esc(id), esc(to.getPath()), String.valueOf(System.currentTimeMillis() - t0)));
         return to.getPath();
@@ -227,7 +257,7 @@ public final class UpgradeDriver {
         Throwable failure = null;
         boolean restored = false;
         try {
-            int expected = submit(newJob, base, "file://" + old, client);
+            int expected = submit(newJob, base, "file://" + old, "hashmap", true, client) * KEYS * RECORDS_PER_KEY;
             long deadline = System.currentTimeMillis() + TIMEOUT_MS;
             long triggered = -1;
             while (true) {
@@ -259,16 +289,103 @@ public final class UpgradeDriver {
         if (client[0] != null && !client[0].getJobStatus().get().isGloballyTerminalState()) cancel(client[0]);
         List<String> row = new ArrayList<>(List.of("CASE", esc(name), restored ? "restored" : "refused",
                 String.valueOf(System.currentTimeMillis() - t0)));
-        if (failure != null) {
-            Set<Throwable> seen = Collections.newSetFromMap(new IdentityHashMap<>());
-            for (Throwable t = failure; t != null && seen.add(t); t = t.getCause()) {
-                String cls = t instanceof SerializedThrowable ? ((SerializedThrowable) t).getOriginalErrorClassName() : t.getClass().getName();
-                String msg = t.getMessage() == null ? "" : t.getMessage().strip();
-                int nl = msg.indexOf('\n');
-                row.add(esc(cls + ": " + (nl < 0 ? msg : msg.substring(0, nl))));
-            }
-        }
+        causes(failure, row);
         RESULT.add(String.join("\t", row));
+    }
+
+    /** Appends the cause chain of {@code failure} (if any), outermost first. */
+    static void causes(Throwable failure, List<String> row) {
+        Set<Throwable> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (Throwable t = failure; t != null && seen.add(t); t = t.getCause()) {
+            String cls = t instanceof SerializedThrowable ? ((SerializedThrowable) t).getOriginalErrorClassName() : t.getClass().getName();
+            String msg = t.getMessage() == null ? "" : t.getMessage().strip();
+            int nl = msg.indexOf('\n');
+            row.add(esc(cls + ": " + (nl < 0 ? msg : msg.substring(0, nl))));
+        }
+    }
+
+    /**
+     * RESTORE: job {@code job} restores {@code savepoint} on {@code backend}, fed no records;
+     * once a checkpoint completed, the marker: every stateful operator dumps its keyed state.
+     */
+    static void restore(String name, String job, String savepoint, String backend) throws Exception {
+        long t0 = System.currentTimeMillis();
+        String base = out + "/runs/restore-" + name;
+        JobClient[] client = new JobClient[1];
+        Throwable failure = null;
+        boolean restored = false;
+        File dump = new File(out, "restores/" + name + ".json");
+        try {
+            int operators = submit(job, base, "file://" + new File(savepoint).getAbsolutePath(), backend, false, client);
+            long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+            boolean marked = false;
+            while (true) {
+                JobStatus st = client[0].getJobStatus().get();
+                if (st.isGloballyTerminalState()) {
+                    try {
+                        client[0].getJobExecutionResult().get();
+                    } catch (Exception e) {
+                        failure = e;
+                    }
+                    if (failure == null) throw new Broken("job " + job + " ended " + st + " without a failure");
+                    break;
+                }
+                if (!marked && lastCheckpoint(base, true) > 0) {
+                    mark(base);
+                    marked = true;
+                }
+                if (marked && Probe.DUMPED.get() >= operators) {
+                    restored = true;
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline)
+                    throw new Broken("timed out: restore " + name + " (job " + st + ", marked " + marked + ", dumped "
+                            + Probe.DUMPED.get() + " of " + operators + ")");
+                Thread.sleep(50);
+            }
+        } catch (Broken e) {
+            throw e;
+        } catch (Exception e) {  // the submission failed
+            failure = e;
+        }
+        if (client[0] != null && !client[0].getJobStatus().get().isGloballyTerminalState()) cancel(client[0]);
+        if (!restored) Probe.DUMP.clear();
+        writeDump(dump);
+        List<String> row = new ArrayList<>(List.of("RESTORE", esc(name), restored ? "restored" : "refused",
+                String.valueOf(System.currentTimeMillis() - t0), esc(dump.getPath())));
+        causes(failure, row);
+        RESULT.add(String.join("\t", row));
+    }
+
+    /** Feeds the running job of {@code base} the dump's marker (a new input file, renamed into place). */
+    static void mark(String base) throws Exception {
+        File tmp = new File(base, "input/.marker");
+        Files.writeString(tmp.toPath(), "0,dump\n", StandardCharsets.UTF_8);
+        Files.move(tmp.toPath(), new File(base, "input/marker.txt").toPath());
+    }
+
+    /** Writes what the stateful operators dumped (Probe.DUMP) as a JSON list, sorted by operator, state, key. */
+    static void writeDump(File file) throws Exception {
+        List<String[]> entries;
+        synchronized (Probe.DUMP) {
+            entries = new ArrayList<>(Probe.DUMP);
+        }
+        entries.sort((a, b) -> {
+            for (int i = 0; i < 3; i++) {
+                int c = a[i].compareTo(b[i]);
+                if (c != 0) return c;
+            }
+            return 0;
+        });
+        StringBuilder b = new StringBuilder("[");
+        for (int i = 0; i < entries.size(); i++) {
+            String[] e = entries.get(i);
+            b.append(i == 0 ? "\n" : ",\n").append("{\"operator\": ").append(Probe.json(e[0])).append(", \"state\": ")
+                    .append(Probe.json(e[1])).append(", \"key\": ").append(e[2]).append(", \"value\": ").append(e[3]).append('}');
+        }
+        b.append("\n]\n");
+        file.getParentFile().mkdirs();
+        Files.writeString(file.toPath(), b.toString(), StandardCharsets.UTF_8);
     }
 
     /** The driver's own failure (not Flink's outcome): ends the run. */
