@@ -24,6 +24,8 @@ from cli_support import run_json
 from flink_upgrade import CASES, UpgradeCase, cross_release_case, upgrade_cases
 from test_json_contract import check
 
+from statecore.hashing import operator_id_of_uid
+
 RELEASES = ("2.3.0", "1.20.5")
 #: the refused cases whose values statectl migrate converts
 MIGRATABLE = {"pojo-field-type-int-to-long", "cross-release"}
@@ -80,3 +82,23 @@ def test_compat_agrees_with_flink(version: str, name: str) -> None:
     if unmapped:  # the rename is hinted where the new-only operator has the same states
         notes = [n for op in document["operators"] for n in op["notes"]]
         assert ("--map" in " ".join(notes)) == (name == "uid-renamed"), notes
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_map_pairs_a_renamed_operator_for_migrate(version: str) -> None:
+    """``--map`` judges the renamed operator's states (all as is here), and says the restore
+    needs ``statectl migrate --map`` (Flink pairs by OperatorID: it refused this case)."""
+    case = _case(version, "uid-renamed")
+    assert case.outcome["restored"] is False
+    # by OperatorID: a Flink 1.x snapshot stores no uids (the ids are the uids' hashes)
+    old_id, new_id = operator_id_of_uid("stateful"), operator_id_of_uid("stateful-v2")
+    document = run_json("compat", str(case.old), str(case.new), "--map", f"{old_id}={new_id}",
+                        code=1)
+    check(document, "compat")
+    assert document["outcome"] == "restores-after-migrate"
+    mapped = [op for op in document["operators"] if op["new"] and op["old"]
+              and op["new"]["id"] == new_id]
+    assert len(mapped) == 1 and mapped[0]["status"] == "restored"
+    assert mapped[0]["states"] and all(s["verdict"] == "as is" for s in mapped[0]["states"])
+    assert any("--map" in n for n in mapped[0]["notes"])
+    assert not [op for op in document["operators"] if op["status"] in ("dropped", "new")]

@@ -16,8 +16,11 @@ __all__ = ["compat_command"]
 @click.command("compat")
 @click.argument("old")
 @click.argument("new")
+@click.option("--map", "maps", multiple=True, metavar="OLD=NEW",
+              help="Pair an operator of OLD with one of NEW (a renamed uid; each by uid, name "
+                   "or OperatorID): judged as statectl migrate --map would write it. Repeatable.")
 @click.pass_context
-def compat_command(ctx: click.Context, old: str, new: str) -> None:
+def compat_command(ctx: click.Context, old: str, new: str, maps: tuple[str, ...]) -> None:
     """Tell whether the job that wrote NEW restores OLD, without the job or a JVM.
 
     NEW is any snapshot of the new job version (a savepoint right after it starts will do):
@@ -34,7 +37,7 @@ def compat_command(ctx: click.Context, old: str, new: str) -> None:
         with side_errors(which, path):
             opened.append(reading(open_checkpoint(path, names=operator_names(),
                                                   partial=True, decode=False)))
-    report = check_compat(*opened)
+    report = check_compat(opened[0], opened[1], maps)
     output.compat(report)
     if report.exit_code:
         ctx.exit(report.exit_code)

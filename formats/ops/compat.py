@@ -27,6 +27,7 @@ renamed (``statectl migrate --map``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from formats.model.checkpoint import Checkpoint
@@ -64,6 +65,7 @@ class OperatorCompat:
     entries: int | None = 0  # OLD's entries (what is lost when dropped; None: not counted)
     bytes: int = 0
     max_parallelism: tuple[int | None, int | None] = (None, None)  # OLD's, NEW's
+    mapped: bool = False  # paired by --map across OperatorIDs: needs statectl migrate --map
 
     @property
     def label(self) -> str:
@@ -92,6 +94,8 @@ class CompatReport:
                 c.migratable for c in o.checks if c.verdict == Verdict.INCOMPATIBLE)
                 for o in self.operators)
             return "restores-after-migrate" if fixable else "cannot"
+        if any(o.mapped for o in self.operators) and verdict != Verdict.UNKNOWN:
+            return "restores-after-migrate"
         if verdict == Verdict.UNKNOWN:
             return "unknown"
         if any(o.status == "dropped" for o in self.operators):
@@ -104,15 +108,26 @@ class CompatReport:
         return OUTCOMES[self.outcome]
 
 
-def check_compat(old: Checkpoint, new: Checkpoint) -> CompatReport:
-    """Judge the restore of ``old`` by the job that wrote ``new`` (see the module doc)."""
+def check_compat(old: Checkpoint, new: Checkpoint, maps: Sequence[str] = ()) -> CompatReport:
+    """Judge the restore of ``old`` by the job that wrote ``new`` (see the module doc).
+
+    ``maps`` (``OLD=NEW``, each by uid, name or OperatorID): operators paired although their
+    OperatorIDs differ (a renamed uid). Flink does not pair them: the restore then needs
+    ``statectl migrate --map`` first, which the outcome says.
+    """
     summary = {o.uid: o for o in summarize(old, old.location).operators}
     by_id = {op.operator_id or op.uid: op for op in new.metadata.operators}
+    mapped: dict[str, OperatorMetadata] = {}
+    for text in maps:
+        left, sep, right = text.partition("=")
+        if not sep or not left or not right:
+            raise InvalidArgumentError(f"--map {text!r}: expected OLD=NEW")
+        mapped[old.find_operator(left).uid] = new.find_operator(right)
     matched: set[str] = set()
     operators = []
     for op in old.metadata.operators:
-        key = op.operator_id or op.uid
-        other = by_id.get(key)
+        other = mapped.get(op.uid) or by_id.get(op.operator_id or op.uid)
+        key = (other.operator_id or other.uid) if other is not None else ""
         sizes = summary[op.uid]
         if other is None:
             has_state = _bytes(sizes) > 0 or bool(_entries(sizes))
@@ -131,11 +146,17 @@ def check_compat(old: Checkpoint, new: Checkpoint) -> CompatReport:
         checks = tuple(found)
         problems, notes = _parallelism(op.max_parallelism, other.parallelism,
                                        other.max_parallelism)
+        if op.uid in mapped and other.identity.id != op.identity.id:
+            notes = (*notes, f"paired by --map with {other.identity.label}: Flink pairs "
+                     "operators by OperatorID, so it restores this state only after statectl "
+                     "migrate --map")
         verdict = worst(*(c.verdict for c in checks),
                         *([Verdict.INCOMPATIBLE] if problems else []))
         operators.append(OperatorCompat("restored", op.identity, other.identity, verdict, checks,
                                         problems, notes, _entries(sizes), _bytes(sizes),
-                                        (op.max_parallelism, other.max_parallelism)))
+                                        (op.max_parallelism, other.max_parallelism),
+                                        op.uid in mapped
+                                        and other.identity.id != op.identity.id))
     only_new = [op for op in new.metadata.operators if (op.operator_id or op.uid) not in matched]
     operators = [_renamed(o, only_new, old) for o in operators]
     operators += [OperatorCompat("new", None, op.identity, Verdict.AS_IS,
