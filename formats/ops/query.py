@@ -51,8 +51,9 @@ from formats.ops.query_values import StateColumns, state_columns, table_values
 from statecore.checkpoint import KeyedStateHandle, OperatorMetadata, StateMetadata
 from statecore.errors import InvalidArgumentError, StatectlError, StorageError
 
-__all__ = ["METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables", "needs_decoding",
-           "rows_per_key_group", "run_query", "state_table", "table_names", "write_result"]
+__all__ = ["METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables", "lists_catalog",
+           "needs_decoding", "rows_per_key_group", "run_query", "state_table", "table_names",
+           "write_result"]
 
 #: The schema of the metadata tables in every snapshot's database.
 METADATA_SCHEMA = "statectl"
@@ -407,6 +408,38 @@ def _metadata_tables(checkpoint: Checkpoint, names: dict[str, str], with_key_gro
             "key_groups": key_groups}
 
 
+def _list_unread(connection: Any, name: str, tables: SnapshotTables,
+                 wanted: Mapping[tuple[str, str, str], Any]) -> None:
+    """The tables a query does not read, listed with their columns but no rows.
+
+    Each is a view of typed nulls that raises when a query scans it: statectl reads what a
+    query names, so a scan of an unread table would be a wrong (empty) answer.
+    """
+    checkpoint = tables.checkpoint
+    listed = [(table.schema_name, table.name, _listed_table(checkpoint, table.op, table.state))
+              for table in tables.tables.values()
+              if (name, table.schema_name.lower(), table.name.lower()) not in wanted]
+    metadata = _metadata_tables(checkpoint, table_names(checkpoint), False)
+    listed += [(METADATA_SCHEMA, t, data) for t, data in metadata.items()
+               if (name, METADATA_SCHEMA, t) not in wanted]
+    for schema_name, table_name, data in listed:
+        target = f"{_quoted(name)}.{_quoted(schema_name)}.{_quoted(table_name)}"
+        connection.register("statectl_listing", data)
+        if schema_name == METADATA_SCHEMA and table_name != "key_groups":  # small, exact
+            connection.execute(f"CREATE TABLE {target} AS SELECT * FROM "
+                               "temp.main.statectl_listing")
+        else:
+            types = connection.execute("DESCRIBE temp.main.statectl_listing").fetchall()
+            columns = ", ".join(
+                ("NULL" if str(kind).strip('"') == "NULL" else f"CAST(NULL AS {kind})")
+                + f" AS {_quoted(column)}" for column, kind, *_ in types)
+            shown = f"{schema_name}.{table_name}".replace("'", "''")
+            connection.execute(
+                f"CREATE VIEW {target} AS SELECT {columns} WHERE error('statectl: {shown} "
+                "was listed, not read; name it in the query to read it') IS NULL")
+        connection.unregister("statectl_listing")
+
+
 def write_result(result: QueryResult, path: str) -> None:
     """Write a result to a local ``path``: Parquet, CSV or JSON Lines by extension.
 
@@ -457,6 +490,47 @@ def _write_file(result: QueryResult, staging: str, path: str) -> None:
     pacsv.write_csv(pa.table(columns), staging)
 
 
+#: what lists the catalog: DuckDB's catalog functions and schemas
+_CATALOG_FUNCTIONS = ("duckdb_tables", "duckdb_columns", "duckdb_views", "duckdb_schemas",
+                      "duckdb_databases")
+_CATALOG_SCHEMAS = ("information_schema", "pg_catalog")
+
+
+def lists_catalog(tree: dict[str, Any]) -> bool:
+    """Whether a query lists tables or columns.
+
+    ``SHOW TABLES``, ``SHOW ALL TABLES``, ``information_schema``, ``pg_catalog``,
+    ``duckdb_tables()`` and the like.
+    """
+    for node in _nodes(tree):
+        kind = node.get("type")
+        if kind == "SHOW_REF" and node.get("show_type") == "SHOW_SPECIAL":
+            return True
+        if kind == "BASE_TABLE" and (node.get("schema_name") or "").lower() in _CATALOG_SCHEMAS:
+            return True
+        if kind == "TABLE_FUNCTION" and str(node.get("function", {}).get(
+                "function_name", "")).lower() in _CATALOG_FUNCTIONS:
+            return True
+    return False
+
+
+def _listed_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
+                  ) -> pa.Table:
+    """A state's columns without its rows, for a listing (:func:`run_query`).
+
+    One row of nulls, whose types the listing's view takes. ``value_undecodable`` is listed
+    where statectl already knows the state holds undecodable values (a Flink snapshot read
+    without decoding: once read).
+    """
+    undecodable = any(p.kept and (p.operator, p.state) == (op.uid, state.name)
+                      for p in checkpoint.undecodable_parts())
+    schema = table_schema(op, state, undecodable)
+    if is_time_window(checkpoint, op, state):
+        schema = schema.set(schema.get_field_index("namespace"), pa.field(
+            "namespace", WINDOW_TYPE, metadata={"statectl.type": WINDOW_SPEC}))
+    return pa.table([pa.nulls(1, f.type) for f in schema], schema=schema)
+
+
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -484,7 +558,10 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
 
     connection = duckdb.connect(":memory:")
     try:
+        if re.fullmatch(r"\s*show\s+tables\s*;?\s*", sql, re.IGNORECASE):
+            sql = "SHOW ALL TABLES"  # every state is a table of its operator's schema
         tree = _ast(connection, sql)
+        listing = lists_catalog(tree)
         databases = {name.lower(): SnapshotTables.of(cp) for name, cp in snapshots.items()}
         for name in databases:
             connection.execute(f"ATTACH ':memory:' AS {_quoted(name)}")
@@ -541,9 +618,7 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
                     connection.execute(f"CREATE SCHEMA IF NOT EXISTS "
                                        f"{_quoted(name)}.{_quoted(schema_name)}")
                     created.add(schema_name)
-                # a view of the Arrow table: DuckDB scans it in place, nothing is copied
-                connection.execute(f"CREATE VIEW {_quoted(name)}.{_quoted(schema_name)}."
-                                   f"{_quoted(table_name)} AS SELECT * FROM temp.main.{view}")
+                target = f"{_quoted(name)}.{_quoted(schema_name)}.{_quoted(table_name)}"
                 if found is not None:
                     # the columns' types as DuckDB gives them back: a result column of one
                     # of them is read as the state's column (formats.ops.query_values)
@@ -551,6 +626,14 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
                                            ).to_arrow_table().schema
                     sources.append(state_columns(checkpoint, found.op, found.state,
                                                  {f.name: f.type for f in types}))
+                if listing:  # a table of its own: the registration would be listed too
+                    connection.execute(f"CREATE TABLE {target} AS SELECT * FROM "
+                                       f"temp.main.{view}")
+                    connection.unregister(view)
+                else:  # a view of the Arrow table: DuckDB scans it in place, nothing copied
+                    connection.execute(f"CREATE VIEW {target} AS SELECT * FROM temp.main.{view}")
+            if listing:
+                _list_unread(connection, name, tables, wanted)
         try:
             relation = connection.sql(sql)
             if relation is None:
