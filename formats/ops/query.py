@@ -51,12 +51,14 @@ from formats.ops.query_values import StateColumns, state_columns, table_values
 from statecore.checkpoint import KeyedStateHandle, OperatorMetadata, StateMetadata
 from statecore.errors import InvalidArgumentError, StatectlError, StorageError
 
-__all__ = ["METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables", "lists_catalog",
-           "needs_decoding", "rows_per_key_group", "run_query", "state_table", "table_names",
-           "write_result"]
+__all__ = ["ALL_SNAPSHOTS", "METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables",
+           "connect", "lists_catalog", "needs_decoding", "rows_per_key_group", "run_query",
+           "state_table", "table_names", "write_result"]
 
 #: The schema of the metadata tables in every snapshot's database.
 METADATA_SCHEMA = "statectl"
+#: The database whose tables hold every snapshot's rows of a state (several snapshots only).
+ALL_SNAPSHOTS = "all_snapshots"
 METADATA_TABLES = ("operators", "states", "subtasks", "key_groups")
 
 
@@ -440,6 +442,24 @@ def _list_unread(connection: Any, name: str, tables: SnapshotTables,
         connection.unregister("statectl_listing")
 
 
+def _union_views(connection: Any, databases: Mapping[str, SnapshotTables],
+                 unions: Mapping[tuple[str, str], list[str]]) -> None:
+    """:data:`ALL_SNAPSHOTS`: a view per state, every snapshot's rows that has it, labelled."""
+    connection.execute(f"ATTACH ':memory:' AS {ALL_SNAPSHOTS}")
+    for (schema, table), names in unions.items():
+        if not names:
+            continue
+        found = databases[names[0]].tables[(schema, table)]
+        connection.execute(f"CREATE SCHEMA IF NOT EXISTS {ALL_SNAPSHOTS}."
+                           f"{_quoted(found.schema_name)}")
+        parts = " UNION ALL BY NAME ".join(
+            f"SELECT '{n}' AS snapshot, * FROM {_quoted(n)}."
+            f"{_quoted(databases[n].tables[(schema, table)].schema_name)}."
+            f"{_quoted(databases[n].tables[(schema, table)].name)}" for n in names)
+        connection.execute(f"CREATE VIEW {ALL_SNAPSHOTS}.{_quoted(found.schema_name)}."
+                           f"{_quoted(found.name)} AS {parts}")
+
+
 def write_result(result: QueryResult, path: str) -> None:
     """Write a result to a local ``path``: Parquet, CSV or JSON Lines by extension.
 
@@ -547,12 +567,147 @@ def _listing(databases: Mapping[str, SnapshotTables], default: str) -> str:
     return f"{shown or 'no state'}; {METADATA_SCHEMA}.states lists them"
 
 
+@dataclass
+class _Catalog:
+    """The databases of a connection and what was read into them."""
+
+    databases: dict[str, SnapshotTables]
+    default: str
+    read: list[tuple[str, str, str, tuple[int, ...] | None]] = field(default_factory=list)
+    sources: list[StateColumns] = field(default_factory=list)
+
+
+def _attach(connection: Any, snapshots: Mapping[str, Checkpoint], default: str | None,
+            extra: Mapping[str, pa.Table] | None) -> _Catalog:
+    """One database per snapshot, the ``extra`` tables in the default one's ``main``."""
+    databases = {name.lower(): SnapshotTables.of(cp) for name, cp in snapshots.items()}
+    if ALL_SNAPSHOTS in databases:
+        raise QueryError(f"SQL: {ALL_SNAPSHOTS!r} names every snapshot's tables together: "
+                         "give the snapshot another name")
+    for name in databases:
+        connection.execute(f"ATTACH ':memory:' AS {_quoted(name)}")
+    default_database = (default or next(iter(databases))).lower()
+    connection.execute(f"USE {_quoted(default_database)}")
+    for table_name, data in (extra or {}).items():
+        connection.register("statectl_extra", data)
+        connection.execute(f"CREATE TABLE {_quoted(default_database)}.main."
+                           f"{_quoted(table_name)} AS SELECT * FROM temp.main.statectl_extra")
+        connection.unregister("statectl_extra")
+    return _Catalog(databases, default_database)
+
+
+def _fill(connection: Any, catalog: _Catalog, wanted: Mapping[tuple[str, str, str], Any],
+          unions: Mapping[tuple[str, str], list[str]], listing: bool,
+          progress: Callable[[str], None] | None) -> None:
+    """Read the ``wanted`` tables into their databases.
+
+    ``wanted``: ``(database, schema, table)`` -> its key filter or ``None``. With ``listing``
+    the others are listed (:func:`_list_unread`); ``unions`` are the :data:`ALL_SNAPSHOTS`
+    views to create.
+    """
+    read, sources = catalog.read, catalog.sources
+    for name, tables in catalog.databases.items():
+        checkpoint = tables.checkpoint
+        undecodable = {(p.operator, p.state) for p in checkpoint.undecodable_parts()
+                       if p.kept}
+        created: set[str] = set()
+        for schema_name in {t.schema_name for t in tables.tables.values()} | {
+                METADATA_SCHEMA}:  # all of them: DuckDB's errors then name the table
+            connection.execute(f"CREATE SCHEMA {_quoted(name)}.{_quoted(schema_name)}")
+            created.add(schema_name)
+        metadata = None
+        for (database, schema, table), keys in wanted.items():
+            if database != name:
+                continue
+            if schema == METADATA_SCHEMA and table in METADATA_TABLES:
+                if metadata is None:
+                    metadata = _metadata_tables(
+                        checkpoint, table_names(checkpoint),
+                        (name, METADATA_SCHEMA, "key_groups") in wanted)
+                data = metadata[table]
+                found = None
+                schema_name, table_name = METADATA_SCHEMA, table
+                read.append((name, schema_name, table_name, None))
+            else:
+                found = tables.tables.get((schema, table))
+                if found is None:
+                    continue  # not a state: DuckDB says what is missing
+                groups = _key_groups(checkpoint, found.op,
+                                     None if keys is None else tuple(keys))
+                if progress is not None:
+                    progress(f"{found.schema_name}/{found.name}")
+                # None: the rows read say (a Flink snapshot read without decoding)
+                data = state_table(checkpoint, found.op, found.state, groups,
+                                   (found.op.uid, found.state.name) in undecodable or None)
+                schema_name, table_name = found.schema_name, found.name
+                read.append((name, schema_name, table_name,
+                             None if groups is None else tuple(sorted(groups))))
+            view = f"statectl_{len(read)}"
+            connection.register(view, data)
+            if schema_name not in created:
+                connection.execute(f"CREATE SCHEMA IF NOT EXISTS "
+                                   f"{_quoted(name)}.{_quoted(schema_name)}")
+                created.add(schema_name)
+            target = f"{_quoted(name)}.{_quoted(schema_name)}.{_quoted(table_name)}"
+            if found is not None:
+                # the columns' types as DuckDB gives them back: a result column of one
+                # of them is read as the state's column (formats.ops.query_values)
+                types = connection.sql(f"SELECT * FROM temp.main.{view} LIMIT 0"
+                                       ).to_arrow_table().schema
+                sources.append(state_columns(checkpoint, found.op, found.state,
+                                             {f.name: f.type for f in types}))
+            if listing:  # a table of its own: the registration would be listed too
+                connection.execute(f"CREATE TABLE {target} AS SELECT * FROM "
+                                   f"temp.main.{view}")
+                connection.unregister(view)
+            else:  # a view of the Arrow table: DuckDB scans it in place, nothing copied
+                connection.execute(f"CREATE VIEW {target} AS SELECT * FROM temp.main.{view}")
+        if listing:
+            _list_unread(connection, name, tables, wanted)
+    if unions:
+        _union_views(connection, catalog.databases, unions)
+
+
+def connect(snapshots: Mapping[str, Checkpoint], *, default: str | None = None,
+            extra: Mapping[str, pa.Table] | None = None) -> Any:
+    """A DuckDB connection holding every table :func:`run_query` gives, read now.
+
+    For a notebook: join state with pandas, Polars or Arrow data in DuckDB. Every state of
+    every snapshot is read when connecting (``statectl query`` reads only what a query names:
+    prefer it, or fewer snapshots, for big state). The caller closes the connection.
+    """
+    import duckdb
+
+    connection = duckdb.connect(":memory:")
+    try:
+        catalog = _attach(connection, snapshots, default, extra)
+        wanted: dict[tuple[str, str, str], Any] = {
+            (name, schema, table): None for name, tables in catalog.databases.items()
+            for (schema, table) in tables.tables}
+        wanted.update({(name, METADATA_SCHEMA, table): None for name in catalog.databases
+                       for table in METADATA_TABLES})
+        unions: dict[tuple[str, str], list[str]] = {}
+        if len(catalog.databases) > 1:
+            for name, tables in catalog.databases.items():
+                for key in tables.tables:
+                    unions.setdefault(key, []).append(name)
+        _fill(connection, catalog, wanted, unions, False, None)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | None = None,
-              progress: Callable[[str], None] | None = None) -> QueryResult:
+              progress: Callable[[str], None] | None = None,
+              extra: Mapping[str, pa.Table] | None = None) -> QueryResult:
     """Run ``sql`` over ``snapshots`` (database name → opened snapshot); the result table.
 
-    ``default``: the database unqualified names refer to (default: the first). A SQL error
-    (DuckDB's message) is a :class:`QueryError`.
+    ``default``: the database unqualified names refer to (default: the first). ``extra``:
+    tables of the default database's ``main`` schema (``snapshots``: :mod:`formats.ops.catalog`).
+    With several snapshots, :data:`ALL_SNAPSHOTS` holds each state's rows of every snapshot
+    that has it, a ``snapshot`` column first (the database's name). A SQL error (DuckDB's
+    message) is a :class:`QueryError`.
     """
     import duckdb  # only this command needs it
 
@@ -561,79 +716,23 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
         if re.fullmatch(r"\s*show\s+tables\s*;?\s*", sql, re.IGNORECASE):
             sql = "SHOW ALL TABLES"  # every state is a table of its operator's schema
         tree = _ast(connection, sql)
-        listing = lists_catalog(tree)
-        databases = {name.lower(): SnapshotTables.of(cp) for name, cp in snapshots.items()}
-        for name in databases:
-            connection.execute(f"ATTACH ':memory:' AS {_quoted(name)}")
-        default_database = (default or next(iter(databases))).lower()
-        connection.execute(f"USE {_quoted(default_database)}")
+        catalog = _attach(connection, snapshots, default, extra)
+        databases, default_database = catalog.databases, catalog.default
         wanted: dict[tuple[str, str, str], set[Any] | None] = {}
+        unions: dict[tuple[str, str], list[str]] = {}
         for mention in _mentions(tree, default_database):
-            key = (mention.database, mention.schema, mention.table)
-            if key in wanted and wanted[key] is None:
-                continue
-            wanted[key] = None if mention.keys is None else (
-                (wanted.get(key) or set()) | set(mention.keys))
-        read: list[tuple[str, str, str, tuple[int, ...] | None]] = []
-        sources: list[StateColumns] = []
-        for name, tables in databases.items():
-            checkpoint = tables.checkpoint
-            undecodable = {(p.operator, p.state) for p in checkpoint.undecodable_parts()
-                           if p.kept}
-            created: set[str] = set()
-            for schema_name in {t.schema_name for t in tables.tables.values()} | {
-                    METADATA_SCHEMA}:  # all of them: DuckDB's errors then name the table
-                connection.execute(f"CREATE SCHEMA {_quoted(name)}.{_quoted(schema_name)}")
-                created.add(schema_name)
-            metadata = None
-            for (database, schema, table), keys in wanted.items():
-                if database != name:
+            found_in = [mention.database]
+            if mention.database == ALL_SNAPSHOTS and len(databases) > 1:
+                found_in = [n for n, t in databases.items()
+                            if (mention.schema, mention.table) in t.tables]
+                unions[(mention.schema, mention.table)] = found_in
+            for database in found_in:
+                key = (database, mention.schema, mention.table)
+                if key in wanted and wanted[key] is None:
                     continue
-                if schema == METADATA_SCHEMA and table in METADATA_TABLES:
-                    if metadata is None:
-                        metadata = _metadata_tables(
-                            checkpoint, table_names(checkpoint),
-                            (name, METADATA_SCHEMA, "key_groups") in wanted)
-                    data = metadata[table]
-                    found = None
-                    schema_name, table_name = METADATA_SCHEMA, table
-                    read.append((name, schema_name, table_name, None))
-                else:
-                    found = tables.tables.get((schema, table))
-                    if found is None:
-                        continue  # not a state: DuckDB says what is missing
-                    groups = _key_groups(checkpoint, found.op,
-                                         None if keys is None else tuple(keys))
-                    if progress is not None:
-                        progress(f"{found.schema_name}/{found.name}")
-                    # None: the rows read say (a Flink snapshot read without decoding)
-                    data = state_table(checkpoint, found.op, found.state, groups,
-                                       (found.op.uid, found.state.name) in undecodable or None)
-                    schema_name, table_name = found.schema_name, found.name
-                    read.append((name, schema_name, table_name,
-                                 None if groups is None else tuple(sorted(groups))))
-                view = f"statectl_{len(read)}"
-                connection.register(view, data)
-                if schema_name not in created:
-                    connection.execute(f"CREATE SCHEMA IF NOT EXISTS "
-                                       f"{_quoted(name)}.{_quoted(schema_name)}")
-                    created.add(schema_name)
-                target = f"{_quoted(name)}.{_quoted(schema_name)}.{_quoted(table_name)}"
-                if found is not None:
-                    # the columns' types as DuckDB gives them back: a result column of one
-                    # of them is read as the state's column (formats.ops.query_values)
-                    types = connection.sql(f"SELECT * FROM temp.main.{view} LIMIT 0"
-                                           ).to_arrow_table().schema
-                    sources.append(state_columns(checkpoint, found.op, found.state,
-                                                 {f.name: f.type for f in types}))
-                if listing:  # a table of its own: the registration would be listed too
-                    connection.execute(f"CREATE TABLE {target} AS SELECT * FROM "
-                                       f"temp.main.{view}")
-                    connection.unregister(view)
-                else:  # a view of the Arrow table: DuckDB scans it in place, nothing copied
-                    connection.execute(f"CREATE VIEW {target} AS SELECT * FROM temp.main.{view}")
-            if listing:
-                _list_unread(connection, name, tables, wanted)
+                wanted[key] = None if mention.keys is None else (
+                    (wanted.get(key) or set()) | set(mention.keys))
+        _fill(connection, catalog, wanted, unions, lists_catalog(tree), progress)
         try:
             relation = connection.sql(sql)
             if relation is None:
@@ -644,6 +743,6 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
             if isinstance(exc, duckdb.CatalogException):
                 message += f" (the tables: {_listing(databases, default_database)})"
             raise QueryError(f"SQL: {message}") from exc
-        return QueryResult(result, tuple(read), tuple(sources))
+        return QueryResult(result, tuple(catalog.read), tuple(catalog.sources))
     finally:
         connection.close()
