@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 
-from formats.statectl.async_writer import kill_writers
-
-__all__ = ["EXIT_INTERRUPTED", "GRACE_SECONDS", "install_watchdog", "keep_note", "report"]
+__all__ = ["EXIT_INTERRUPTED", "GRACE_SECONDS", "install_watchdog", "keep_note", "kill_writers",
+           "report"]
 
 #: Exit code of a command interrupted by Ctrl-C (SIGINT), as shells report it (128 + 2).
 EXIT_INTERRUPTED = 130
@@ -27,6 +27,8 @@ EXIT_INTERRUPTED = 130
 GRACE_SECONDS = 1.2
 #: How long the watchdog waits for the command's note (it may list a remote directory).
 NOTE_SECONDS = 1.0
+#: The module of the checkpoint writers that may be in flight when Ctrl-C comes.
+WRITERS = "formats.statectl.async_writer"
 
 _lock = threading.Lock()
 _reported = False
@@ -40,6 +42,17 @@ def keep_note(note: Callable[[], str] | None) -> None:
     """
     global _note
     _note = note
+
+
+def kill_writers() -> None:
+    """Kill the checkpoint writers still in flight (``formats.statectl.async_writer``).
+
+    None was started unless a command imported their module: it is not imported here (an
+    interrupted ``trace`` or ``inspect`` never loads it; statectl starts without it).
+    """
+    writers = sys.modules.get(WRITERS)
+    if writers is not None:
+        writers.kill_writers()
 
 
 def _line(note: str | None) -> str:

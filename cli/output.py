@@ -18,58 +18,23 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
-
-from cli.views import STYLE_NOTE
-from cli.views.compat import compat_json, draw_compat
-from cli.views.convert import convert_json, draw_convert
-from cli.views.diff import diff_json, draw_diff
-from cli.views.export import draw_export, export_json
-from cli.views.history import draw_history, history_json
-from cli.views.inspect import draw_inspect, inspect_json
-from cli.views.migrate import draw_migrate, migrate_json
-from cli.views.query import draw_query, query_json
-from cli.views.rescale import draw_rescale, rescale_json
-from cli.views.snapshots import (
-    build_json,
-    draw_build,
-    draw_pruned,
-    draw_released,
-    draw_savepoint,
-    draw_snapshots,
-    pruned_json,
-    released_json,
-    savepoint_json,
-    snapshots_json,
-)
-from cli.views.trace import draw_trace, draw_walkthroughs, trace_json, walkthroughs_json
-from cli.views.verify import draw_verify, verify_json
-from formats.model.json_contract import SCHEMA_VERSION
-from formats.ops.build import BuildSummary
-from formats.ops.compat import CompatReport
-from formats.ops.convert import ConvertResult
-from formats.ops.diff import DiffReport
-from formats.ops.export import ExportResult
-from formats.ops.history import KeyHistory
-from formats.ops.inspect import InspectReport
-from formats.ops.migrate import MigrateResult
-from formats.ops.query import QueryResult
-from formats.ops.rescale import RescaleResult
-from formats.ops.verify import VerifyReport
-from formats.statectl.storage import PruneResult, SnapshotInfo
-from statecore.map_trace import TraceResult
-from statecore.rescale_plan import RescalePlan
 
 if TYPE_CHECKING:
     from cli.walkthroughs import Walkthrough
+    from formats.ops.build import BuildSummary
+    from formats.ops.compat import CompatReport
+    from formats.ops.convert import ConvertResult
+    from formats.ops.diff import DiffReport
+    from formats.ops.export import ExportResult
+    from formats.ops.history import KeyHistory
+    from formats.ops.inspect import InspectReport
+    from formats.ops.migrate import MigrateResult
+    from formats.ops.query import QueryResult
+    from formats.ops.rescale import RescaleResult
+    from formats.ops.verify import VerifyReport
+    from formats.statectl.storage import PruneResult, SnapshotInfo
+    from statecore.map_trace import TraceResult
+    from statecore.rescale_plan import RescalePlan
 
 __all__ = ["JsonOutput", "Output", "TextOutput"]
 
@@ -172,6 +137,8 @@ class TextOutput(Output):
     """Rich drawings for a terminal (plain text when piped)."""
 
     def __init__(self, *, quiet: bool = False) -> None:
+        from rich.console import Console
+
         # soft_wrap: a chain stays on one line, however long; highlight off: only our styles.
         # quiet: nothing at all is printed (errors still are, by the command group).
         self.quiet = quiet
@@ -183,6 +150,15 @@ class TextOutput(Output):
 
     @contextmanager
     def progress(self, description: str) -> Iterator[Callable[[int, int], None]]:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
         err = Console(stderr=True)
         if self.quiet or not err.is_terminal:
             yield lambda done, total: None
@@ -193,59 +169,96 @@ class TextOutput(Output):
             yield lambda done, total: bar.update(task, completed=done, total=total)
 
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
+        from cli.views.snapshots import draw_snapshots
+
         draw_snapshots(self.console, snapshots)
 
     def savepoint(self, savepoint: SnapshotInfo, built: BuildSummary | None) -> None:
+        from cli.views.snapshots import draw_savepoint
+
         draw_savepoint(self.console, savepoint, built)
 
     def released(self, checkpoint_ids: Sequence[int]) -> None:
+        from cli.views.snapshots import draw_released
+
         draw_released(self.console, checkpoint_ids)
 
     def pruned(self, result: PruneResult) -> None:
+        from cli.views.snapshots import draw_pruned
+
         draw_pruned(self.console, result)
 
     def inspect(self, report: InspectReport, width: int | None = 0) -> None:
+        from cli.views.inspect import draw_inspect
+
         draw_inspect(self.console, report, width)
 
     def build(self, summary: BuildSummary) -> None:
+        from cli.views.snapshots import draw_build
+
         draw_build(self.console, summary)
 
     def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None,
                 show_all: bool = False) -> None:
+        from cli.views.rescale import draw_rescale
+
         draw_rescale(self.console, plan, run, show_all)
 
     def convert(self, result: ConvertResult) -> None:
+        from cli.views.convert import draw_convert
+
         draw_convert(self.console, result)
 
     def verify(self, report: VerifyReport) -> None:
+        from cli.views.verify import draw_verify
+
         draw_verify(self.console, report)
 
     def diff(self, report: DiffReport) -> None:
+        from cli.views.diff import draw_diff
+
         draw_diff(self.console, self.notes, report)
 
     def compat(self, report: CompatReport) -> None:
+        from cli.views.compat import draw_compat
+
         draw_compat(self.console, report)
 
     def migrate(self, result: MigrateResult) -> None:
+        from cli.views.migrate import draw_migrate
+
         draw_migrate(self.console, result)
 
     def history(self, history: KeyHistory, everything: bool) -> None:
+        from cli.views.history import draw_history
+
         draw_history(self.console, self.notes, history, everything)
 
     def query(self, result: QueryResult, out: str | None, limit: int | None) -> None:
+        from cli.views import STYLE_NOTE
+        from cli.views.query import draw_query
+
         draw_query(self.console, self.notes, result, out, limit, STYLE_NOTE)
 
     def export(self, result: ExportResult) -> None:
+        from cli.views.export import draw_export
+
         draw_export(self.console, result)
 
     def trace(self, result: TraceResult) -> None:
+        from cli.views.trace import draw_trace
+
         draw_trace(self.console, result)
 
     def screenshot(self, path: str, columns: int, rows: int, keys: int) -> None:
+        from rich.markup import escape
+
         self.console.print(escape(f"wrote {path} ({columns}x{rows}, after {keys} keys)"),
                            soft_wrap=True)
 
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
+        from cli.views.trace import draw_walkthroughs
+
         draw_walkthroughs(self.console, walkthroughs)
 
 
@@ -256,6 +269,8 @@ class JsonOutput(Output):
     """One JSON document per command on stdout."""
 
     def _emit(self, document: dict[str, Any]) -> None:
+        from formats.model.json_contract import SCHEMA_VERSION
+
         document = {"schema_version": SCHEMA_VERSION, **document}
         click.echo(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
 
@@ -264,56 +279,90 @@ class JsonOutput(Output):
         yield lambda done, total: None  # JSON mode never draws
 
     def build(self, summary: BuildSummary) -> None:
+        from cli.views.snapshots import build_json
+
         self._emit(build_json(summary))
 
     def inspect(self, report: InspectReport, width: int | None = 0) -> None:
+        from cli.views.inspect import inspect_json
+
         self._emit(inspect_json(report))
 
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
+        from cli.views.snapshots import snapshots_json
+
         self._emit(snapshots_json(snapshots))
 
     def savepoint(self, savepoint: SnapshotInfo, built: BuildSummary | None) -> None:
+        from cli.views.snapshots import savepoint_json
+
         self._emit(savepoint_json(savepoint, built))
 
     def released(self, checkpoint_ids: Sequence[int]) -> None:
+        from cli.views.snapshots import released_json
+
         self._emit(released_json(checkpoint_ids))
 
     def pruned(self, result: PruneResult) -> None:
+        from cli.views.snapshots import pruned_json
+
         self._emit(pruned_json(result))
 
     def trace(self, result: TraceResult) -> None:
+        from cli.views.trace import trace_json
+
         self._emit(trace_json(result))
 
     def rescale(self, plan: RescalePlan, run: Callable[[], RescaleResult] | None,
                 show_all: bool = False) -> None:
+        from cli.views.rescale import rescale_json
+
         self._emit(rescale_json(plan, run))
 
     def convert(self, result: ConvertResult) -> None:
+        from cli.views.convert import convert_json
+
         self._emit(convert_json(result))
 
     def verify(self, report: VerifyReport) -> None:
+        from cli.views.verify import verify_json
+
         self._emit(verify_json(report))
 
     def diff(self, report: DiffReport) -> None:
+        from cli.views.diff import diff_json
+
         self._emit(diff_json(report))
 
     def export(self, result: ExportResult) -> None:
+        from cli.views.export import export_json
+
         self._emit(export_json(result))
 
     def screenshot(self, path: str, columns: int, rows: int, keys: int) -> None:
         self._emit({"svg": path, "columns": columns, "rows": rows, "keys": keys})
 
     def walkthroughs(self, walkthroughs: Sequence[Walkthrough]) -> None:
+        from cli.views.trace import walkthroughs_json
+
         self._emit(walkthroughs_json(walkthroughs))
 
     def compat(self, report: CompatReport) -> None:
+        from cli.views.compat import compat_json
+
         self._emit(compat_json(report))
 
     def migrate(self, result: MigrateResult) -> None:
+        from cli.views.migrate import migrate_json
+
         self._emit(migrate_json(result))
 
     def history(self, history: KeyHistory, everything: bool) -> None:
+        from cli.views.history import history_json
+
         self._emit(history_json(history))
 
     def query(self, result: QueryResult, out: str | None, limit: int | None) -> None:
+        from cli.views.query import query_json
+
         self._emit(query_json(result, out, limit))

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
+from cli.meta import ALLOW_PICKLE, OPENED, OPERATOR_NAMES, PARTIAL
 from formats.engines import ENGINES
 from formats.inputs.bad_records import ON_BAD_RECORD, REFUSE
 from formats.model.checkpoint import Checkpoint
@@ -207,17 +208,9 @@ on_bad_record_option = click.option(
          "local engine only.")
 
 
-#: ``ctx.meta`` key of the global ``--allow-pickle`` flag.
-ALLOW_PICKLE = "statectl.allow_pickle"
-
-
 def allow_pickle() -> bool:
     """Whether the user passed the global ``--allow-pickle`` (unsafe: it runs snapshot code)."""
     return bool(click.get_current_context().meta.get(ALLOW_PICKLE, False))
-
-
-#: ``ctx.meta`` key of the operator names given by ``--uid``, ``--uid-hash``, ``--uid-file``.
-OPERATOR_NAMES = "statectl.operator_names"
 
 
 def operator_names() -> OperatorNames | None:
@@ -247,10 +240,6 @@ def names_report(meta: dict[str, Any]) -> str | None:
         parts.append(f"no operator has the OperatorID of {', '.join(sorted(unmatched))}")
     return "; ".join(parts)
 
-
-#: ``ctx.meta`` keys of the global ``--partial`` flag and of the checkpoints a command read.
-PARTIAL = "statectl.partial"
-OPENED = "statectl.opened"
 
 _C = TypeVar("_C", bound=Checkpoint)
 

@@ -10,7 +10,6 @@ import re
 import uuid
 from typing import Any
 
-from formats.ops.export import jsonable
 from statecore.serializers import VOID_NAMESPACE
 from statecore.state_map import StateEntry
 from statecore.undecodable import Undecodable
@@ -220,6 +219,8 @@ def to_json_value(value: Any) -> Any:
     if isinstance(value, StateEntry):
         return {"key": to_json_value(value.key), "namespace": to_json_value(value.namespace),
                 "state": to_json_value(value.state)}
+    from formats.ops.export import jsonable  # here: trace's values need no formats (pyarrow)
+
     return _leaves(jsonable(value))
 
 
