@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
-from cli_support import run, run_json
+from cli_support import KEYED, run, run_json
 from flink_fixtures import expected, require_fixtures
 
 from formats.open import open_checkpoint
@@ -126,3 +126,20 @@ def test_connect_gives_a_notebook_the_same_tables(job: dict[str, Any]) -> None:
                        default=found.default).table.to_pylist()
     assert value == (newest[0]["value"],)
     assert json.dumps(value)  # plain Python values
+
+
+def test_the_command_takes_directories(job: dict[str, Any]) -> None:
+    document = run_json("query", *_locations(job), "SELECT label FROM snapshots ORDER BY label")
+    assert document["row_count"] == 24
+    newest = run_json("query", job["state"], "SELECT count(*) AS n FROM build.count")
+    assert newest["rows"][0]["n"] > 0  # the default database: the newest snapshot
+    code, _, err = run("query", str(Path(job["state"]).parent / "nothing-here"), "SELECT 1")
+    assert code == 3, err
+    empty = Path(job["state"]).parent / "empty"
+    empty.mkdir()
+    code, _, err = run("query", str(empty), "SELECT 1")
+    assert code == 3 and "no complete snapshot" in err, err
+    label = run_json("query", job["state"], "SELECT label FROM snapshots LIMIT 1")["rows"][0][
+        "label"]
+    code, _, err = run("query", job["state"], "--as", f"{label}={KEYED}", "SELECT 1")
+    assert code == 2 and "labelled so" in err, err

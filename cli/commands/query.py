@@ -8,8 +8,11 @@ import click
 
 from cli.output import Output
 from cli.params import allow_pickle, hold, operator_names, reading
+from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
+from formats.ops.catalog import databases
 from formats.ops.query import QueryError, needs_decoding, run_query, write_result
+from statecore.errors import InvalidArgumentError
 
 __all__ = ["query_command"]
 
@@ -27,7 +30,7 @@ def _named(value: str) -> tuple[str, str]:
 
 
 @click.command("query")
-@click.argument("args", nargs=-1, required=True, metavar="[PATH] SQL")
+@click.argument("args", nargs=-1, required=True, metavar="[PATH...] SQL")
 @click.option("--as", "named", multiple=True, metavar="NAME=PATH",
               help="A snapshot under a name of its own (repeatable): its tables are "
                    "NAME.\"<operator>\".\"<state>\", so that a join compares snapshots.")
@@ -47,17 +50,15 @@ def query_command(output: Output, args: tuple[str, ...], named: tuple[str, ...],
     namespace, value, ttl_timestamp); statectl.operators, statectl.states, statectl.subtasks
     and statectl.key_groups hold the metadata. Only the tables the query names are read; a
     WHERE key = ... or key IN (...) reads only those keys' key groups. PATH (or the first
-    --as) is the database unqualified names refer to. See docs/query.md.
+    --as) is the database unqualified names refer to. Directories holding snapshots (a Flink
+    job's checkpoint directory, a state directory, savepoints), or several PATHs: every
+    snapshot found is a database (chk_<id>, savepoint_<id>), the newest the default, the table
+    snapshots lists them, and all_snapshots."<operator>"."<state>" holds every snapshot's rows
+    of a state. See docs/query.md.
     """
     *paths, sql = args
     snapshots = dict(_named(value) for value in named)
-    if len(paths) > 1:
-        raise click.UsageError("give one PATH, and other snapshots with --as NAME=PATH")
-    if paths:
-        if "snapshot" in snapshots:
-            raise click.UsageError("--as snapshot=...: 'snapshot' names PATH; choose another")
-        snapshots = {"snapshot": paths[0], **snapshots}
-    if not snapshots:
+    if not paths and not snapshots:
         raise click.UsageError("give a snapshot: PATH, or --as NAME=PATH")
     if out is not None and not out.endswith((".parquet", ".csv", ".jsonl")):
         raise click.BadParameter("FILE must end in .parquet, .csv or .jsonl", param_hint="--out")
@@ -67,14 +68,19 @@ def query_command(output: Output, args: tuple[str, ...], named: tuple[str, ...],
     except QueryError as exc:
         click.echo(f"Error: {exc}", err=True)
         ctx.exit(EXIT_SQL)
-    hold(*snapshots.values())
+    hold(*paths, *snapshots.values())
     pickles = allow_pickle()  # unpickling decodes every value at opening
-    opened = {name: reading(open_checkpoint(path, allow_pickle=pickles,
-                                            names=operator_names(), partial=True,
-                                            decode=decode or pickles))
-              for name, path in snapshots.items()}
+
+    def opener(location: str) -> Checkpoint:
+        return reading(open_checkpoint(location, allow_pickle=pickles, names=operator_names(),
+                                       partial=True, decode=decode or pickles))
+
     try:
-        result = run_query(opened, sql)
+        found = databases(paths, snapshots, opener=opener)
+    except InvalidArgumentError as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        result = run_query(found.snapshots, sql, default=found.default, extra=found.extra)
     except QueryError as exc:
         click.echo(f"Error: {exc}", err=True)
         ctx.exit(EXIT_SQL)

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from formats.model.checkpoint import Checkpoint
 from formats.open import METADATA_FILES, open_checkpoint
 from formats.ops.snapshot_list import list_snapshots
 from formats.statectl.storage import SnapshotInfo
-from formats.storage.filesystems import resolve_filesystem, storage_errors
-from statecore.errors import InvalidArgumentError
+from formats.storage.filesystems import join_location, resolve_filesystem, storage_errors
+from statecore.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["Databases", "Found", "databases", "discover", "is_snapshot", "newest",
            "snapshots_table"]
@@ -49,14 +50,43 @@ def is_snapshot(location: str) -> bool:
 
 
 def discover(locations: Sequence[str]) -> list[Found]:
-    """Every complete snapshot in ``locations`` (directories holding snapshots), labelled."""
-    infos = [info for info in list_snapshots(locations) if info.complete]
+    """Every complete snapshot in ``locations`` (directories holding snapshots), labelled.
+
+    What ``snapshot list`` lists of each; where that is nothing, the snapshots among the
+    location's own subdirectories (a folder of statectl checkpoints of any names).
+    """
+    infos = []
+    for location in locations:
+        listed = [info for info in list_snapshots([location]) if info.complete]
+        infos += listed or _children(location)
     out: list[Found] = []
     taken: dict[str, int] = {}
     for info in sorted(infos, key=lambda i: (i.checkpoint_id, i.created_ms, i.location)):
         base = f"{'chk' if info.kind == 'checkpoint' else 'savepoint'}_{info.checkpoint_id}"
         taken[base] = taken.get(base, 0) + 1
         out.append(Found(base if taken[base] == 1 else f"{base}_{taken[base]}", info))
+    return out
+
+
+def _children(location: str) -> list[SnapshotInfo]:
+    """The snapshots that are ``location``'s own subdirectories, from their metadata."""
+    fs, root = resolve_filesystem(location, None)
+    with storage_errors("listing", location):
+        if fs.get_file_info(root).type != pafs.FileType.Directory:
+            return []
+        children = sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(root))
+                          if i.type == pafs.FileType.Directory)
+    out = []
+    for name in children:
+        child = join_location(location, name)
+        if not is_snapshot(child):
+            continue
+        metadata = open_checkpoint(child, decode=False, partial=True).metadata
+        size = sum(i.size or 0 for i in fs.get_file_info(
+            pafs.FileSelector(f"{root.rstrip('/')}/{name}", recursive=True))
+            if i.type == pafs.FileType.File)
+        out.append(SnapshotInfo(metadata.checkpoint_id, metadata.kind.value,
+                                metadata.created_ms, size, child))
     return out
 
 
@@ -109,7 +139,9 @@ def databases(locations: Sequence[str], named: Mapping[str, str] | None = None, 
         return Databases(snapshots, "snapshot", {})
     found = discover(locations) if locations else []
     if locations and not found:
-        raise InvalidArgumentError(f"no complete snapshot in {', '.join(locations)}")
+        raise CheckpointError(f"no complete snapshot in {', '.join(locations)} (a snapshot, or "
+                              "a directory holding snapshots: a Flink job's checkpoint "
+                              "directory, a state directory, savepoints)")
     clash = sorted({f.label for f in found} & set(named))
     if clash:
         raise InvalidArgumentError(f"--as {clash[0]}=...: a snapshot found is labelled so; "
