@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -251,6 +251,25 @@ def reading(checkpoint: _C) -> _C:
     """
     click.get_current_context().meta.setdefault(OPENED, []).append(checkpoint)
     return checkpoint
+
+
+def open_sides(sides: Sequence[tuple[str, str, bool]], *, pickles: bool = False
+               ) -> list[Checkpoint]:
+    """The snapshots a two-sided command reads (diff, compat, migrate).
+
+    ``(which, path, decode)`` each, opened as :func:`reading` records them; an error is named
+    by its side (``the OLD snapshot (PATH): ...``).
+    """
+    from formats.open import open_checkpoint
+    from formats.ops.diff import side_errors
+
+    opened = []
+    for which, path, decode in sides:
+        with side_errors(which, path):
+            opened.append(reading(open_checkpoint(path, allow_pickle=pickles,
+                                                  names=operator_names(), partial=True,
+                                                  decode=decode)))
+    return opened
 
 
 #: States the stderr line says how many values of were not decoded, and why; it names the

@@ -5,10 +5,8 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import hold, operator_names, reading
-from formats.open import open_checkpoint
+from cli.params import hold, open_sides
 from formats.ops.compat import check_compat
-from formats.ops.diff import side_errors
 
 __all__ = ["compat_command"]
 
@@ -32,11 +30,7 @@ def compat_command(ctx: click.Context, old: str, new: str, maps: tuple[str, ...]
     """
     output: Output = ctx.obj
     hold(old, new)
-    opened = []
-    for which, path in (("OLD", old), ("NEW", new)):
-        with side_errors(which, path):
-            opened.append(reading(open_checkpoint(path, names=operator_names(),
-                                                  partial=True, decode=False)))
+    opened = open_sides([("OLD", old, False), ("NEW", new, False)])
     report = check_compat(opened[0], opened[1], maps)
     output.compat(report)
     if report.exit_code:

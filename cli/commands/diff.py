@@ -5,9 +5,8 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle, hold, operator_names, reading
-from formats.open import open_checkpoint
-from formats.ops.diff import diff_checkpoints, side_errors
+from cli.params import allow_pickle, hold, open_sides
+from formats.ops.diff import diff_checkpoints
 
 __all__ = ["diff_command"]
 
@@ -28,12 +27,7 @@ def diff_command(ctx: click.Context, a: str, b: str, limit: int) -> None:
     """
     output: Output = ctx.obj
     hold(a, b)
-    opened = []
-    for which, path in (("first", a), ("second", b)):
-        with side_errors(which, path):
-            opened.append(reading(open_checkpoint(path, allow_pickle=allow_pickle(),
-                                                  names=operator_names(), partial=True)))
-    left, right = opened
+    left, right = open_sides([("first", a, True), ("second", b, True)], pickles=allow_pickle())
     report = diff_checkpoints(left, right, left=a, right=b, limit=limit)
     output.diff(report)
     if not report.equal:

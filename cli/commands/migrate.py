@@ -5,9 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import Location, hold, operator_names, reading
-from formats.open import open_checkpoint
-from formats.ops.diff import side_errors
+from cli.params import Location, hold, open_sides
 from formats.ops.migrate import migrate_checkpoint
 
 __all__ = ["migrate_command"]
@@ -44,11 +42,7 @@ def migrate_command(output: Output, old: str, like: str, out: str, maps: tuple[s
     modified.
     """
     hold(old, like)
-    opened = []
-    for which, path in (("OLD", old), ("NEW", like)):
-        with side_errors(which, path):
-            opened.append(reading(open_checkpoint(path, names=operator_names(), partial=True,
-                                                  decode=which == "OLD")))
+    opened = open_sides([("OLD", old, True), ("NEW", like, False)])
     with output.progress("migrating"):
         result = migrate_checkpoint(opened[0], opened[1], out, maps=maps, drops=drops,
                                     renames=renames, compress=compress)
