@@ -13,7 +13,6 @@ import click
 
 from cli.meta import ALLOW_PICKLE, OPENED, OPERATOR_NAMES, PARTIAL
 from formats.engines import ENGINES
-from formats.inputs.bad_records import ON_BAD_RECORD, REFUSE
 from formats.model.checkpoint import Checkpoint
 from formats.model.operator_names import OperatorNames
 from formats.open import pinned
@@ -196,16 +195,21 @@ def engine_options(command: F) -> F:
     return command
 
 
-#: ``--on-bad-record`` of the commands that read build inputs (``build``, ``snapshot take``).
-on_bad_record_option = click.option(
-    "--on-bad-record", type=click.Choice(ON_BAD_RECORD), default=REFUSE, show_default=True,
-    help="What a bad input record does (text not UTF-8; a null, empty or missing key; a value "
-         "of another type than its column's). refuse: the build is refused before anything is "
-         "written, naming file, row and column. skip: it is left out (the other records keep "
-         "their types and key groups) and counted per reason in the summary and in every "
-         "checkpoint. fail: the records before it are processed and checkpointed, then the "
-         "build stops naming it (exit 3); --resume goes on once it is fixed. skip and fail: "
-         "local engine only.")
+def on_bad_record_option(command: F) -> F:
+    """``--on-bad-record`` of the commands that read build inputs (``build``, ``snapshot take``).
+
+    Its choices are :mod:`formats.inputs.bad_records`', imported by those commands only.
+    """
+    from formats.inputs.bad_records import ON_BAD_RECORD, REFUSE
+    return click.option(
+        "--on-bad-record", type=click.Choice(ON_BAD_RECORD), default=REFUSE, show_default=True,
+        help="What a bad input record does (text not UTF-8; a null, empty or missing key; a value "
+             "of another type than its column's). refuse: the build is refused before anything is "
+             "written, naming file, row and column. skip: it is left out (the other records keep "
+             "their types and key groups) and counted per reason in the summary and in every "
+             "checkpoint. fail: the records before it are processed and checkpointed, then the "
+             "build stops naming it (exit 3); --resume goes on once it is fixed. skip and fail: "
+             "local engine only.")(command)
 
 
 def allow_pickle() -> bool:

@@ -25,15 +25,17 @@ tasks decode it in pieces (:mod:`formats.spark.flink`), and its rewrite
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from formats.model.checkpoint import Checkpoint
 from formats.model.operator_names import OperatorNames
 from formats.open import open_checkpoint
-from formats.ops.build import BuildSummary, build_state
-from formats.ops.export import StateWriter
-from formats.ops.rescale import KeyedWriter, RehashCounter
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
+
+if TYPE_CHECKING:  # the operations are imported by the commands that run them (issue 45)
+    from formats.ops.build import BuildSummary
+    from formats.ops.export import StateWriter
+    from formats.ops.rescale import KeyedWriter, RehashCounter
 
 __all__ = ["ENGINES", "Engine", "LocalEngine", "SparkEngine", "open_engine"]
 
@@ -77,6 +79,7 @@ class Engine:
 
     def build(self, inputs: Sequence[str], **settings: Any) -> BuildSummary:
         """``statectl build``: :func:`formats.ops.build.build_state` with ``settings``."""
+        from formats.ops.build import build_state
         return build_state(inputs, **settings)
 
 

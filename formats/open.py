@@ -2,7 +2,8 @@
 
 statectl's checkpoint is a directory with ``_metadata.json`` (:mod:`formats.statectl.reader`);
 a real Flink checkpoint or savepoint is a directory with ``_metadata``
-(:mod:`formats.flink.checkpoint`). Both come back as the model's
+(:mod:`formats.flink.checkpoint`, imported only to open one: a statectl checkpoint is read
+without Flink's codec, issue 45). Both come back as the model's
 :class:`~formats.model.checkpoint.Checkpoint`, so every operation works on either.
 """
 
@@ -10,12 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import pyarrow.fs as pafs
 
-from formats.flink.checkpoint import FLINK_METADATA_FILE, is_flink_checkpoint, open_flink_checkpoint
-from formats.flink.read.streams import shared_files_read_once
+from formats.flink import FLINK_METADATA_FILE
 from formats.model.checkpoint import Checkpoint
 from formats.model.operator_names import OperatorNames
 from formats.statectl.claims import CLAIMS_DIR, Claims
@@ -64,11 +64,23 @@ def _open(fs: pafs.FileSystem, root: str, location: str, strict: bool,
     for name in (METADATA_FILE, FLINK_METADATA_FILE):  # the metadata file itself: its directory
         if root.endswith("/" + name):
             root = root.rsplit("/", 1)[0]
-    if not _exists(fs, f"{root}/{METADATA_FILE}") and is_flink_checkpoint(fs, root):
+    if _exists(fs, f"{root}/{METADATA_FILE}"):
+        return open_statectl_checkpoint(fs, root, location)
+    from formats.flink.checkpoint import is_flink_checkpoint, open_flink_checkpoint
+    if is_flink_checkpoint(fs, root):
         return open_flink_checkpoint(fs, root, location, strict=strict,
                                      allow_pickle=allow_pickle, decode=decode, partial=partial,
                                      names=names)
     return open_statectl_checkpoint(fs, root, location)
+
+
+def shared_files_read_once(limit: int | None = None) -> AbstractContextManager[None]:
+    """:func:`formats.flink.read.streams.shared_files_read_once` (``limit``: its default).
+
+    Imported when used: reading a statectl checkpoint loads nothing of Flink's reader.
+    """
+    from formats.flink.read.streams import shared_files_read_once as read_once
+    return read_once() if limit is None else read_once(limit)
 
 
 def metadata_file_of(location: str) -> str:

@@ -2,8 +2,11 @@
 
 Importing :mod:`cli.main`, ``--version``, ``--help`` (and ``statectl`` alone) load none of the
 heavy packages (pyarrow, numpy, DuckDB, Textual, pyspark, rich) nor ``formats``, ``statecore``,
-the output or any command: each is imported where a command needs it. Checked in a fresh
-interpreter, by the modules loaded. The group's help lists the commands from the table in
+the output or any command: each is imported where a command needs it. ``statectl inspect``
+loads only the reading side: of a statectl checkpoint nothing of Flink's codec, of a Flink
+savepoint not its writer nor its restore comparisons, and neither the operations that write
+(build, export, migrate) nor DuckDB or Textual. Checked in a fresh interpreter, by the modules
+loaded. The group's help lists the commands from the table in
 :mod:`cli.main`, checked here against each command's own short help, so it cannot drift.
 Timings are the benchmark's (``bench/bench_startup.py``), not asserted here.
 """
@@ -15,6 +18,7 @@ import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -86,6 +90,36 @@ def test_a_command_loads_its_own_module_only() -> None:
     commands = sorted(m for m in modules if m.startswith("cli.commands."))
     assert commands == ["cli.commands.inspect"]
     assert not any(m.partition(".")[0] in ("duckdb", "textual", "pyspark") for m in modules)
+
+
+#: What ``statectl inspect`` of any snapshot must not load: writing and querying (issue 45).
+NOT_FOR_INSPECT = ("formats.flink.write", "formats.flink.compat", "formats.ops.build",
+                   "formats.ops.export", "formats.ops.migrate", "formats.inputs", "duckdb",
+                   "textual", "rich.progress", "pyspark")
+
+
+def loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    """The ``modules`` that are one of ``prefixes`` or inside one."""
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)]
+
+
+def test_inspect_of_a_statectl_checkpoint_loads_nothing_of_flink() -> None:
+    code, out, modules = start("inspect", "sample_checkpoints/v1/keyed-all-kinds-p2")
+    assert code in (None, 0), out
+    assert "keyed-all-kinds-p2" in out
+    assert loaded(modules, NOT_FOR_INSPECT) == []
+    assert [m for m in modules if m.startswith("formats.flink.")] == []  # the package: a name
+    assert "formats.open" in modules and "formats.statectl.reader" in modules
+
+
+def test_inspect_of_a_flink_savepoint_loads_its_reader_only(flink_fixtures_dir: Path) -> None:
+    found = sorted((flink_fixtures_dir / "java-mp128" / "savepoints" / "p2" / "canonical")
+                   .glob("savepoint-*"))
+    assert found, flink_fixtures_dir
+    code, out, modules = start("inspect", str(found[0]))
+    assert code in (None, 0), out
+    assert loaded(modules, NOT_FOR_INSPECT) == []
+    assert "formats.flink.checkpoint" in modules
 
 
 def test_trace_runs_without_formats() -> None:

@@ -14,3 +14,9 @@ Rooms, bottom up (``tests/test_house.py`` checks the order):
   :class:`~formats.model.checkpoint.Checkpoint` (``formats.open.open_checkpoint`` detects the
   format), written rescaled through the writer.
 """
+
+__all__ = ["FLINK_METADATA_FILE"]
+
+#: The metadata file of a Flink checkpoint or savepoint (here, so that ``formats.open`` can tell
+#: a Flink snapshot without importing its reader).
+FLINK_METADATA_FILE = "_metadata"

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from formats.flink.compat import OperatorSchemas, restore_checks
+from formats.flink import FLINK_METADATA_FILE
 from formats.flink.read.keyed import (
     KeyedHeader,
 )
@@ -64,14 +64,6 @@ from formats.flink.read.tables import DecodedTable, rehash_rows
 from formats.flink.types.codecs import Codec
 from formats.flink.types.flink_version import kryo_major_of, written_by
 from formats.flink.types.snapshots import SerializerSnapshot
-from formats.flink.write.migrate import retargets
-from formats.flink.write.rewrite import rewrite_flink_savepoint
-from formats.flink.write.versions import (
-    TargetRelease,
-    check_target_holds,
-    infer_release,
-    target_release,
-)
 from formats.model.checkpoint import (
     Checkpoint,
     DownloadUnit,
@@ -102,10 +94,13 @@ from statecore.serializers import parse_type
 from statecore.undecodable import UndecodablePart
 from statecore.values import TimeWindow
 
+if TYPE_CHECKING:  # written and compared on demand: ``inspect`` loads neither (issue 45)
+    from formats.flink.compat import OperatorSchemas
+    from formats.flink.write.versions import TargetRelease
+
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
 
-FLINK_METADATA_FILE = "_metadata"
 MAX_METADATA_BYTES = 256 << 20
 
 
@@ -285,6 +280,7 @@ class FlinkCheckpoint(Checkpoint):
 
     def releases(self) -> str | None:
         """As the model's: the releases that write this ``_metadata`` version."""
+        from formats.flink.write.versions import infer_release
         return infer_release(self.flink.version).releases
 
     def restore_checks(self, uid: str, new: Checkpoint, new_uid: str) -> list[StateCheck] | None:
@@ -294,10 +290,12 @@ class FlinkCheckpoint(Checkpoint):
         """
         if not isinstance(new, FlinkCheckpoint):
             return None
+        from formats.flink.compat import restore_checks
         return restore_checks(self.operator_schemas(uid), new.operator_schemas(new_uid))
 
     def operator_schemas(self, uid: str) -> OperatorSchemas:
         """An operator's keyed state header and each operator state's mode and meta info."""
+        from formats.flink.compat import OperatorSchemas
         operator: dict[str, tuple[str, StateInfo | None]] = {}
         for subtask in self.operator(uid).subtasks:
             for handle in subtask.operator:
@@ -339,6 +337,7 @@ class FlinkCheckpoint(Checkpoint):
         past an undecodable value): the savepoint would lose them. Values kept as undecodable
         markers are written back as their bytes.
         """
+        from formats.flink.write.rewrite import rewrite_flink_savepoint
         target = self.target_release(flink_version)
         self._refuse_lost()
         unknown = [s.name for op in self.metadata.operators for s in op.states
@@ -369,6 +368,8 @@ class FlinkCheckpoint(Checkpoint):
         if not isinstance(like, FlinkCheckpoint):
             raise UnsupportedFormatError(f"{like.location} is a {like.format_name} checkpoint: "
                                          "migrate writes for the job of a Flink snapshot")
+        from formats.flink.write.migrate import retargets
+        from formats.flink.write.rewrite import rewrite_flink_savepoint
         target = replace(like.target_release(None),
                          reason="the release of the new job's snapshot (--like)")
         self._refuse_lost()
@@ -400,6 +401,7 @@ class FlinkCheckpoint(Checkpoint):
         not write for, :class:`~statecore.errors.UnsupportedFormatError` for one that cannot
         restore this snapshot's state.
         """
+        from formats.flink.write.versions import check_target_holds, target_release
         target = target_release(flink_version, self.flink.version)
         check_target_holds(target, self.flink.version, self.carried_serializers())
         return target
