@@ -351,13 +351,13 @@ class BrowseApp(App[None]):
                 shown = sizes.get((op.uid, state.name))
                 label = Text(state.name)
                 label.append(f" {state.kind}", style="dim")
-                if state.ttl is not None:  # a Flink snapshot's TTL: only if given (--ttl)
-                    label.append(f" TTL {format_duration(state.ttl)}" if state.ttl > 0
-                                 else " TTL ? (--ttl)", style="dim")
                 if shown is not None and shown.entries is not None:
                     label.append(f" {shown.entries:,}")
                 if shown is not None and shown.bytes is not None:
                     label.append(f" {format_size(shown.bytes)}", style="dim")
+                if state.ttl is not None:  # a Flink snapshot's TTL: only if given (--ttl)
+                    label.append(f" TTL {format_duration(state.ttl)}" if state.ttl > 0
+                                 else " TTL ? (--ttl)", style="dim")
                 node.add_leaf(label, data=(op, state))
         if stateless:
             folded = tree.root.add(f"{len(stateless)} without state", expand=False)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,9 +47,10 @@ from formats.ops.export import (
     state_pieces,
     table_schema,
 )
+from formats.ops.query_sql import QueryError, lists_catalog, mentions, parse
 from formats.ops.query_values import StateColumns, state_columns, table_values
 from statecore.checkpoint import KeyedStateHandle, OperatorMetadata, StateMetadata
-from statecore.errors import InvalidArgumentError, StatectlError, StorageError
+from statecore.errors import InvalidArgumentError, StorageError
 
 __all__ = ["ALL_SNAPSHOTS", "METADATA_SCHEMA", "QueryError", "QueryResult", "SnapshotTables",
            "connect", "lists_catalog", "needs_decoding", "rows_per_key_group", "run_query",
@@ -62,10 +63,6 @@ ALL_SNAPSHOTS = "all_snapshots"
 METADATA_TABLES = ("operators", "states", "subtasks", "key_groups")
 
 
-class QueryError(StatectlError):
-    """The SQL itself is wrong (DuckDB's message): a usage error, not bad input."""
-
-
 @dataclass(frozen=True)
 class StateTable:
     """One state as a table: ``schema_name``.``name`` (its operator's name and its own)."""
@@ -74,6 +71,13 @@ class StateTable:
     name: str
     op: OperatorMetadata
     state: StateMetadata
+    #: ``""``: the state's table; ``elements`` / ``entries``: its list elements / map entries
+    #: flattened, a row each (:data:`FLATTENED`)
+    flavor: str = ""
+
+
+#: The flattened tables of keyed list and map states: kind -> (table suffix, flavor).
+FLATTENED = {"list": ("$elements", "elements"), "map": ("$entries", "entries")}
 
 
 @dataclass
@@ -92,6 +96,10 @@ class SnapshotTables:
                 schema_name = names[op.identity.id]
                 tables[schema_name.lower(), state.name.lower()] = StateTable(
                     schema_name, state.name, op, state)
+                if state.scope == "keyed" and state.kind in FLATTENED:
+                    suffix, flavor = FLATTENED[state.kind]
+                    tables[schema_name.lower(), (state.name + suffix).lower()] = StateTable(
+                        schema_name, state.name + suffix, op, state, flavor)
         return cls(checkpoint, tables)
 
 
@@ -129,20 +137,6 @@ class QueryResult:
 # -- what a query names --------------------------------------------------------------------
 
 
-def _ast(connection: Any, sql: str) -> dict[str, Any]:
-    """DuckDB's parse tree of ``sql`` (``json_serialize_sql``); a syntax error: QueryError."""
-    text = connection.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
-    tree: dict[str, Any] = json.loads(text)
-    if tree.get("error"):
-        message = str(tree.get("error_message", "cannot parse the query"))
-        if "Only SELECT" in message:
-            message = "give one SELECT query (statectl query reads state, it never writes)"
-        raise QueryError(f"SQL: {message}")
-    if len(tree.get("statements", ())) != 1:
-        raise QueryError("SQL: give one query (no ';' between statements)")
-    return tree
-
-
 def needs_decoding(sql: str) -> bool:
     """Whether ``sql`` needs a snapshot's keyed state decoded whole when it is opened.
 
@@ -154,137 +148,10 @@ def needs_decoding(sql: str) -> bool:
 
     connection = duckdb.connect(":memory:")
     try:
-        mentions = _mentions(_ast(connection, sql), "")
+        named = mentions(parse(connection, sql), "")
     finally:
         connection.close()
-    return any(m.schema == METADATA_SCHEMA and m.table == "key_groups" for m in mentions)
-
-
-def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
-    """Every object in the parse tree, depth first."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            yield node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-
-
-def _base_tables(node: Any) -> list[dict[str, Any]]:
-    """The base tables directly in a FROM clause (through joins, not into subqueries)."""
-    if not isinstance(node, dict):
-        return []
-    if node.get("type") == "BASE_TABLE":
-        return [node]
-    if node.get("type") == "JOIN":
-        return _base_tables(node.get("left")) + _base_tables(node.get("right"))
-    return []
-
-
-def _conjuncts(expression: Any) -> list[dict[str, Any]]:
-    if not isinstance(expression, dict):
-        return []
-    if expression.get("type") == "CONJUNCTION_AND":
-        return [c for child in expression.get("children", []) for c in _conjuncts(child)]
-    return [expression]
-
-
-def _constant(expression: Any) -> Any:
-    """The value of a constant expression (a literal, or one cast), else a marker."""
-    if not isinstance(expression, dict):
-        return _NOT_CONSTANT
-    if expression.get("class") == "CONSTANT":
-        literal = expression.get("literal", {})
-        kind, text = literal.get("kind"), literal.get("text")
-        if kind in ("STRING", "VARCHAR"):
-            return text
-        if kind in ("INTEGER", "BIGINT", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT",
-                    "UINTEGER", "USMALLINT", "UTINYINT") and text is not None:
-            return int(text)
-        return _NOT_CONSTANT
-    return _NOT_CONSTANT
-
-
-_NOT_CONSTANT = object()
-
-
-def _key_column(expression: Any, aliases: Mapping[str, dict[str, Any]],
-                only: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The base table whose ``key`` column ``expression`` is, if it is one."""
-    if not isinstance(expression, dict) or expression.get("class") != "COLUMN_REF":
-        return None
-    names = [n.lower() for n in expression.get("column_names", [])]
-    if not names or names[-1] != "key":
-        return None
-    if len(names) == 1:
-        return only
-    return aliases.get(names[-2])
-
-
-def _key_filters(select: dict[str, Any]) -> dict[int, list[Any]]:
-    """Per base table of this SELECT (by ``id``): the constants its key must equal."""
-    tables = _base_tables(select.get("from_table"))
-    aliases = {}
-    for table in tables:
-        aliases[(table.get("alias") or table.get("table_name", "")).lower()] = table
-    only = tables[0] if len(tables) == 1 else None
-    found: dict[int, list[Any]] = {}
-    for conjunct in _conjuncts(select.get("where_clause")):
-        kind = conjunct.get("type")
-        values: list[Any] = []
-        target: dict[str, Any] | None = None
-        if kind == "COMPARE_EQUAL":
-            left, right = conjunct.get("left"), conjunct.get("right")
-            for column, constant in ((left, right), (right, left)):
-                target = _key_column(column, aliases, only)
-                value = _constant(constant)
-                if target is not None and value is not _NOT_CONSTANT:
-                    values = [value]
-                    break
-            else:
-                continue
-        elif kind == "COMPARE_IN":
-            children = conjunct.get("children", [])
-            target = _key_column(children[0] if children else None, aliases, only)
-            values = [_constant(c) for c in children[1:]]
-            if target is None or not values or any(v is _NOT_CONSTANT for v in values):
-                continue
-        else:
-            continue
-        assert target is not None
-        previous = found.get(id(target))
-        # two filters on one key: both hold, so the intersection would do; the union is safe
-        found[id(target)] = values if previous is None else previous + values
-    return found
-
-
-@dataclass(frozen=True)
-class _Mention:
-    database: str
-    schema: str
-    table: str
-    keys: tuple[Any, ...] | None  # None: every key
-
-
-def _mentions(tree: dict[str, Any], default_database: str) -> list[_Mention]:
-    filters: dict[int, list[Any]] = {}
-    for node in _nodes(tree):
-        if node.get("type") == "SELECT_NODE":
-            filters.update(_key_filters(node))
-    mentions = []
-    for node in _nodes(tree):
-        if node.get("type") == "BASE_TABLE":
-            keys = filters.get(id(node))
-            mentions.append(_Mention((node.get("catalog_name") or default_database).lower(),
-                                     (node.get("schema_name") or "main").lower(),
-                                     (node.get("table_name") or "").lower(),
-                                     None if keys is None else tuple(keys)))
-    return mentions
-
-
-# -- the tables ------------------------------------------------------------------------------
+    return any(m.schema == METADATA_SCHEMA and m.table == "key_groups" for m in named)
 
 
 def _keyed_piece(checkpoint: Checkpoint, op: OperatorMetadata, handle: KeyedStateHandle,
@@ -327,7 +194,29 @@ def state_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetada
         schema = schema.set(schema.get_field_index("namespace"), pa.field(
             "namespace", WINDOW_TYPE, metadata={"statectl.type": WINDOW_SPEC}))
     pieces = [flat_table(schema, op, state, subtask, table) for subtask, table in read]
-    return pa.concat_tables(pieces) if pieces else schema.empty_table()
+    return _with_parts(pa.concat_tables(pieces) if pieces else schema.empty_table())
+
+
+def _with_parts(table: pa.Table) -> pa.Table:
+    """A state's table with the parts of its namespace and key as columns of their own.
+
+    ``window_start`` / ``window_end`` (TIMESTAMP, UTC) of a window namespace, and a column
+    ``key_<field>`` per field of a composite key (a tuple's ``f0``, a POJO's fields).
+    """
+    namespace = table.schema.field("namespace").type
+    if pa.types.is_struct(namespace) and namespace == WINDOW_TYPE:
+        column = table.column("namespace")
+        for bound in ("start", "end"):
+            table = table.append_column(f"window_{bound}", pc.struct_field(
+                column, bound).cast(pa.timestamp("ms", tz="UTC")))
+    key = table.schema.field("key").type
+    if pa.types.is_struct(key):
+        column = table.column("key")
+        for index in range(key.num_fields):
+            name = f"key_{key.field(index).name}"
+            if name not in table.column_names:
+                table = table.append_column(name, pc.struct_field(column, index))
+    return table
 
 
 def _key_groups(checkpoint: Checkpoint, op: OperatorMetadata, keys: tuple[Any, ...] | None
@@ -442,6 +331,29 @@ def _list_unread(connection: Any, name: str, tables: SnapshotTables,
         connection.unregister("statectl_listing")
 
 
+def _flattened(flavor: str, schema: pa.Schema) -> str:
+    """SQL of a list state's elements or a map state's entries, a row each.
+
+    From ``statectl_base`` (the state's table): ``position`` (0-based) or ``map_key``,
+    ``value`` the element or entry value, ``ttl_timestamp`` its own last access.
+    """
+    ttl = schema.field("ttl_timestamp").type
+    keep = "* EXCLUDE (value, ttl_timestamp)"
+    if flavor == "elements":
+        timed = pa.types.is_list(ttl) or pa.types.is_large_list(ttl)
+        return (f"SELECT {keep}, unnest(range(len(value))) AS position, unnest(value) AS value, "
+                + ("unnest(ttl_timestamp) AS ttl_timestamp" if timed
+                   else "NULL AS ttl_timestamp")
+                + " FROM temp.main.statectl_base WHERE value IS NOT NULL")
+    timed = pa.types.is_map(ttl)
+    inner = (f"SELECT {keep}, unnest(map_keys(value)) AS map_key, unnest(map_values(value)) "
+             "AS value, " + ("ttl_timestamp AS ttl_map" if timed else "NULL AS ttl_map")
+             + " FROM temp.main.statectl_base WHERE value IS NOT NULL")
+    return ("SELECT * EXCLUDE (ttl_map), "
+            + ("element_at(ttl_map, map_key)[1]" if timed else "NULL")
+            + f" AS ttl_timestamp FROM ({inner})")
+
+
 def _union_views(connection: Any, databases: Mapping[str, SnapshotTables],
                  unions: Mapping[tuple[str, str], list[str]]) -> None:
     """:data:`ALL_SNAPSHOTS`: a view per state, every snapshot's rows that has it, labelled."""
@@ -508,30 +420,6 @@ def _write_file(result: QueryResult, staging: str, path: str) -> None:
     columns = {name: pa.array([cell(row[name]) for row in rows], pa.string())
                for name in result.table.column_names}
     pacsv.write_csv(pa.table(columns), staging)
-
-
-#: what lists the catalog: DuckDB's catalog functions and schemas
-_CATALOG_FUNCTIONS = ("duckdb_tables", "duckdb_columns", "duckdb_views", "duckdb_schemas",
-                      "duckdb_databases")
-_CATALOG_SCHEMAS = ("information_schema", "pg_catalog")
-
-
-def lists_catalog(tree: dict[str, Any]) -> bool:
-    """Whether a query lists tables or columns.
-
-    ``SHOW TABLES``, ``SHOW ALL TABLES``, ``information_schema``, ``pg_catalog``,
-    ``duckdb_tables()`` and the like.
-    """
-    for node in _nodes(tree):
-        kind = node.get("type")
-        if kind == "SHOW_REF" and node.get("show_type") == "SHOW_SPECIAL":
-            return True
-        if kind == "BASE_TABLE" and (node.get("schema_name") or "").lower() in _CATALOG_SCHEMAS:
-            return True
-        if kind == "TABLE_FUNCTION" and str(node.get("function", {}).get(
-                "function_name", "")).lower() in _CATALOG_FUNCTIONS:
-            return True
-    return False
 
 
 def _listed_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
@@ -640,6 +528,10 @@ def _fill(connection: Any, catalog: _Catalog, wanted: Mapping[tuple[str, str, st
                 data = state_table(checkpoint, found.op, found.state, groups,
                                    (found.op.uid, found.state.name) in undecodable or None)
                 schema_name, table_name = found.schema_name, found.name
+                if found.flavor:
+                    connection.register("statectl_base", data)
+                    data = connection.sql(_flattened(found.flavor, data.schema)).to_arrow_table()
+                    connection.unregister("statectl_base")
                 read.append((name, schema_name, table_name,
                              None if groups is None else tuple(sorted(groups))))
             view = f"statectl_{len(read)}"
@@ -654,8 +546,13 @@ def _fill(connection: Any, catalog: _Catalog, wanted: Mapping[tuple[str, str, st
                 # of them is read as the state's column (formats.ops.query_values)
                 types = connection.sql(f"SELECT * FROM temp.main.{view} LIMIT 0"
                                        ).to_arrow_table().schema
-                sources.append(state_columns(checkpoint, found.op, found.state,
-                                             {f.name: f.type for f in types}))
+                columns = state_columns(checkpoint, found.op, found.state,
+                                        {f.name: f.type for f in types})
+                if found.flavor:  # an element's, an entry's value: read by its own type
+                    columns = StateColumns(columns.types, {
+                        k: v for k, v in columns.readers.items()
+                        if k not in ("value", "ttl_timestamp")})
+                sources.append(columns)
             if listing:  # a table of its own: the registration would be listed too
                 connection.execute(f"CREATE TABLE {target} AS SELECT * FROM "
                                    f"temp.main.{view}")
@@ -715,12 +612,12 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
     try:
         if re.fullmatch(r"\s*show\s+tables\s*;?\s*", sql, re.IGNORECASE):
             sql = "SHOW ALL TABLES"  # every state is a table of its operator's schema
-        tree = _ast(connection, sql)
+        tree = parse(connection, sql)
         catalog = _attach(connection, snapshots, default, extra)
         databases, default_database = catalog.databases, catalog.default
         wanted: dict[tuple[str, str, str], set[Any] | None] = {}
         unions: dict[tuple[str, str], list[str]] = {}
-        for mention in _mentions(tree, default_database):
+        for mention in mentions(tree, default_database):
             found_in = [mention.database]
             if mention.database == ALL_SNAPSHOTS and len(databases) > 1:
                 found_in = [n for n, t in databases.items()
