@@ -179,7 +179,7 @@ def _release_pairs() -> list[tuple[Path, Path]]:
     pairs = []
     releases = release_fixtures()
     for job in ("java-heap", "java-rocksdb"):
-        found = [next(iter(sorted((r / job / "savepoints").glob("p2/canonical/*/_metadata"))),
+        found = [next(iter(sorted((r / job / "savepoints").glob("*/canonical/*/_metadata"))),
                       None) for r in releases]
         present = [f.parent for f in found if f is not None]
         pairs += list(zip(present, present[1:], strict=False))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
-from cli_support import KEYED, OPERATOR, run
+from cli_support import KEYED, OPERATOR, run, run_json
 from flink_fixtures import expected, fixture_sets, require_fixtures
 
 from formats.open import open_checkpoint
@@ -45,14 +45,21 @@ def _query(location: str, sql: str, **kwargs: Any) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("location", _snapshots(), ids=lambda p: "/".join(Path(p).parts[-3:]))
 def test_information_schema_lists_every_state_and_its_columns(location: str) -> None:
-    states = _query(location, "SELECT operator, state FROM statectl.states")
+    states = _query(location, "SELECT operator, state, scope, kind FROM statectl.states")
     listed = _query(location, TABLES)
+    flattened = {"list": "$elements", "map": "$entries"}  # a keyed list's, map's rows
     assert {(r["table_schema"], r["table_name"]) for r in listed} == {
         (s["operator"], s["state"]) for s in states} | {
+        (s["operator"], s["state"] + flattened[s["kind"]]) for s in states
+        if s["scope"] == "keyed" and s["kind"] in flattened} | {
         ("statectl", t) for t in ("operators", "states", "subtasks", "key_groups")}
     assert {r["table_catalog"] for r in listed} == {"snapshot"}
     assert _query(location, "SHOW TABLES") == _query(location, "SHOW ALL TABLES")
-    for state in states[:6]:
+    tables = [(s["operator"], s["state"]) for s in states[:6]] + [
+        (s["operator"], s["state"] + flattened[s["kind"]]) for s in states
+        if s["scope"] == "keyed" and s["kind"] in flattened][:3]
+    for operator, name in tables:
+        state = {"operator": operator, "state": name}
         columns = _query(location, "SELECT column_name FROM information_schema.columns "
                          f"WHERE table_schema = '{state['operator']}' AND "
                          f"table_name = '{state['state']}' ORDER BY ordinal_position")
@@ -68,9 +75,14 @@ def test_listing_reads_only_the_metadata() -> None:
     fixture = require_fixtures()[0]
     location = str(fixture / next(s["path"] for s in expected(fixture)["snapshots"]
                                   if s["kind"] == "savepoint"))
+    summary = run_json("inspect", location, "--all")  # the largest keyed state: its bytes
+    keyed = max(({"operator": op["operator"]["uid"] or op["operator"]["id"], "state": s["state"],
+                  "bytes": s["bytes"]} for op in summary["operators"] for s in op["states"]
+                 if s["scope"] == "keyed"), key=lambda s: s["bytes"])  # are past the headers
     for sql, reads_state in ((TABLES, False), ("SHOW TABLES", False),
                              ("SELECT count(*) FROM information_schema.columns", False),
-                             ("SELECT count(*) FROM \"str-keyed\".\"count\"", True)):
+                             (f'SELECT count(*) FROM "{keyed["operator"]}"."{keyed["state"]}"',
+                              True)):
         handler = CountingHandler()
         checkpoint = open_checkpoint(location, filesystem=pafs.PyFileSystem(handler),
                                      decode=False)
@@ -90,8 +102,9 @@ def test_a_listed_table_is_not_scanned_as_empty() -> None:
 
 
 def test_listing_and_reading_at_once() -> None:
+    listed = _query(KEYED, "SELECT count(*) AS t FROM information_schema.tables")[0]["t"]
     rows = _query(KEYED, "SELECT count(*) AS n, (SELECT count(*) FROM information_schema.tables)"
                          " AS t FROM purchases.last_amount")
-    assert rows[0]["n"] > 0 and rows[0]["t"] == 10
+    assert rows[0]["n"] > 0 and rows[0]["t"] == listed > 10
     code, out, err = run("query", KEYED, "DESCRIBE purchases.last_amount")
     assert code == 0 and "ttl_timestamp" in out, err

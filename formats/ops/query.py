@@ -307,9 +307,16 @@ def _list_unread(connection: Any, name: str, tables: SnapshotTables,
     query names, so a scan of an unread table would be a wrong (empty) answer.
     """
     checkpoint = tables.checkpoint
-    listed = [(table.schema_name, table.name, _listed_table(checkpoint, table.op, table.state))
-              for table in tables.tables.values()
-              if (name, table.schema_name.lower(), table.name.lower()) not in wanted]
+    listed = []
+    for table in tables.tables.values():
+        if (name, table.schema_name.lower(), table.name.lower()) in wanted:
+            continue
+        data = _listed_table(checkpoint, table.op, table.state)
+        if table.flavor:  # a flattened table's columns: the flattening's, of no rows
+            connection.register("statectl_base", data)
+            data = connection.sql(_flattened(table.flavor, data.schema)).to_arrow_table()
+            connection.unregister("statectl_base")
+        listed.append((table.schema_name, table.name, data))
     metadata = _metadata_tables(checkpoint, table_names(checkpoint), False)
     listed += [(METADATA_SCHEMA, t, data) for t, data in metadata.items()
                if (name, METADATA_SCHEMA, t) not in wanted]
@@ -436,7 +443,7 @@ def _listed_table(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMeta
     if is_time_window(checkpoint, op, state):
         schema = schema.set(schema.get_field_index("namespace"), pa.field(
             "namespace", WINDOW_TYPE, metadata={"statectl.type": WINDOW_SPEC}))
-    return pa.table([pa.nulls(1, f.type) for f in schema], schema=schema)
+    return _with_parts(pa.table([pa.nulls(1, f.type) for f in schema], schema=schema))
 
 
 def _quoted(name: str) -> str:
