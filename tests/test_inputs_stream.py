@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats import fold as fold_module
 from formats.inputs import FileSource, InputError, read_input
 from formats.model.key_hash import numpy_integers, numpy_validity
+from formats.ops import fold as fold_module
 from formats.ops.fold import AggregationFolder
 from statecore.aggregations import parse_aggregation
 

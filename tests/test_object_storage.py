@@ -435,8 +435,8 @@ def test_a_checkpoint_a_command_reads_is_not_released_meanwhile(state_dir: str) 
 
 def test_a_reader_without_write_access_reads_unpinned(
         state_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from formats import conditional
     from formats.open import pinned
+    from formats.storage import conditional
     storage = DirectoryCheckpointStorage(state_dir)
     storage.claim(1)
     write_checkpoint(f"{storage.root}/chk-0000001", 1, operators(), filesystem=storage.fs)
