@@ -232,49 +232,52 @@ class PendingCheckpoint:
         # The waiting thread starts before the fork: started after it, its stack and the
         # interpreter's thread state would be written into pages the fork just shared, a
         # copy-on-write fault each, all on the processing thread (4 ms for 500k keys).
-        self._thread = threading.Thread(
-            target=wait, name=f"statectl-checkpoint-{self.checkpoint_id}", daemon=True)
-        self._thread.start()
-        _count_child(+1)  # before the fork: a collapse running elsewhere stops (the waiting
-        # thread counts it off once the child is reaped, or at once if the fork fails)
-        try:
-            with warnings.catch_warnings():
-                # Python 3.12+ warns about forking a multi-threaded process: the child only
-                # runs the writer (pyarrow resets its thread pools in a forked child) and never
-                # returns from _child. The one lock it takes that another thread of the parent
-                # may hold (or be taking) at this instant is a map's version lock (an earlier
-                # checkpoint's waiting thread releasing its snapshots): every map renews its
-                # own in a forked child (statecore.copy_on_write_state_map)
-                warnings.filterwarnings("ignore", category=DeprecationWarning,
-                                        message=".*fork.*")
-                try:
-                    with _sigint_deferred(interrupted):
-                        pid = os.fork()
-                except OSError:  # no memory or processes left for a child: write on a thread
-                    for fd in (result_read, result_write, cancel_read, cancel_write):
-                        os.close(fd)
-                    self.writer = "thread"
-                    self._start(operators, kind, created_ms, filesystem)
-                    return
-            if pid == 0:  # the child: write, report, exit (never returns)
-                os.close(result_read)
-                os.close(cancel_write)
-                _child(self, operators, kind, created_ms, filesystem, token, result_write,
-                       cancel_read, parent, forking_thread_is_main)
-            forked.append(pid)
+        # Ctrl-C is held off from the waiting thread's start to the end of the set-up: a
+        # KeyboardInterrupt inside Thread.start() left a thread that was never started (or one
+        # waiting for a `ready` never set) for the caller's kill-and-join to trip on
+        with _sigint_deferred(interrupted):
+            self._thread = threading.Thread(
+                target=wait, name=f"statectl-checkpoint-{self.checkpoint_id}", daemon=True)
+            self._thread.start()
+            _count_child(+1)  # before the fork: a collapse running elsewhere stops (the waiting
+            # thread counts it off once the child is reaped, or at once if the fork fails)
             try:
-                self._pidfd = os.pidfd_open(pid)
-            except (OSError, AttributeError):  # no pidfd (not Linux 5.3+): kill() cancels
-                self._pidfd = None
-            with _children_lock:
-                _in_flight.add(self)
-            os.close(result_write)
-            os.close(cancel_read)
-            self._cancel_fd = cancel_write
-            self._future.set_running_or_notify_cancel()
-        finally:
-            ready.set()
-        if interrupted:  # Ctrl-C during the fork: raised now, with the child known (kill())
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns about forking a multi-threaded process: the child only
+                    # runs the writer (pyarrow resets its thread pools in a forked child) and never
+                    # returns from _child. The one lock it takes that another thread of the parent
+                    # may hold (or be taking) at this instant is a map's version lock (an earlier
+                    # checkpoint's waiting thread releasing its snapshots): every map renews its
+                    # own in a forked child (statecore.copy_on_write_state_map)
+                    warnings.filterwarnings("ignore", category=DeprecationWarning,
+                                            message=".*fork.*")
+                    try:
+                        pid = os.fork()
+                    except OSError:  # no memory or processes left for a child: write on a thread
+                        for fd in (result_read, result_write, cancel_read, cancel_write):
+                            os.close(fd)
+                        self.writer = "thread"
+                        self._start(operators, kind, created_ms, filesystem)
+                        return
+                if pid == 0:  # the child: write, report, exit (never returns)
+                    os.close(result_read)
+                    os.close(cancel_write)
+                    _child(self, operators, kind, created_ms, filesystem, token, result_write,
+                           cancel_read, parent, forking_thread_is_main)
+                forked.append(pid)
+                try:
+                    self._pidfd = os.pidfd_open(pid)
+                except (OSError, AttributeError):  # no pidfd (not Linux 5.3+): kill() cancels
+                    self._pidfd = None
+                with _children_lock:
+                    _in_flight.add(self)
+                os.close(result_write)
+                os.close(cancel_read)
+                self._cancel_fd = cancel_write
+                self._future.set_running_or_notify_cancel()
+            finally:
+                ready.set()
+        if interrupted:  # Ctrl-C during the set-up: raised now, with the child known (kill())
             raise KeyboardInterrupt
 
     def _close_cancel_fd(self) -> None:
@@ -301,7 +304,7 @@ class PendingCheckpoint:
 
         The process writer's thread collapses the heap after the result is set.
         """
-        if self._thread is not None:
+        if self._thread is not None and self._thread.ident is not None:  # started
             self._thread.join(timeout)
             return not self._thread.is_alive()
         return True
@@ -339,7 +342,8 @@ class PendingCheckpoint:
 
 @contextmanager
 def _sigint_deferred(interrupted: list[bool]) -> Iterator[None]:
-    """Hold Ctrl-C off while the process forks (on the main thread; elsewhere: nothing).
+    """Hold Ctrl-C off while the process writer is set up: its waiting thread's start and
+    the fork (on the main thread; elsewhere: nothing).
 
     A SIGINT handled during ``os.fork()`` runs Python's handler inside an at-fork hook
     (``logging``'s, in the parent or the copy in the child), where the ``KeyboardInterrupt``
