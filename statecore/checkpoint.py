@@ -17,7 +17,7 @@ import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from statecore.errors import (
     CorruptCheckpointError,
@@ -27,9 +27,11 @@ from statecore.errors import (
 )
 from statecore.hashing import operator_id_of_uid
 from statecore.key_groups import KeyGroupRange
-from statecore.keyed_backend import KeyedStateSnapshot
 from statecore.operator_backend import OperatorStateMode, OperatorStateSnapshot
 from statecore.serializers import parse_type
+
+if TYPE_CHECKING:  # the snapshots a writer is handed: reading loads no backend (issue 45)
+    from statecore.keyed_backend import KeyedStateSnapshot
 
 __all__ = [
     "FORMAT_MARKER",

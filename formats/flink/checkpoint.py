@@ -72,7 +72,6 @@ from formats.model.checkpoint import (
     rehash_refused,
     state_of,
 )
-from formats.model.compatibility import OperatorMigration, StateCheck
 from formats.model.operator_names import OperatorNames
 from formats.model.sources import SourceProgress
 from formats.storage.filesystems import is_storage_failure, join_location
@@ -82,6 +81,7 @@ from statecore.checkpoint import (
     FileInfo,
     KeyedStateHandle,
     OperatorMetadata,
+    OperatorStateHandle,
     StateMetadata,
 )
 from statecore.errors import CorruptCheckpointError, StatectlError, UnsupportedFormatError
@@ -89,14 +89,16 @@ from statecore.key_groups import (
     KeyGroupRange,
     compute_key_group_for_key_hash,
 )
-from statecore.rescale_plan import RescalePlan
+from statecore.operator_backend import OperatorStateMode
 from statecore.serializers import parse_type
-from statecore.undecodable import UndecodablePart
+from statecore.undecodable import Undecodable, UndecodablePart
 from statecore.values import TimeWindow
 
 if TYPE_CHECKING:  # written and compared on demand: ``inspect`` loads neither (issue 45)
     from formats.flink.compat import OperatorSchemas
     from formats.flink.write.versions import TargetRelease
+    from formats.model.compatibility import OperatorMigration, StateCheck
+    from statecore.rescale_plan import RescalePlan
 
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
@@ -531,6 +533,26 @@ class FlinkCheckpoint(Checkpoint):
         codec = self.key_codecs.get(op.uid)
         return None if codec is None else key_group_of(codec, key, op.max_parallelism)
 
+    def _reader_elements(self, handles: Sequence[OperatorStateHandle]) -> list[Any]:
+        """The elements of a subtask's ``SourceReaderState`` as decoded, in order.
+
+        Those :meth:`operator_entries` gives (``None`` where a value could not be decoded),
+        read from the decoded rows without building Arrow tables: ``inspect``'s summary shows
+        the sources' progress, and Arrow's conversion of Python lists would import pandas where
+        it is installed (issue 45: start-up).
+        """
+        out: list[Any] = []
+        for handle in handles:
+            if handle.state != READER_STATE or handle.mode is OperatorStateMode.BROADCAST:
+                continue
+            rows = self._path_table(handle.file).rows
+            first, count = handle.first_element, handle.element_count
+            if first < 0 or count < 0 or first + count > len(rows):
+                raise CorruptCheckpointError(f"{handle.file}: rows {first}..{first + count} "
+                                             f"beyond its {len(rows)} rows")
+            out += [None if type(v) is Undecodable else v for v in rows[first:first + count]]
+        return out
+
     def sources(self) -> tuple[SourceProgress, ...]:
         """Every source operator's reader splits and enumerator state (:mod:`.sources`).
 
@@ -540,9 +562,7 @@ class FlinkCheckpoint(Checkpoint):
         if self._sources is None:
             found = []
             for flink_op, op in zip(self.flink.operators, self.metadata.operators, strict=True):
-                readers = [(st.index, [e for entry in self.operator_entries(op.uid, st.index)
-                                       if entry.name == READER_STATE
-                                       for e in entry.elements])
+                readers = [(st.index, self._reader_elements(st.operator))
                            for st in op.subtasks
                            if any(h.state == READER_STATE for h in st.operator)]
                 coordinator = flink_op.coordinator_state

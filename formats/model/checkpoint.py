@@ -23,17 +23,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from formats.model.arrow_types import from_arrow, pydict
 from formats.model.columns import join_ttl, keyed_schema, operator_schema, ttl_spec, value_spec
-from formats.model.compatibility import OperatorMigration, StateCheck
-from formats.model.key_hash import key_groups
-from formats.model.sources import SourceProgress
 from statecore.checkpoint import (
     CheckpointMetadata,
     KeyedStateHandle,
@@ -49,16 +45,19 @@ from statecore.errors import (
     UnsupportedFormatError,
 )
 from statecore.key_groups import KeyGroupRange, assign_to_key_group
-from statecore.keyed_backend import HeapKeyedStateBackend
-from statecore.keyed_state import StateKind
 from statecore.operator_backend import (
     OperatorStateBackend,
     OperatorStateMode,
     OperatorStateSnapshotEntry,
 )
-from statecore.rescale_plan import RescalePlan
 from statecore.serializers import VOID_NAMESPACE, parse_type
 from statecore.undecodable import UndecodablePart
+
+if TYPE_CHECKING:  # annotations only: opening a checkpoint loads none of these (issue 45)
+    from formats.model.compatibility import OperatorMigration, StateCheck
+    from formats.model.sources import SourceProgress
+    from statecore.keyed_backend import HeapKeyedStateBackend
+    from statecore.rescale_plan import RescalePlan
 
 __all__ = ["Checkpoint", "DownloadUnit", "FileProblem", "WrittenSnapshot", "rehash_refused",
            "state_of"]
@@ -245,6 +244,7 @@ class Checkpoint(ABC):
         assert op.key_type is not None
         if self.unknown_key_hash(op) is not None:
             return None
+        from formats.model.key_hash import key_groups  # pyarrow.compute: when keys are hashed
         result: np.ndarray = key_groups(table.column("key"), op.key_type, op.max_parallelism)
         return result
 
@@ -259,6 +259,7 @@ class Checkpoint(ABC):
         reason = self.unknown_key_hash(op)
         if reason is not None:
             raise rehash_refused(op, max_parallelism, reason)
+        from formats.model.key_hash import key_groups  # pyarrow.compute: when keys are hashed
         try:
             result: np.ndarray = key_groups(self.keyed_table(op.uid, handle, ["key"]).column(
                 "key"), op.key_type, max_parallelism)
@@ -384,6 +385,7 @@ class Checkpoint(ABC):
                 return schema.empty_table()
             table = pa.concat_tables([self.rows_table(handle.file, schema, first, count)
                                       for first, count in runs])
+        import pyarrow.compute as pc  # only where rows are filtered (issue 45: start-up)
         column = table.column("key_group")
         return table.filter(pc.is_in(column, pa.array(sorted(key_groups), column.type)))
 
@@ -541,6 +543,7 @@ def _pydict(table: pa.Table, relative: str) -> dict[str, list[Any]]:
 
 
 def _check_compatible(state: StateMetadata, descriptor: Any) -> None:
+    from statecore.keyed_state import StateKind  # restoring: the backend's (issue 45)
     expected = (StateKind(state.kind), state.value_type, state.user_key_type,
                 state.namespace_type, state.ttl is not None)
     actual = (descriptor.kind, descriptor.value_type, descriptor.user_key_type,

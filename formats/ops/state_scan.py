@@ -26,8 +26,6 @@ from formats.model.columns import (
     undecodable_of,
     value_spec,
 )
-from formats.ops.rescale import drop_expired_rows
-from formats.ops.row_sizes import row_sizes
 from statecore.checkpoint import (
     OperatorMetadata,
     StateMetadata,
@@ -131,6 +129,7 @@ def check_states(checkpoint: Checkpoint, states: Collection[str] | None) -> None
 
 def _data_bytes(table: pa.Table) -> np.ndarray[Any, Any]:
     """Data bytes of each row: every column but ``key_group`` (:mod:`formats.ops.row_sizes`)."""
+    from formats.ops.row_sizes import row_sizes  # pyarrow.compute: when a view reads values
     sizes = np.zeros(table.num_rows, dtype=np.int64)
     for name in table.column_names:
         if name != "key_group":
@@ -373,6 +372,7 @@ def _namespace_order(namespace: Any) -> tuple[int, Any]:
 def expired_shares(checkpoint: Checkpoint, now: int, states: Collection[str] | None = None
                    ) -> tuple[ExpiredShare, ...]:
     """The TTL-expired share of every keyed state with TTL at ``now`` (epoch ms)."""
+    from formats.ops.rescale import drop_expired_rows  # the rewrite's filter (issue 45)
     check_states(checkpoint, states)
     sizes = {f.path: f.size for f in checkpoint.metadata.files}
     extent = file_extents(checkpoint.metadata)

@@ -12,10 +12,10 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from formats.model.checkpoint import Checkpoint, FileProblem
 from formats.statectl.publish import METADATA_FILE
@@ -28,6 +28,9 @@ from statecore.errors import (
     StorageError,
     UnsafePathError,
 )
+
+if TYPE_CHECKING:  # imported where a data file is read: inspect's summary reads none
+    import pyarrow.parquet as pq
 
 __all__ = ["MAX_METADATA_BYTES", "StatectlCheckpoint", "not_a_checkpoint",
            "open_statectl_checkpoint"]
@@ -103,6 +106,7 @@ class StatectlCheckpoint(Checkpoint):
             if actual.size != info.size:
                 raise CorruptCheckpointError(
                     f"{relative} has {actual.size} bytes, the metadata says {info.size}")
+            import pyarrow.parquet as pq  # when a data file is read (issue 45: start-up)
             return pq.ParquetFile(self.fs.open_input_file(path))
         except (pa.ArrowException, OSError, ValueError) as exc:  # incl. UnicodeDecodeError
             raise_if_storage_failure(exc, "reading", join_location(self.location, relative))

@@ -31,6 +31,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from formats.flink.java.input import DataReader
 from formats.flink.read.keyed import (
@@ -46,10 +47,10 @@ from formats.flink.read.keyed import (
     reason_of,
 )
 from formats.flink.read.metadata import FlinkIncrementalHandle, StreamHandle
-from formats.flink.read.rocksdb import SstFile, open_sst
-from formats.flink.read.rocksdb.manifest import read_manifest
-from formats.flink.read.rocksdb.merge import live_batches
 from statecore.errors import CheckpointError, CorruptCheckpointError, UnsupportedFormatError
+
+if TYPE_CHECKING:  # RocksDB's reader is imported where its files are read (issue 45: start-up)
+    from formats.flink.read.rocksdb import SstFile
 
 __all__ = ["DecodedIncremental", "RocksDBFile", "decode_incremental", "key_group_prefix",
            "scale_to_disk"]
@@ -99,6 +100,8 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
     group as its keys' and values' bytes: :func:`scale_to_disk` of the parts' bytes together,
     with ``disk_bytes``, gives what decoding the whole handle does.
     """
+    from formats.flink.read.rocksdb import open_sst
+    from formats.flink.read.rocksdb.merge import live_batches
     meta, _ = read(handle.meta, "meta data")
     header = cached_header(meta, f"{where}: meta data", headers, len(meta))
     info = DecodedIncremental()
@@ -249,6 +252,7 @@ def _check_current(data: bytes, where: str, handle: FlinkIncrementalHandle) -> N
 def _check_manifest(data: bytes, where: str, handle: FlinkIncrementalHandle,
                     families: dict[str, list[SstFile]]) -> None:
     """The MANIFEST's live SST files are exactly the handle's (by file number)."""
+    from formats.flink.read.rocksdb.manifest import read_manifest
     manifest = read_manifest(data, where)
     live = {f.file_name for cf in manifest.column_families.values() for f in cf.live_files()}
     held = {local for local, _ in handle.files if local.endswith(".sst")}

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from formats.flink.types.codecs import Codec
 from formats.model.arrow_types import storage_converter
@@ -123,6 +122,7 @@ class DecodedTable:
             table = DecodedTable(rows, self.schema, self.keyed, 0, [], self.key_codec,
                                  self.max_parallelism, self.where, self.state,
                                  self.key_type).table
+        import pyarrow.compute as pc  # only where rows are filtered (issue 45: start-up)
         column = table.column("key_group")
         return table.filter(pc.is_in(column, pa.array(groups, column.type)))
 
