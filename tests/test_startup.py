@@ -5,8 +5,10 @@ heavy packages (pyarrow, numpy, DuckDB, Textual, pyspark, rich) nor ``formats``,
 the output or any command: each is imported where a command needs it. ``statectl inspect``
 loads only the reading side: of a statectl checkpoint nothing of Flink's codec, of a Flink
 savepoint not its writer nor its restore comparisons, and neither the operations that write
-(build, export, migrate) nor DuckDB or Textual. Checked in a fresh interpreter, by the modules
-loaded. The group's help lists the commands from the table in
+(build, export, migrate) nor DuckDB or Textual; its summary converts no values, so neither
+``pyarrow.compute``, ``pyarrow.parquet`` nor pandas (which ``pa.array`` of Python lists imports
+where it is installed), nor the state backend, RocksDB's reader or the S3 client. Checked in a
+fresh interpreter, by the modules loaded. The group's help lists the commands from the table in
 :mod:`cli.main`, checked here against each command's own short help, so it cannot drift.
 Timings are the benchmark's (``bench/bench_startup.py``), not asserted here.
 """
@@ -92,10 +94,16 @@ def test_a_command_loads_its_own_module_only() -> None:
     assert not any(m.partition(".")[0] in ("duckdb", "textual", "pyspark") for m in modules)
 
 
-#: What ``statectl inspect`` of any snapshot must not load: writing and querying (issue 45).
+#: What ``statectl inspect`` of any snapshot must not load (issue 45): writing and querying,
+#: and, for its summary, what converts or filters values, the state backend, RocksDB's reader
+#: (the savepoints here are canonical) and the S3 client.
 NOT_FOR_INSPECT = ("formats.flink.write", "formats.flink.compat", "formats.ops.build",
                    "formats.ops.export", "formats.ops.migrate", "formats.inputs", "duckdb",
-                   "textual", "rich.progress", "pyspark")
+                   "textual", "rich.progress", "pyspark",
+                   "pandas", "pyarrow.compute", "pyarrow.parquet", "formats.model.key_hash",
+                   "formats.ops.row_sizes", "formats.ops.rescale", "statecore.keyed_backend",
+                   "statecore.copy_on_write_state_map", "statecore.rescale_plan",
+                   "formats.flink.read.rocksdb", "http.client")
 
 
 def loaded(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:

@@ -28,7 +28,6 @@ import datetime as dt
 import fcntl
 import hashlib
 import hmac
-import http.client
 import os
 import time
 import urllib.parse
@@ -195,6 +194,7 @@ class _S3Signer:
         extra = dict(headers or {})
         if self.token:
             extra["x-amz-security-token"] = self.token
+        import http.client  # with its email parser: only a request to S3 needs it (issue 45)
         attempts = int(S3_DEFAULTS["max_attempts"])
         for attempt in range(attempts):
             signed = sigv4_headers(method, host, target, {}, body, extra, self.access_key,
