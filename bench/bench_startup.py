@@ -23,6 +23,7 @@ Runs standalone too: ``.venv/bin/python bench/bench_startup.py [--quick]``.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -58,23 +59,28 @@ def savepoint(folder: Path) -> Path | None:
     return found[0] if found else None
 
 
-def timed(args: list[str], reps: int, cache: str) -> list[float]:
-    """Wall seconds of ``reps`` runs of ``args`` (after one warm-up run); each must exit 0.
+def timed(args: list[str], reps: int, cache: str) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of ``reps`` runs of ``args`` (after one warm-up run); each exits 0.
 
-    ``cache``: the bytecode cache of the runs (``PYTHONPYCACHEPREFIX``; the module doc).
+    CPU: the run's user and system time, which another process's load on the machine changes
+    less than the wall time (information beside the bar). ``cache``: the bytecode cache of the
+    runs (``PYTHONPYCACHEPREFIX``; the module doc).
     """
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
            "COLUMNS": "100", "PYTHONPYCACHEPREFIX": cache}
-    times = []
+    times, cpu = [], []
     for rep in range(reps + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, check=False)
         elapsed = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             raise RuntimeError(f"{args} exited {done.returncode}: {done.stderr.decode()}")
         if rep:  # the first run warms the page cache and the bytecode
             times.append(elapsed)
-    return times
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return times, cpu
 
 
 def bench_startup(cfg: Config) -> Section:
@@ -86,8 +92,9 @@ def bench_startup(cfg: Config) -> Section:
 
 def _bench(section: Section, reps: int, cache: str) -> Section:
     progress(f"startup: python -c pass, {reps} runs")
-    bare = timed([sys.executable, "-c", "pass"], reps, cache)
+    bare, bare_cpu = timed([sys.executable, "-c", "pass"], reps, cache)
     section.raw["python_pass_seconds"] = bare
+    section.raw["python_pass_cpu_seconds"] = bare_cpu
     cases = [("statectl --version", ["--version"], 0.15),
              ("statectl --help", ["--help"], 0.15)]
     for label, folder in SAVEPOINTS:
@@ -98,15 +105,16 @@ def _bench(section: Section, reps: int, cache: str) -> Section:
         cases.append((f"statectl inspect, {label}", ["inspect", str(path)], 0.4))
     for name, args, bar in cases:
         progress(f"startup: {name}, {reps} runs")
-        seconds = timed([*statectl(), *args], reps, cache)
-        section.raw[name] = {"args": args, "seconds": seconds}
+        seconds, cpu = timed([*statectl(), *args], reps, cache)
+        section.raw[name] = {"args": args, "seconds": seconds, "cpu_seconds": cpu}
         section.rows.append(Row(f"{name} vs python -c pass (time)", median(seconds) * 1e9,
                                 median(bare) * 1e9, NS, None))
         section.rows.append(Row(f"{name} vs {bar} s", median(seconds) * 1e9, bar * 1e9, NS,
                                 Bar("<=", 1.0, f"<= {bar} s")))
         section.notes.append(f"{name}: {median(seconds):.3f} s (min {min(seconds):.3f} s), bar "
-                             f"{bar} s; python -c pass {median(bare):.3f} s; medians of {reps}, "
-                             f"bytecode cached")
+                             f"{bar} s; CPU {median(cpu):.3f} s; python -c pass "
+                             f"{median(bare):.3f} s (CPU {median(bare_cpu):.3f} s); medians of "
+                             f"{reps}, bytecode cached; load average {os.getloadavg()[0]:.1f}")
     return section
 
 
