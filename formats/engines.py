@@ -57,10 +57,12 @@ class Engine:
         ``partial``: accept a damaged Flink snapshot (its damage listed in
         ``undecodable_parts()``). ``decode=False``: a Flink snapshot's keyed state is not
         decoded (only ``_metadata`` and the streams' headers are read; an ``inspect`` summary).
-        Locally: :func:`formats.open.open_checkpoint` (which decodes a Flink snapshot here).
+        Locally: :func:`formats.open.open_checkpoint`, which decodes a Flink snapshot here,
+        at once, or (``count`` false: the command reads the state piece by piece, as
+        ``export`` does) as it is read, a few pieces held at a time (issue 45).
         """
         return open_checkpoint(location, allow_pickle=allow_pickle, partial=partial,
-                               decode=decode or allow_pickle, names=names)
+                               decode=(decode and count) or allow_pickle, names=names)
 
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint this engine cannot read (every one is fine locally)."""

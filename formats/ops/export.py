@@ -44,7 +44,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
@@ -68,6 +68,7 @@ from formats.ops.state_scan import check_states
 from formats.storage.commit import commit, staged
 from formats.storage.filesystems import resolve_filesystem, storage_errors
 from statecore.checkpoint import (
+    KeyedStateHandle,
     OperatorIdentity,
     OperatorMetadata,
     StateMetadata,
@@ -81,7 +82,8 @@ __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWrit
            "column_decoders", "flat_table", "state_pieces", "table_schema",
            "StatesWriter", "export_checkpoint", "in_microseconds", "jsonable", "temporal_json",
            "undecodable_json",
-           "whole_microseconds", "write_state_locally"]
+           "whole_microseconds", "write_state_locally", "write_states_locally",
+           "key_group_chunks"]
 
 #: Output formats and their file extensions.
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
@@ -192,14 +194,58 @@ def is_time_window(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMet
     return read is not None and isinstance(read({"f0": 0, "f1": 0}), TimeWindow)
 
 
+#: A keyed state is read in runs of key groups of about this many rows (where the rows per key
+#: group are known) or stored bytes (a Flink snapshot opened without decoding: its streams'
+#: key-group offsets), never whole: memory holds a run, not the snapshot (issue 45).
+CHUNK_ROWS = 200_000
+CHUNK_BYTES = 1 << 20
+
+
+def key_group_chunks(checkpoint: Checkpoint, uid: str, handle: KeyedStateHandle
+                     ) -> list[range] | None:
+    """Runs of ``handle``'s key groups to read one at a time; ``None``: read it whole.
+
+    Every state of a handle's subtask is cut alike (the same stream's offsets), so reading
+    each state's run in turn decodes the run once (:mod:`formats.flink.read.snapshot_model`
+    keeps the last pieces decoded).
+    """
+    rng = handle.key_group_range
+    if handle.rows:
+        weights, limit = [(r.key_group, r.row_count) for r in handle.rows], CHUNK_ROWS
+    else:
+        estimates = checkpoint.key_group_estimates(uid, handle)
+        if estimates is None:
+            return None
+        weights, limit = estimates, CHUNK_BYTES
+    if sum(w for _, w in weights) <= limit:
+        return None
+    chunks, first, held = [], rng.start, 0
+    for group, weight in sorted(weights):
+        if held and held + weight > limit and group > first:
+            chunks.append(range(first, group))
+            first, held = group, 0
+        held += weight
+    chunks.append(range(first, rng.end + 1))
+    return chunks
+
+
 def state_pieces(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
             ) -> Iterator[tuple[int, Callable[[], pa.Table]]]:
-    """``(subtask, read)`` per stored piece of ``state`` (see the module doc for which)."""
+    """``(subtask, read)`` per stored piece of ``state`` (see the module doc for which).
+
+    A keyed state's handle is read in runs of key groups (:func:`key_group_chunks`).
+    """
     if state.scope == "keyed":
         for st in sorted(op.subtasks, key=lambda s: s.index):
             for h in st.keyed:
                 if h.state == state.name:
-                    yield st.index, partial(checkpoint.keyed_table, op.uid, h)
+                    chunks = key_group_chunks(checkpoint, op.uid, h)
+                    if chunks is None:
+                        yield st.index, partial(checkpoint.keyed_table, op.uid, h)
+                    else:
+                        for chunk in chunks:
+                            yield st.index, partial(checkpoint.keyed_table_in, op.uid, h,
+                                                    chunk)
         return
     segments = operator_state_segments(op, state.name, distinct=state.kind != "split")
     if state.kind == "broadcast" and segments:
@@ -378,17 +424,41 @@ class StateExport:
                 "statectl.type": WINDOW_SPEC, "statectl.window": "TimeWindow [start, end)"}))
         return in_microseconds(schema) if self.microseconds else schema
 
+    def open_writer(self, path: str | None = None) -> _Writer:
+        """A writer of the file at ``path`` (relative; default :attr:`path`), in staging."""
+        path = self.path if path is None else path
+        self.fs.create_dir(f"{self.staging}/{path.rsplit('/', 1)[0]}", recursive=True)
+        return _Writer(self.fs, f"{self.staging}/{path}", self.fmt, self.schema,
+                       column_decoders(self.op, self.state))
+
+    def flat(self, subtask: int, table: pa.Table) -> pa.Table:
+        """A piece read, in this export's columns (:func:`flat_table`)."""
+        return flat_table(self.schema, self.op, self.state, subtask, table)
+
+    def recast(self) -> None:
+        """Rewrite the Parquet file written at :attr:`path` in :attr:`schema` (microseconds).
+
+        Copied row group by row group: memory holds one.
+        """
+        written = f"{self.staging}/{self.path}"
+        cast = f"{written}.us"
+        with self.fs.open_input_file(written) as source:
+            stored = pq.ParquetFile(source)
+            with self.fs.open_output_stream(cast) as stream, \
+                    pq.ParquetWriter(stream, self.schema) as writer:
+                for index in range(stored.num_row_groups):
+                    writer.write_table(stored.read_row_group(index).cast(self.schema))
+        self.fs.move(cast, written)
+
     def write(self, path: str, pieces: Sequence[tuple[int, Callable[[], pa.Table]]],
               done: Callable[[], None] = lambda: None) -> int:
         """Write ``pieces`` as one file at ``path`` (relative); the rows written."""
-        self.fs.create_dir(f"{self.staging}/{path.rsplit('/', 1)[0]}", recursive=True)
-        writer = _Writer(self.fs, f"{self.staging}/{path}", self.fmt, self.schema,
-                         column_decoders(self.op, self.state))
+        writer = self.open_writer(path)
         try:
             if not pieces:
                 writer.write(self.schema.empty_table())
             for subtask, read in pieces:
-                writer.write(flat_table(self.schema, self.op, self.state, subtask, read()))
+                writer.write(self.flat(subtask, read()))
                 done()
         finally:
             writer.close()
@@ -437,8 +507,69 @@ StateWriter = Callable[[StateExport, Callable[[], None]], tuple[str, int]]
 
 
 def write_state_locally(task: StateExport, done: Callable[[], None]) -> tuple[str, int]:
-    """The local engine: the state's pieces, one after the other, into one file."""
+    """One state's pieces, one after the other, into one file."""
     return task.path, task.write(task.path, task.pieces, done)
+
+
+def write_states_locally(tasks: Sequence[StateExport], done: Callable[[], None]
+                         ) -> list[tuple[str, int]]:
+    """The local engine: each operator's states written together, piece by piece.
+
+    The states of an operator are written side by side, their pieces in the order (subtask,
+    run of key groups): every state's rows of a run are read before the next run's, so a
+    snapshot read piece by piece decodes each run once and holds only it. A state whose values
+    turn out not all decodable (known only once read) gets its ``value_undecodable`` column:
+    its file is begun again with it. Parquet: a state's nanosecond timestamps are rewritten as
+    microseconds once all its rows are written and every one is a whole microsecond (the file
+    copied row group by row group), as :func:`export_checkpoint` decides for other writers.
+    """
+    out: dict[int, tuple[str, int]] = {}
+    by_operator: dict[str, list[int]] = {}
+    for i, task in enumerate(tasks):
+        by_operator.setdefault(task.op.uid, []).append(i)
+    for indexes in by_operator.values():
+        writers: dict[int, _Writer] = {}
+        chosen = {i: tasks[i] for i in indexes}
+        order = []  # (subtask, the piece's place among its subtask's, task, piece)
+        for i in indexes:
+            places: dict[int, int] = {}
+            for j, (subtask, _) in enumerate(tasks[i].pieces):
+                places[subtask] = places.get(subtask, -1) + 1
+                order.append((subtask, places[subtask], i, j))
+        order.sort()
+        written: dict[int, list[int]] = {i: [] for i in indexes}
+        # Parquet states with nanosecond timestamps: whether every one is a whole microsecond
+        micro = {i: True for i in indexes if tasks[i].fmt == "parquet"
+                 and not in_microseconds(tasks[i].schema).equals(tasks[i].schema)}
+        try:
+            for i in indexes:
+                writers[i] = chosen[i].open_writer()
+            for subtask, _, i, j in order:
+                task = chosen[i]
+                table = task.pieces[j][1]()
+                if UNDECODABLE_COLUMN in table.column_names and not task.undecodable:
+                    writers.pop(i).close()
+                    task = chosen[i] = replace(task, undecodable=True)
+                    writers[i] = task.open_writer()
+                    for k in written[i]:
+                        writers[i].write(task.flat(task.pieces[k][0], task.pieces[k][1]()))
+                flat = task.flat(subtask, table)
+                if micro.get(i):
+                    micro[i] = whole_microseconds(flat)
+                writers[i].write(flat)
+                written[i].append(j)
+                done()
+            for i in indexes:
+                if not tasks[i].pieces:
+                    writers[i].write(chosen[i].schema.empty_table())
+        finally:
+            for writer in writers.values():
+                writer.close()
+        for i in indexes:
+            if micro.get(i):
+                replace(chosen[i], microseconds=True).recast()
+            out[i] = (tasks[i].path, writers[i].rows)
+    return [out[i] for i in range(len(tasks))]
 
 
 @runtime_checkable
@@ -499,12 +630,13 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
         tasks = []
         for op, state, pieces in work:
             name = _file_name(taken, op.uid, state.name, FORMATS[fmt])
-            micro = (not batch and fmt == "parquet"
+            micro = (not batch and state_writer is not None and fmt == "parquet"
                      and _microseconds_suffice(table_schema(op, state), pieces))
             tasks.append(StateExport(op, state, fmt, fs, staging, name, pieces, micro,
                                      (op.uid, state.name) in undecodable,
                                      is_time_window(checkpoint, op, state)))
         written = (write.write_states(tasks, step) if isinstance(write, StatesWriter)
+                   else write_states_locally(tasks, step) if state_writer is None
                    else [write(task, step) for task in tasks])
         exported = [ExportedTable(task.op.identity, task.state.name, task.state.scope,
                                   task.state.kind, path, rows)

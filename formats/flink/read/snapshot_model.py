@@ -118,6 +118,8 @@ class SnapshotBuilder:
         self.problems: list[Problem] = []
         self.key_codecs: dict[str, Codec] = {}
         self.headers: HeaderCache = {}
+        #: pieces decoded on demand (``decode=False``), the last few of all handles together
+        self.pieces = PieceCache()
         #: where each virtual file's state is, as Flink stores it: ``inline`` or files relative
         #: to the snapshot directory (a RocksDB state: its column family's SST files)
         self.stored: dict[str, tuple[str, ...]] = {}
@@ -199,7 +201,7 @@ class SnapshotBuilder:
         self.sources.append(source)
         loader = _HandleLoader(self.streams, handle, where, max_parallelism,
                                lambda losses: self.lost(uid, ident[1], losses, True),
-                               self.kryo_major, source, self.headers)
+                               self.kryo_major, source, self.headers, self.pieces)
         rows = {s.name: PendingRows(loader, s, counts[s.name].rows if s.name in counts else {},
                                     ident) for s in header.states}
         sizes = {s.name: counts[s.name].bytes if s.name in counts else {}
@@ -463,26 +465,51 @@ def state_declaration(info: StateInfo) -> StateMetadata:
     return StateMetadata(info.name, "keyed", "value", "bytes", namespace_type=namespace)
 
 
-#: Pieces of a handle a loader keeps decoded (a browser going back and forth between pages).
+#: Pieces a snapshot keeps decoded, of all its handles together (a browser going back and
+#: forth between pages; every state of an operator read for the same key groups, as export
+#: streams them): memory holds these, never more (issue 45).
 _PIECES_KEPT = 4
 
 
+class PieceCache:
+    """The pieces decoded on demand last, ``(handle, first, last)`` -> entries, bounded."""
+
+    def __init__(self, kept: int = _PIECES_KEPT) -> None:
+        self.kept = kept
+        self._pieces: dict[tuple[int, int, int], DecodedKeyed] = {}
+
+    def pop(self, key: tuple[int, int, int]) -> DecodedKeyed | None:
+        return self._pieces.pop(key, None)
+
+    def put(self, key: tuple[int, int, int], decoded: DecodedKeyed) -> None:
+        """Keep ``decoded`` as the most recent; the oldest go beyond :attr:`kept`."""
+        self._pieces.pop(key, None)
+        self._pieces[key] = decoded
+        while len(self._pieces) > self.kept:
+            del self._pieces[next(iter(self._pieces))]
+
+
 class _HandleLoader:
-    """Decodes one keyed handle in this process when first asked (then keeps its entries)."""
+    """Decodes one keyed handle in this process when first asked.
+
+    Its entries whole (:meth:`decoded`) are kept once decoded; pieces of it
+    (:meth:`decoded_groups`, the whole handle among them when one piece holds it) are kept in
+    the snapshot's :class:`PieceCache`, a few of all handles together, so that reading a
+    snapshot piece by piece holds a bounded part of it.
+    """
 
     def __init__(self, streams: SnapshotStreams,
                  handle: FlinkKeyedHandle | FlinkIncrementalHandle, where: str,
                  max_parallelism: int, lost: Callable[[Losses], None] | None = None,
                  kryo_major: int = 5, source: KeyedSource | None = None,
-                 headers: HeaderCache | None = None) -> None:
+                 headers: HeaderCache | None = None, pieces: PieceCache | None = None) -> None:
         self.streams, self.handle, self.where = streams, handle, where
         self.max_parallelism = max_parallelism
         self.lost, self.kryo_major = lost, kryo_major
         self.source, self.headers = source, headers
         self._decoded: DecodedKeyed | None = None
-        # pieces decoded for some key groups (a browser's pages): the last few, and the key
-        # group ranges whose losses were reported (each once)
-        self._pieces: dict[tuple[int, int], DecodedKeyed] = {}
+        self._pieces = PieceCache() if pieces is None else pieces
+        # the key group ranges whose losses were reported (each once)
         self._reported: set[tuple[int, int]] = set()
 
     def decoded(self) -> DecodedKeyed:
@@ -490,8 +517,8 @@ class _HandleLoader:
             with written_by(self.kryo_major):
                 _, self._decoded, _ = decode_keyed_handle(self.streams, self.handle,
                                                           self.where, self.max_parallelism)
-            self._pieces.clear()
-            if self.lost is not None:
+            if self.lost is not None and (self.handle.first_key_group,
+                                          self.handle.last_key_group) not in self._reported:
                 self.lost(self._decoded.losses)
         return self._decoded
 
@@ -505,17 +532,14 @@ class _HandleLoader:
             return self.decoded()
         piece = piece_of(self.source, first, last)
         span = (piece.first_key_group, piece.last_key_group)
-        found = self._pieces.pop(span, None)
+        key = (id(self), *span)
+        found = self._pieces.pop(key)
         if found is None:
-            if piece.whole:
-                return self.decoded()
             _, found, _ = decode_piece(self.streams, piece, self.headers, refuse=False)
             if self.lost is not None and span not in self._reported:
                 self._reported.add(span)
                 self.lost(found.losses)
-        self._pieces[span] = found  # the most recent last
-        while len(self._pieces) > _PIECES_KEPT:
-            del self._pieces[next(iter(self._pieces))]
+        self._pieces.put(key, found)
         return found
 
 

@@ -275,6 +275,8 @@ def arrow_table(columns: dict[str, list[Any]], schema: pa.Schema) -> pa.Table:
     try:
         arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
         table = pa.Table.from_arrays(arrays, schema=schema)
+    except MemoryError:  # pyarrow's ArrowMemoryError too: not the values' fault
+        raise
     except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
         raise CorruptCheckpointError(f"decoded values do not fit their declared types: "
                                      f"{exc}") from exc

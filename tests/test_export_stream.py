@@ -1,0 +1,151 @@
+"""Export reads a snapshot piece by piece, in bounded memory (issue 45, item 1).
+
+The local engine opens a Flink snapshot for ``export`` without decoding its keyed state and
+reads each keyed handle in runs of key groups (:func:`formats.ops.export.key_group_chunks`),
+every state of an operator side by side, so that a run is decoded once and memory holds a few
+runs, never the snapshot. Checked here:
+
+* on the Flink fixture snapshots (heap, RocksDB, types; see :data:`CASES`), each handle cut
+  into runs of key groups, the export is the one of the snapshot decoded whole, file for file;
+* a snapshot whose decoded state is far bigger than the memory a process may take
+  (``RLIMIT_AS``) is exported whole by ``statectl export`` under that limit, every value
+  right, while decoding it whole under the same limit fails;
+* memory running out is one clear ``Error:`` line (exit 3), not a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from cli_support import run
+from flink_fixtures import snapshots
+from oracle import REPO_ROOT
+
+import formats.ops.export as export_module
+from formats.engines import Engine
+from formats.open import open_checkpoint
+from formats.ops.export import export_checkpoint, key_group_chunks
+
+ROOTS = ("heap", "rocksdb", "types")
+#: Every snapshot of the jobs at parallelism 2; of those rescaled to 3 (subtasks whose key
+#: groups start elsewhere than 0), one set's of each backend.
+CASES = [(s, snap) for s, snap in snapshots(*ROOTS)
+         if "/p2/" in snap["path"] or s.name in ("java-mp16", "types-mp128-rocksdb")]
+
+
+def _tables(out: Path) -> dict[str, Any]:
+    manifest = json.loads((out / "_export.json").read_text())
+    return {t["location"]: (t["rows"], pq.read_table(out / t["location"]))
+            for t in manifest["tables"]}
+
+
+@pytest.mark.parametrize(("fixture", "snap"), CASES,
+                         ids=[f"{s.name}:{snap['path']}" for s, snap in CASES])
+def test_read_piece_by_piece_the_export_is_the_whole_ones(
+        fixture: Path, snap: dict[str, Any], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(fixture / snap["path"])
+    export_checkpoint(open_checkpoint(path, partial=True), str(tmp_path / "whole"))
+    checkpoint = Engine().open_checkpoint(path, count=False, partial=True)
+    assert not getattr(checkpoint, "keyed_decoded", True)  # read as exported, not at open
+    # the fixtures hold kilobytes: runs of about a third of the smallest handle with state
+    sizes = [sum(b for _, b in checkpoint.key_group_estimates(op.uid, h) or [])
+             for op in checkpoint.metadata.operators for st in op.subtasks for h in st.keyed]
+    monkeypatch.setattr(export_module, "CHUNK_BYTES", max(1, min(
+        (n for n in sizes if n), default=3) // 3))
+    runs = [len(key_group_chunks(checkpoint, op.uid, h) or [None])
+            for op in checkpoint.metadata.operators for st in op.subtasks for h in st.keyed]
+    export_checkpoint(checkpoint, str(tmp_path / "pieces"))
+    whole, pieces = _tables(tmp_path / "whole"), _tables(tmp_path / "pieces")
+    assert whole.keys() == pieces.keys()
+    for name, (rows, table) in whole.items():
+        assert pieces[name][0] == rows, name
+        assert pieces[name][1].equals(table), name
+    if sum(rows for rows, _ in whole.values()):  # states with entries were cut in runs
+        assert max(runs) > 1, runs
+
+
+#: The big snapshot: KEYS keys of a bytes value state, each value VALUE_BYTES bytes (decoded
+#: whole: several times KEYS x VALUE_BYTES; LIMIT is far below that, and above what
+#: reading it piece by piece takes, about 0.6 GB of address space for ~0.1 GB resident).
+KEYS, VALUE_BYTES = 300, 1 << 20
+LIMIT = 900 << 20
+
+
+def _value(i: int) -> bytes:
+    return f"{i:08d}".encode() * (VALUE_BYTES // 8)
+
+
+@pytest.fixture(scope="module")
+def big_savepoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Flink canonical savepoint of :data:`KEYS` values of 1 MiB (written by statectl)."""
+    from formats.ops.convert import convert_checkpoint
+    from formats.statectl.writer import write_checkpoint
+    from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
+    from statecore.keyed_backend import HeapKeyedStateBackend
+    from statecore.keyed_state import value_state
+
+    base = tmp_path_factory.mktemp("big")
+    backend: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
+    state = backend.get_value_state(value_state("blob", "bytes"))
+    for i in range(KEYS):
+        backend.set_current_key(f"key-{i}")
+        state.update(_value(i))
+    source = base / "statectl"
+    write_checkpoint(str(source), 1, [OperatorSnapshot(
+        "blobs", "blobs", 1, 128, [SubtaskSnapshot(0, backend.snapshot())])])
+    del backend, state
+    savepoint = base / "savepoint"
+    convert_checkpoint(open_checkpoint(str(source)), str(savepoint))
+    return savepoint
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+
+def test_a_snapshot_far_bigger_than_the_memory_limit_is_exported_whole(
+        big_savepoint: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "cli.main", "--quiet", "export",
+                           str(big_savepoint), "--out", str(out)], cwd=REPO_ROOT,
+                          preexec_fn=_limited, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    table = pq.read_table(out / "blobs" / "blob.parquet", columns=["key", "value"])
+    assert table.num_rows == KEYS
+    values = dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
+                      strict=True))
+    assert values == {f"key-{i}": _value(i) for i in range(KEYS)}
+    # the limit is far below the decoded state: decoding it whole under it fails
+    whole = subprocess.run([sys.executable, "-c", "from formats.open import open_checkpoint; "
+                            f"open_checkpoint({str(big_savepoint)!r})"], cwd=REPO_ROOT,
+                           preexec_fn=_limited, capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert whole.returncode != 0 and "MemoryError" in whole.stderr, whole.stderr[-2000:]
+
+
+def test_memory_running_out_is_one_clear_error(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a limit too small for one run gives: the error line, exit 3, no traceback."""
+    import pyarrow as pa
+
+    import formats.flink.read.tables as tables
+
+    def out_of_memory(*_: Any, **__: Any) -> Any:
+        raise pa.ArrowMemoryError("realloc of size 2097152 failed")
+
+    monkeypatch.setattr(tables, "arrow_table", out_of_memory)
+    fixture, snap = snapshots("heap")[0]
+    code, out, err = run("export", str(fixture / snap["path"]), "--out", str(tmp_path / "out"))
+    assert code == 3, err
+    assert "Error: out of memory (realloc of size 2097152 failed)" in err
+    assert "Traceback" not in err + out
+    assert not (tmp_path / "out").exists()
