@@ -55,8 +55,9 @@ from textual.widgets.tree import TreeNode
 
 from cli.values import format_duration, format_size, format_value
 from cli.views.inspect import draw_key_groups, ttl_time
-from formats.model.arrow_types import pyrows, value_from_text
+from formats.model.arrow_types import pyrows, value_from_text, with_field_names
 from formats.model.checkpoint import Checkpoint
+from formats.model.columns import value_spec
 from formats.ops.diff import canonical
 from formats.ops.export import column_decoders, jsonable
 from formats.ops.inspect import summarize
@@ -126,6 +127,11 @@ def _decoded(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
              rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Arrow rows with statectl's values (tuples, instants, windows...) in their columns."""
     decoders = column_decoders(op, state)
+    spec = value_spec(state) if state.scope == "keyed" else state.value_type
+    named = with_field_names(spec) if op.plan is not None else None
+    if named is not None and "value" in decoders:  # a row the job's plan named (--plan)
+        plain = decoders["value"]
+        decoders["value"] = lambda v: named(plain(v))  # noqa: E731
     namespace = checkpoint.namespace_reader(op, state)
     if namespace is not None:
         decoders["namespace"] = namespace

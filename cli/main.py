@@ -289,11 +289,14 @@ def _report_undecodable(ctx: click.Context) -> None:
     """
     if not (ctx.meta.get(OPERATOR_NAMES) or ctx.meta.get(OPENED)):
         return  # nothing named, nothing read (trace): cli.params and formats stay unloaded
-    from cli.params import names_report, undecodable_report
+    from cli.params import names_report, plan_report, undecodable_report
 
     names = names_report(ctx.meta)
     if names is not None:
         click.echo(f"statectl: {names}", err=True)
+    planned = plan_report(ctx.meta)
+    if planned is not None:
+        click.echo(f"statectl: {planned}", err=True)
     report = undecodable_report(ctx.meta)
     if report is None:
         return

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cli.meta import ALLOW_PICKLE, OPENED, OPERATOR_NAMES, PARTIAL
+from cli.meta import ALLOW_PICKLE, OPENED, OPERATOR_NAMES, PARTIAL, SQL_PLAN, SQL_PLAN_NAMES
 from formats.engines import ENGINES
 from formats.model.checkpoint import Checkpoint
 from formats.model.operator_names import OperatorNames
@@ -252,9 +252,60 @@ def reading(checkpoint: _C) -> _C:
     """``checkpoint``, opened by a reading command (returned as it is).
 
     What it could not decode is reported when the command ends (:func:`undecodable_report`).
+    Given ``--plan``, its SQL operators are named by the job's plan here, before the command
+    reads anything (:func:`formats.flink.sql_plan.named_by_plan`; :func:`plan_report`).
     """
-    click.get_current_context().meta.setdefault(OPENED, []).append(checkpoint)
+    meta = click.get_current_context().meta
+    plan = meta.get(SQL_PLAN)
+    if plan is not None:
+        from formats.flink.sql_plan import named_by_plan
+
+        checkpoint.metadata, names = named_by_plan(checkpoint.metadata, plan)
+        meta.setdefault(SQL_PLAN_NAMES, []).append(names)
+    meta.setdefault(OPENED, []).append(checkpoint)
     return checkpoint
+
+
+def _load_plan(ctx: click.Context, _: click.Parameter, path: str | None) -> str | None:
+    if path is not None:
+        from formats.flink.sql_plan import load_plan
+
+        try:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidArgumentError(f"--plan {path}: cannot read it ({exc})") from exc
+        ctx.meta[SQL_PLAN] = load_plan(text, path)
+    return path
+
+
+def plan_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--plan FILE``: the SQL job's plan, naming its operators' state (docs/flink-sql.md)."""
+    return click.option(
+        "--plan", "plan_file", metavar="FILE", callback=_load_plan, expose_value=False,
+        help="the Flink SQL job's plan (the JSON of COMPILE PLAN): names each SQL operator by "
+             "its plan node and the table it feeds, and the fields of its keys, accumulators "
+             "and records by the plan's columns and aggregate calls (docs/flink-sql.md)"
+    )(command)
+
+
+def planned() -> bool:
+    """Whether the command was given ``--plan``."""
+    return click.get_current_context().meta.get(SQL_PLAN) is not None
+
+
+def plan_report(meta: dict[str, Any]) -> str | None:
+    """What ``--plan`` named in the checkpoints read, and what it left unnamed (one line)."""
+    named = meta.get(SQL_PLAN_NAMES)
+    if not named:
+        return None
+    matched = sum(len(n.matched) for n in named)
+    unnamed = [u for n in named for u in n.unnamed]
+    line = f"{matched} SQL operator{'s' if matched != 1 else ''} named by the plan"
+    if unnamed:
+        line += f"; not named: {'; '.join(unnamed[:8])}" + (
+            f" and {len(unnamed) - 8} more" if len(unnamed) > 8 else "")
+    return line
 
 
 def open_sides(sides: Sequence[tuple[str, str, bool]], *, pickles: bool = False

@@ -196,6 +196,8 @@ class OperatorMetadata:
     has_uid: bool = True
     #: where ``uid`` came from when ``has_uid`` (:attr:`OperatorIdentity.uid_from`)
     uid_from: str = "snapshot"
+    #: the node of the SQL job's plan it comes from and the tables it feeds (``--plan``)
+    plan: str | None = None
 
     @property
     def identity(self) -> OperatorIdentity:

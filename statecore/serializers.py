@@ -10,7 +10,8 @@ Types are named by specs (the Python value of each in brackets):
 - scalars ``int8 int16 int32 int64`` [int], ``float32 float64`` [float], ``bool``, ``char``
   and ``string`` [str], ``bytes``;
 - ``list<T>`` [list], ``map<K,V>`` [dict], ``tuple<A,B,...>`` [tuple: Flink's ``TupleN``
-  and ``Row``, fields ``f0..fN``];
+  and ``Row``, fields ``f0..fN``]; ``tuple<name:A,...>`` names its fields (a SQL row named by
+  the job's plan; ``%XX`` in a name stands for a byte of its UTF-8), still a tuple;
 - ``struct<name:T,...>`` [dict of the fields, in order]: a POJO, fields named;
 - ``enum<A,B,...>`` [str, one of the constants]: a Java enum, constants in ordinal order;
 - ``timestamp[ms]``, ``timestamp[us]``, ``timestamp[ns]`` [:class:`~statecore.values.Instant`]:
@@ -349,7 +350,8 @@ def _map_serializer(
                           unhashable=key.unhashable or value.unhashable)
 
 
-def _tuple_serializer(fields: list[TypeSerializer[Any]]) -> TypeSerializer[tuple[Any, ...]]:
+def _tuple_serializer(fields: list[TypeSerializer[Any]], names: list[str] | None = None
+                      ) -> TypeSerializer[tuple[Any, ...]]:
     mutable = any(not f.immutable for f in fields)
 
     def copy(value: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -363,7 +365,8 @@ def _tuple_serializer(fields: list[TypeSerializer[Any]]) -> TypeSerializer[tuple
     def check(value: Any) -> bool:
         return isinstance(value, tuple) and len(value) == len(fields)
 
-    spec = "tuple<" + ",".join(f.spec for f in fields) + ">"
+    spec = "tuple<" + ",".join(f.spec if names is None else f"{n}:{f.spec}"
+                               for n, f in zip(names or fields, fields, strict=True)) + ">"
     hashable = all(f.hashable for f in fields)
     return TypeSerializer(spec, java_hash if hashable else None, copy if mutable else None,
                           check=check,
@@ -478,7 +481,15 @@ def _parse(spec: str) -> TypeSerializer[Any]:
         if head == "map" and len(args) == 2:
             return _map_serializer(_parse(args[0]), _parse(args[1]))
         if head == "tuple" and args:
-            return _tuple_serializer([_parse(a) for a in args])
+            named = [":" in a.split("<", 1)[0] for a in args]
+            if any(named) and not all(named):
+                raise InvalidArgumentError(f"a tuple's fields are all named or none in "
+                                           f"{_short(spec)!r}")
+            if not any(named):
+                return _tuple_serializer([_parse(a) for a in args])
+            parts = [a.partition(":") for a in args]
+            return _tuple_serializer([_parse(t) for _, _, t in parts],
+                                     [_name(n.strip(), "field name", spec) for n, _, _ in parts])
         if head == "struct" and args:
             fields = []
             for arg in args:

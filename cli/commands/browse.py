@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle, given_ttls, hold, operator_names, reading, ttl_option
+from cli.params import (
+    allow_pickle,
+    given_ttls,
+    hold,
+    operator_names,
+    plan_option,
+    reading,
+    ttl_option,
+)
 from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
 
@@ -33,6 +41,7 @@ __all__ = ["browse_command"]
 @click.option("--size", default="80x24", show_default=True, metavar="WxH",
               help="With --svg: the screen's columns and rows.")
 @ttl_option("the states' TTL in the tree and pages")
+@plan_option
 @click.pass_obj
 def browse_command(output: Output, path: str, against: str | None, svg: str | None,
                    press: str, size: str, ttls: tuple[tuple[str, int], ...]) -> None:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import Location, allow_pickle, engine_options, hold, operator_names, reading
+from cli.params import (
+    Location,
+    allow_pickle,
+    engine_options,
+    hold,
+    operator_names,
+    plan_option,
+    planned,
+    reading,
+)
 from formats.engines import open_engine
 from formats.ops.export import FORMATS, export_checkpoint
 
@@ -22,6 +31,7 @@ __all__ = ["export_command"]
 @click.option("--state", "states", multiple=True, metavar="NAME",
               help="Only this state (repeatable; default: every state).")
 @engine_options
+@plan_option
 @click.pass_obj
 def export_command(output: Output, path: str, out: str, fmt: str, states: tuple[str, ...],
                    engine: str, spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
@@ -33,6 +43,9 @@ def export_command(output: Output, path: str, out: str, fmt: str, states: tuple[
     modified. With --engine spark each state is a directory of part files, one per stored
     piece (of a Flink snapshot: per range of key groups), written by Spark tasks.
     """
+    if engine != "local" and planned():
+        raise click.UsageError("--plan names state with the local engine only: Spark's tasks "
+                               "read the snapshot afresh")
     runner = open_engine(engine, spark_master, spark_conf)
     hold(path)
     checkpoint = reading(runner.open_checkpoint(path, allow_pickle=allow_pickle(),

@@ -12,6 +12,7 @@ from cli.params import (
     given_ttls,
     hold,
     operator_names,
+    plan_option,
     reading,
     ttl_option,
 )
@@ -57,6 +58,7 @@ __all__ = ["inspect_command"]
 @click.option("--full", is_flag=True,
               help="With --key: every value whole, on one line each.")
 @engine_options
+@plan_option
 @click.pass_obj
 def inspect_command(output: Output, path: str, key_groups: bool, measure: str, top: int | None,
                     now: int | None, ttls: tuple[tuple[str, int], ...],

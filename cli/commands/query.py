@@ -7,7 +7,7 @@ import re
 import click
 
 from cli.output import Output
-from cli.params import allow_pickle, hold, operator_names, reading
+from cli.params import allow_pickle, hold, operator_names, plan_option, reading
 from formats.model.checkpoint import Checkpoint
 from formats.open import open_checkpoint
 from formats.ops.catalog import databases
@@ -40,6 +40,7 @@ def _named(value: str) -> tuple[str, str]:
 @click.option("--limit", type=click.IntRange(min=1), metavar="N",
               help="Show at most N rows (default: every row; on a terminal, what fits "
                    "it); the row count is always given.")
+@plan_option
 @click.pass_obj
 def query_command(output: Output, args: tuple[str, ...], named: tuple[str, ...],
                   out: str | None, limit: int | None) -> None:

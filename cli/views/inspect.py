@@ -129,6 +129,8 @@ def _summary(console: Console, summary: CheckpointSummary, everything: bool) -> 
         if empty:
             head += f" [dim](+{empty} empty)[/]"
         branch = tree.add(head)
+        if op.plan is not None:
+            branch.add(f"[dim]plan {escape(op.plan)}[/]")
         for state in shown:
             shown_count = ("" if state.entries is None or state.bytes is None
                            else f"  {counted(state.entries, 'entry')}, "
@@ -539,6 +541,7 @@ def _summary_fields(summary: CheckpointSummary) -> dict[str, Any]:
         "operators": [{
             "operator": op.identity.to_json(), "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism, "key_type": op.key_type,
+            **({"plan": op.plan} if op.plan is not None else {}),
             "states": [_state_json(s) for s in op.states],
             **({"not_read": [_not_read_json(part) for part in op.not_read]}
                if op.not_read else {}),

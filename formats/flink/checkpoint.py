@@ -64,6 +64,7 @@ from formats.flink.read.tables import DecodedTable, rehash_rows
 from formats.flink.types.codecs import Codec
 from formats.flink.types.flink_version import kryo_major_of, written_by
 from formats.flink.types.snapshots import SerializerSnapshot
+from formats.model.arrow_types import named_as
 from formats.model.checkpoint import (
     Checkpoint,
     DownloadUnit,
@@ -72,6 +73,7 @@ from formats.model.checkpoint import (
     rehash_refused,
     state_of,
 )
+from formats.model.columns import keyed_schema
 from formats.model.operator_names import OperatorNames
 from formats.model.sources import SourceProgress
 from formats.storage.filesystems import is_storage_failure, join_location
@@ -184,13 +186,14 @@ class FlinkCheckpoint(Checkpoint):
         # a value_undecodable column may follow the declared ones (formats.flink.read.tables)
         declared = (table if table.num_columns == len(schema.names)
                     else table.select(table.column_names[:len(schema.names)]))
+        declared = named_as(declared, schema)
         if not declared.schema.remove_metadata().equals(schema.remove_metadata()):
             raise CorruptCheckpointError(f"{relative}: columns {table.schema} differ from the "
                                          f"declared {schema}")
         if first < 0 or count < 0 or first + count > table.num_rows:
             raise CorruptCheckpointError(f"{relative}: rows {first}..{first + count} beyond "
                                          f"its {table.num_rows} rows")
-        out = table.slice(first, count)
+        out = named_as(table.slice(first, count), schema)
         return out if columns is None else out.select(list(columns))
 
     def keyed_table(self, uid: str, handle: KeyedStateHandle,
@@ -198,7 +201,7 @@ class FlinkCheckpoint(Checkpoint):
         """As the model's; the whole decoded file when rows per key group are unknown."""
         if self.counted:
             return super().keyed_table(uid, handle, columns)
-        table = self._path_table(handle.file).table
+        table = self._declared(uid, handle, self._path_table(handle.file).table)
         return table if columns is None else table.select(
             list(dict.fromkeys(["key_group", *columns])))
 
@@ -207,7 +210,14 @@ class FlinkCheckpoint(Checkpoint):
         """As the model's; not decoded yet: only those key groups are decoded (pieces)."""
         if self.counted:
             return super().keyed_table_in(uid, handle, key_groups)
-        return self._path_table(handle.file).table_in(key_groups)
+        return self._declared(uid, handle, self._path_table(handle.file).table_in(key_groups))
+
+    def _declared(self, uid: str, handle: KeyedStateHandle, table: pa.Table) -> pa.Table:
+        """A decoded table with the field names the model declares (a plan names rows)."""
+        op = self.operator(uid)
+        if op.plan is None or op.key_type is None:
+            return table
+        return named_as(table, keyed_schema(state_of(op, handle.state, "keyed"), op.key_type))
 
     def key_group_estimates(self, uid: str, handle: KeyedStateHandle
                             ) -> list[tuple[int, int]] | None:

@@ -46,6 +46,7 @@ import decimal
 import functools
 import json
 import struct
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -56,8 +57,9 @@ from statecore.serializers import TIMESTAMP_UNITS, parse_type
 from statecore.values import Instant, LocalDateTime, LocalTime
 from statecore.wording import a
 
-__all__ = ["arrow_type", "from_arrow", "is_scalar", "pydict", "pylist", "pyrows",
-           "split_spec", "storage_converter", "storage_type", "to_arrow", "value_from_text"]
+__all__ = ["arrow_type", "from_arrow", "is_scalar", "named_as", "pydict", "pylist", "pyrows",
+           "split_spec", "storage_converter", "storage_type", "to_arrow", "tuple_names",
+           "value_from_text", "with_field_names"]
 
 _SCALARS: dict[str, pa.DataType] = {
     "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
@@ -91,7 +93,36 @@ def _parts(spec: str) -> tuple[str, tuple[str, ...]]:
         else:
             current.append(ch)
     args.append("".join(current))
+    if head == "tuple" and ":" in args[0].split("<", 1)[0]:  # named fields: their types
+        args = [a.partition(":")[2] for a in args]
     return head, tuple(args)
+
+
+@functools.lru_cache(maxsize=4096)
+def tuple_names(spec: str) -> tuple[str, ...]:
+    """The Arrow field names of a ``tuple<...>`` spec.
+
+    Its own names (``tuple<auction:int64>``, ``%XX`` decoded), else ``f0, f1, ...``.
+    """
+    text = parse_type(spec).spec
+    head, args = _parts(spec)
+    if ":" not in text.split(",", 1)[0].split("<", 2)[1]:
+        return tuple(f"f{i}" for i in range(len(args)))
+    depth, names, start = 0, [], True
+    current: list[str] = []
+    for ch in text[len(head) + 1:-1]:
+        if start and ch == ":" and depth == 0:
+            names.append(urllib.parse.unquote("".join(current)))
+            start = False
+            continue
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            start, current = True, []
+            continue
+        if start:
+            current.append(ch)
+    return tuple(names)
 
 
 def _fields(args: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -117,7 +148,8 @@ def arrow_type(spec: str) -> pa.DataType:
     if head == "map":
         return pa.map_(arrow_type(args[0]), arrow_type(args[1]))
     if head == "tuple":
-        return pa.struct([(f"f{i}", arrow_type(a)) for i, a in enumerate(args)])
+        return pa.struct(list(zip(tuple_names(spec), (arrow_type(a) for a in args),
+                                  strict=True)))
     if head == "struct":
         return pa.struct([(name, arrow_type(field)) for name, field in _fields(args)])
     if head == "enum":
@@ -250,9 +282,9 @@ def to_arrow(spec: str) -> Callable[[Any], Any]:
             (key(k), item(v)) for k, v in _typed(value, dict, spec).items()]
     if head == "tuple":
         fields = [_nullable(to_arrow(a)) for a in args]
+        names = tuple_names(spec)
         return lambda value: None if value is None else {
-            f"f{i}": f(v) for i, (f, v) in enumerate(zip(fields, _typed(value, tuple, spec),
-                                                         strict=True))}
+            n: f(v) for n, f, v in zip(names, fields, _typed(value, tuple, spec), strict=True)}
     if head == "struct":
         named = [(name, _nullable(to_arrow(field))) for name, field in _fields(args)]
         check = parse_type(spec).check
@@ -294,8 +326,9 @@ def storage_converter(spec: str) -> Callable[[Any], Any] | None:
             (key_of(k), item_of(v)) for k, v in value.items()]
     if head == "tuple":
         fields = [_nullable(storage_converter(a) or (lambda v: v)) for a in args]
+        names = tuple_names(spec)
         return lambda value: None if value is None else {
-            f"f{i}": f(v) for i, (f, v) in enumerate(zip(fields, value, strict=True))}
+            n: f(v) for n, f, v in zip(names, fields, value, strict=True)}
     if head == "struct":
         converted = [(name, _nullable(c)) for name, field in _fields(args)
                      if (c := storage_converter(field)) is not None]
@@ -378,8 +411,9 @@ def from_arrow(spec: str) -> Callable[[Any], Any]:
         return lambda value: None if value is None else {key(k): item(v) for k, v in value}
     if head == "tuple":
         fields = [from_arrow(a) for a in args]
+        names = tuple_names(spec)
         return lambda value: None if value is None else tuple(
-            f(value[f"f{i}"]) for i, f in enumerate(fields))
+            f(value[n]) for n, f in zip(names, fields, strict=True))
     if head == "struct":
         named = [(name, from_arrow(field)) for name, field in _fields(args)]
         return lambda value: None if value is None else {
@@ -506,3 +540,59 @@ def split_spec(spec: str) -> tuple[str, tuple[str, ...]]:
     """
     return _parts(spec)
 
+
+def with_field_names(spec: str) -> Callable[[Any], Any] | None:
+    """What shows a value of ``spec`` with the names of its named tuples.
+
+    Each such tuple becomes a dict of its fields (``{"auction": 1026}`` for
+    ``tuple<auction:int64>``), at any depth but a map's keys (which stay tuples); ``None`` when
+    ``spec`` names nothing.
+    """
+    if ":" not in spec or "tuple<" not in spec:
+        return None
+    head, args = _parts(spec)
+    if head == "tuple":
+        names = tuple_names(spec)
+        inner = [with_field_names(a) or (lambda v: v) for a in args]
+        if names[0] == "f0" and not any(with_field_names(a) for a in args):
+            return None
+        if names[0] == "f0":
+            return lambda value: None if value is None else tuple(
+                f(v) for f, v in zip(inner, value, strict=True))
+        return lambda value: None if value is None else {
+            n: f(v) for n, f, v in zip(names, inner, value, strict=True)}
+    if head == "list":
+        element = with_field_names(args[0])
+        if element is None:
+            return None
+        return lambda value: None if value is None else [element(v) for v in value]
+    if head == "map":
+        item = with_field_names(args[1])
+        if item is None:
+            return None
+        return lambda value: None if value is None else {k: item(v) for k, v in value.items()}
+    return None
+
+
+
+def named_as(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the struct field names of ``schema`` (a row a plan named).
+
+    Each column whose type differs from ``schema``'s field of that name only in struct field
+    names is viewed, zero-copy, as that field's type; other columns stay as they are.
+    """
+    columns, fields, changed = [], [], False
+    for field, column in zip(table.schema, table.columns, strict=True):
+        index = schema.get_field_index(field.name)
+        target = schema.field(index).type if index >= 0 else column.type
+        if target != column.type:
+            try:
+                column = pa.chunked_array([c.view(target) for c in column.chunks], target)
+                field, changed = field.with_type(target), True
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+                pass
+        columns.append(column)
+        fields.append(field)
+    if not changed:
+        return table
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata))

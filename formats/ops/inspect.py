@@ -104,6 +104,8 @@ class OperatorSummary:
     #: what of its state streams statectl could not read beyond its states' (a subtask's
     #: keyed state stream, a heap key group): never an operator "without state"
     not_read: tuple[NotRead, ...] = ()
+    #: the node of the SQL job's plan it comes from and the tables it feeds (``--plan``)
+    plan: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ def _operator(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int
         op.uid, op.name, op.parallelism, op.max_parallelism, op.key_type,
         tuple(StateSummary(s.name, s.scope, s.kind, entries[s.name], size[s.name])
               for s in op.states),
-        tuple(sorted(subtasks, key=lambda s: s.index)), op.identity)
+        tuple(sorted(subtasks, key=lambda s: s.index)), op.identity, plan=op.plan)
 
 
 def _uncounted(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, int],
@@ -185,7 +187,7 @@ def _uncounted(op: OperatorMetadata, sizes: dict[str, int], extent: dict[str, in
         op.uid, op.name, op.parallelism, op.max_parallelism, op.key_type,
         tuple(StateSummary(s.name, s.scope, s.kind, entries[s.name], size[s.name])
               for s in op.states),
-        tuple(sorted(subtasks, key=lambda s: s.index)), op.identity)
+        tuple(sorted(subtasks, key=lambda s: s.index)), op.identity, plan=op.plan)
 
 
 def _bytes(sizes: dict[str, int], extent: dict[str, int], file: str, rows: int) -> int:

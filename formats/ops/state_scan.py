@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from formats.model.arrow_types import from_arrow, pyrows, value_from_text
+from formats.model.arrow_types import from_arrow, pyrows, value_from_text, with_field_names
 from formats.model.checkpoint import Checkpoint
 from formats.model.columns import (
     keyed_schema,
@@ -149,6 +149,10 @@ def _entries(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata,
         read_value = from_arrow(state.value_type)
     read_ns = checkpoint.namespace_reader(op, state)
     read_ttl = from_arrow(ttl_spec(state)) if state.ttl else None
+    named = with_field_names(value_spec(state)) if op.plan is not None else None
+    if named is not None:  # rows the job's plan named (--plan): shown with their names (keys
+        plain = read_value  # stay tuples: views hash them)
+        read_value = lambda v: named(plain(v))  # noqa: E731
     out = []
     for row, size in zip(pyrows(table), sizes.tolist(), strict=True):
         out.append(Entry(

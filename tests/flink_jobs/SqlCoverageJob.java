@@ -64,7 +64,7 @@ public class SqlCoverageJob {
 
     static MiniCluster cluster;
     static int restPort;
-    /** Whether a job's plan is printed (explaining plans the statement set a second time). */
+    /** Whether a job's plan is compiled into BASE/plan.json (planning the statement set a second time). */
     static boolean explain = true;
 
     /** Counts of the "done" sinks, per job tag, read from the print sink's lines (same JVM). */
@@ -310,7 +310,18 @@ public class SqlCoverageJob {
                 + "UNION ALL SELECT auction AS id FROM bid)");
         set.add(done.insertInto(TableDescriptor.forConnector("print").schema(Schema.newBuilder()
                 .fromResolvedSchema(done.getResolvedSchema()).build()).option("print-identifier", "DONE-" + tag).build()));
-        if (explain) System.err.println(set.explain());
+        if (explain) {
+            // the plan as Flink compiles it (COMPILE PLAN's JSON), beside the generation's snapshots:
+            // statectl names the SQL operators' state by it (--plan). Planned apart from the execution,
+            // its node ids are the executed job's less a constant (one static counter per JVM).
+            String plan;
+            try {
+                plan = set.compilePlan().asJsonString();
+            } catch (Throwable e) {
+                plan = "{\"error\": " + js(String.valueOf(e)) + "}";
+            }
+            Files.writeString(new File(base, "plan.json").toPath(), plan, StandardCharsets.UTF_8);
+        }
         TableResult result = set.execute();
         return result.getJobClient().orElseThrow();
     }
