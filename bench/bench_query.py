@@ -11,6 +11,13 @@ One benchmark, ``query`` (``bench/run.py`` runs it with the others):
   what a user does without it: ``export --state`` to Parquet, then DuckDB over the file. Run
   alternately, median of three each: bar <= 1.2x the time. Quick: the Flink fixtures' java
   savepoint (no bar: too small to time).
+* **one key across 20 retained checkpoints** (issue 44): a state directory that ``build
+  --keep 20`` left (1M events of 100k keys, parallelism 4, a checkpoint every 50k events;
+  quick: 40k of 4k keys), ``statectl query DIR "SELECT snapshot, value FROM
+  all_snapshots.build.count WHERE key = 'K'"`` against ``statectl history DIR --key K --state
+  count`` (the same values, checked), both as the commands run (in this process: no
+  interpreter start-up in either), alternately, median of five each: bar <= 1.2x history's
+  time.
 """
 
 from __future__ import annotations
@@ -123,8 +130,83 @@ def _top_ten(section: Section, cfg: Config) -> None:
                          f"{hand:.2f} s (medians of {REPS}, run alternately)")
 
 
+ACROSS_REPS = 5
+
+
+def _invoke(args: list[str]) -> tuple[float, Any]:
+    """``statectl --output json ARGS`` in this process: seconds, the JSON document."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cli.main import statectl
+
+    gc.collect()
+    started = time.perf_counter()
+    result = CliRunner().invoke(statectl, ["--output", "json", *args])
+    seconds = time.perf_counter() - started
+    if result.exit_code != 0:
+        raise AssertionError(f"statectl {' '.join(args)}: exit {result.exit_code}: "
+                             f"{result.stderr or result.output}")
+    return seconds, json.loads(result.stdout)
+
+
+def _across_checkpoints(section: Section, cfg: Config) -> None:
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    full = cfg.snapshot_entries >= 1_000_000
+    events, keys = (1_000_000, 100_000) if full else (40_000, 4_000)
+    with tempfile.TemporaryDirectory(prefix="statectl-bench-") as directory:
+        source, state = Path(directory) / "events.parquet", str(Path(directory) / "state")
+        rng = random.Random(SEED + 44)
+        users = [f"user-{rng.randrange(keys):06d}" for _ in range(events)]
+        pq.write_table(pa.table({
+            "user": users,
+            "amount": [rng.randint(1, 100) for _ in range(events)]}), source,
+            row_group_size=events // 20)
+        progress(f"query: building 20 retained checkpoints of {keys:,} keys")
+        _invoke(["build", str(source), "--key", "user", "--agg", "count", "--agg",
+                 "sum:amount", "--parallelism", "4", "--checkpoint-dir", state,
+                 "--checkpoint-every", str(events // 20), "--keep", "20"])
+        retained = len(_invoke(["snapshot", "list", state])[1]["snapshots"])
+        key = users[0]  # in every checkpoint
+        query = ["query", state, "SELECT snapshot, value FROM all_snapshots.build.count "
+                 f"WHERE key = '{key}' ORDER BY snapshot"]
+        history = ["history", state, "--key", key, "--state", "count", "--all"]
+        took: dict[str, list[float]] = {"query": [], "history": []}
+        for rep in range(ACROSS_REPS + 1):  # the first of each: imports, caches (not timed)
+            progress(f"query: one key across {retained} checkpoints, run {rep + 1} of "
+                     f"{ACROSS_REPS + 1}")
+            query_seconds, by_query = _invoke(query)
+            history_seconds, by_history = _invoke(history)
+            if rep:
+                took["query"].append(query_seconds)
+                took["history"].append(history_seconds)
+        values = {f"chk_{s['checkpoint_id']}": v["value"] for s in by_history["snapshots"]
+                  for v in s["values"]}
+        if {r["snapshot"]: r["value"] for r in by_query["rows"]} != values or len(
+                values) != retained:
+            raise AssertionError(f"query and history differ: {by_query['rows'][:3]} vs "
+                                 f"{list(values.items())[:3]}")
+    query_s, history_s = median(took["query"]), median(took["history"])
+    section.rows.append(Row(f"query one key across {retained} checkpoints vs history (time)",
+                            query_s * 1e9, history_s * 1e9, "ns", Bar("<=", 1.2, "<= 1.2x")))
+    section.raw["across_checkpoints"] = {"checkpoints": retained, "keys": keys,
+                                         "events": events, "query_seconds": took["query"],
+                                         "history_seconds": took["history"]}
+    section.notes.append(f"query: one key ({key}) across the {retained} retained checkpoints "
+                         f"of a state directory ({keys:,} keys): statectl query over "
+                         f"all_snapshots {query_s:.3f} s, statectl history --state count "
+                         f"{history_s:.3f} s (medians of {ACROSS_REPS}, run alternately, in "
+                         f"this process)")
+
+
 def bench_query(cfg: Config) -> Section:
     section = Section("query")
     _point_query(section, cfg)
     _top_ten(section, cfg)
+    _across_checkpoints(section, cfg)
     return section

@@ -8,6 +8,7 @@ group. Reference: ``shared/reference/flink-internals.md`` §1.1 (``MathUtils``) 
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Iterable
@@ -313,6 +314,7 @@ def murmur3_x64_128(data: bytes, seed: int = 0) -> bytes:
     return h1.to_bytes(8, "little") + h2.to_bytes(8, "little")
 
 
+@functools.lru_cache(maxsize=4096)  # asked per operator of every snapshot a command opens
 def operator_id_of_uid(uid: str) -> str:
     """The OperatorID Flink gives an operator with this uid, as 32 lowercase hex digits.
 

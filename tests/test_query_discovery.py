@@ -7,6 +7,8 @@ savepoint, a Flink job's RocksDB incremental checkpoint directory, a folder of F
 from metadata only: the bytes read are counted), and ``all_snapshots."<op>"."<state>"`` holding
 a state's rows of every snapshot, so that one SQL follows a key across all of them -- equal to
 ``statectl history``. ``connect`` gives a notebook the same tables in a DuckDB connection.
+``history`` and ``browse`` take the same directories (browse: the newest); on object storage the
+listing fetches the metadata files alone (the server's byte count), several at once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pyarrow.fs as pafs
 import pytest
 from cli_support import KEYED, run, run_json
 from flink_fixtures import expected, require_fixtures
+from s3_server import S3Place
 
 from formats.open import open_checkpoint
 from formats.ops.catalog import databases
@@ -143,3 +146,122 @@ def test_the_command_takes_directories(job: dict[str, Any]) -> None:
         "label"]
     code, _, err = run("query", job["state"], "--as", f"{label}={KEYED}", "SELECT 1")
     assert code == 2 and "labelled so" in err, err
+
+
+# --- history and browse take the same directories; listing reads metadata, concurrently ------
+
+def test_history_reads_every_snapshot_query_finds(job: dict[str, Any]) -> None:
+    """history over the three directories: every snapshot query lists, in id order (the two
+    savepoints' folders have names of their own: history found none of them before)."""
+    found = databases(_locations(job))
+    history = run_json("history", *_locations(job), "--key", KEY, "--state", "count")
+    listed = [s["location"] for s in history["snapshots"]]
+    assert sorted(listed) == sorted(cp.location for cp in found.snapshots.values())
+    ids = [s["checkpoint_id"] for s in history["snapshots"]]
+    assert ids == sorted(ids) and len(listed) == 24
+
+
+def test_several_snapshots_given_are_each_a_database(job: dict[str, Any]) -> None:
+    first, last = job["statectl"][0]["location"], job["statectl"][-1]["location"]
+    document = run_json("query", first, last, "SELECT label, location FROM snapshots "
+                        "ORDER BY checkpoint_id")
+    assert [r["location"] for r in document["rows"]] == [first, last]
+
+
+def test_browse_a_directory_opens_its_newest(job: dict[str, Any], tmp_path: Path) -> None:
+    from test_browse import _screen_text
+
+    newest = job["statectl"][-1]
+    screen = tmp_path / "screen.svg"
+    code, _, err = run("browse", job["state"], "--svg", str(screen))
+    assert code == 0, err
+    label = f"{'chk' if newest['kind'] == 'checkpoint' else 'savepoint'}_" \
+            f"{newest['checkpoint_id']}"
+    assert f"statectl: {label} ({newest['location']}), the newest of 21 snapshots in " \
+           f"{job['state']}" in err, err
+    assert Path(newest["location"]).name in _screen_text(screen.read_text(encoding="utf-8"))
+    # against the same directory: the snapshot before the newest
+    code, _, err = run("browse", job["state"], "--against", job["state"], "--svg",
+                       str(screen))
+    before = job["statectl"][-2]
+    assert code == 0 and f"({before['location']}), the newest before the one browsed of 21 " \
+                         "snapshots" in err, err
+    code, _, err = run("browse", str(Path(job["state"]).parent / "savepoints" / "nothing"),
+                       "--svg", str(screen))
+    assert code == 3 and "no complete snapshot" in err, err
+
+
+def test_listing_reads_metadata_alone(job: dict[str, Any]) -> None:
+    """Every snapshot of the three directories opened once: what is read is each metadata file
+    whole, of a Flink savepoint also its keyed streams' headers (a few KiB), nothing else."""
+    from formats.ops.catalog import discover
+
+    handler = CountingHandler()
+    filesystem = pafs.PyFileSystem(handler)
+    found = discover(_locations(job), lambda location: open_checkpoint(
+        location, filesystem=filesystem, decode=False, partial=True))
+    assert len(found) == 24 and len(handler.counts) >= 24
+    sizes = {p: Path(p).stat().st_size for p in handler.counts}
+    metadata = {p for p in sizes if Path(p).name in ("_metadata.json", "_metadata")}
+    assert len(metadata) == 24 and all(handler.counts[p] == sizes[p] for p in metadata)
+    headers = {p: n for p, n in handler.counts.items() if p not in metadata}
+    assert all(n <= 4096 and n < sizes[p] / 4 for p, n in headers.items()), headers
+    assert all(p.startswith(job["savepoints"]) for p in headers), headers  # Flink's only
+
+
+def _several_at_once(locations: list[str]) -> tuple[list[str], int, int]:
+    """discover's labels, and how many snapshots its opener had open at most, on how many
+    threads (each open held a while, ending in an order of its own)."""
+    import threading
+    import time
+
+    from formats.ops.catalog import discover
+
+    lock, flight, most, threads = threading.Lock(), [0], [0], set()
+
+    def opener(location: str) -> Any:
+        with lock:
+            flight[0] += 1
+            most[0] = max(most[0], flight[0])
+            threads.add(threading.get_ident())
+        time.sleep(0.01 * (len(location) % 3))
+        try:
+            return open_checkpoint(location, decode=False, partial=True)
+        finally:
+            with lock:
+                flight[0] -= 1
+
+    return [f.label for f in discover(locations, opener)], most[0], len(threads)
+
+
+def test_query_history_and_browse_over_object_storage(job: dict[str, Any], s3: S3Place,
+                                                      tmp_path: Path) -> None:
+    """A bucket holding the state directory and the Flink job: query lists it fetching the
+    metadata files alone (the server's own byte count), history and browse take it too."""
+    from s3_support import upload
+
+    fs = s3.fs()
+    upload(fs, Path(job["state"]), s3.path("jobs/state"))
+    upload(fs, Path(job["flink_job"]), s3.path("jobs/flink"))
+    files = [i for i in fs.get_file_info(pafs.FileSelector(s3.path("jobs"), recursive=True))
+             if i.type == pafs.FileType.File]
+    metadata = sum(i.size for i in files if i.base_name in ("_metadata.json", "_metadata"))
+    before = s3.server.bucket_metrics(s3.bucket).get("bytes_sent", 0.0)
+    listed = run_json("query", s3.uri("jobs"), "SELECT label, location FROM snapshots "
+                      "ORDER BY checkpoint_id, label")
+    sent = s3.server.bucket_metrics(s3.bucket).get("bytes_sent", 0.0) - before
+    assert listed["row_count"] == 22 and sent == metadata, (sent, metadata)
+    # the metadata read several at once (at most READERS), the order as one by one
+    from formats.ops.catalog import discover
+    from formats.storage.concurrent import READERS
+
+    labels, most, threads = _several_at_once([s3.uri("jobs")])
+    assert 1 < most <= READERS and threads > 1
+    assert labels == [f.label for f in discover([s3.uri("jobs")], lambda location: (
+        open_checkpoint(location, decode=False, partial=True)))]
+    assert labels == [r["label"] for r in listed["rows"]]
+    history = run_json("history", s3.uri("jobs"), "--key", KEY, "--state", "count")
+    assert sorted(s["location"] for s in history["snapshots"]) == sorted(
+        r["location"] for r in listed["rows"])
+    code, _, err = run("browse", s3.uri("jobs/state"), "--svg", str(tmp_path / "s.svg"))
+    assert code == 0 and "the newest of 21 snapshots" in err, err

@@ -27,11 +27,31 @@ if TYPE_CHECKING:  # Textual is imported by this command only, when it runs
 __all__ = ["browse_command"]
 
 
+def _snapshot_in(location: str, other_than: str | None = None) -> str:
+    """The snapshot browsed for ``location``: itself, or a directory's newest (said on stderr).
+
+    ``other_than`` (``--against``): the snapshot browsed, which a directory's newest is not;
+    where that directory holds it, the one before it is taken.
+    """
+    from formats.ops.catalog import chosen
+
+    picked = chosen(location, other_than=other_than)
+    if picked is None:
+        return location
+    snapshot, found = picked
+    before = any(f.info.location == other_than for f in found)
+    click.echo(f"statectl: {snapshot.label} ({snapshot.info.location}), the newest "
+               f"{'before the one browsed ' if before else ''}of {len(found)} snapshot"
+               f"{'s' if len(found) != 1 else ''} in {location}", err=True)
+    return snapshot.info.location
+
+
 @click.command("browse")
 @click.argument("path")
 @click.option("--against", metavar="B",
               help="Mark each state's rows against snapshot B: + added, - removed, ~ changed "
-                   "(operators matched by OperatorID, as diff does).")
+                   "(operators matched by OperatorID, as diff does). B a directory: its "
+                   "newest snapshot; PATH's directory: the one before PATH's.")
 @click.option("--svg", "svg", type=click.Path(dir_okay=False), metavar="FILE",
               help="No terminal: press --press's keys in a headless screen of --size, then "
                    "write the screen to FILE as SVG (for a report, a bug, the docs).")
@@ -47,9 +67,11 @@ def browse_command(output: Output, path: str, against: str | None, svg: str | No
                    press: str, size: str, ttls: tuple[tuple[str, int], ...]) -> None:
     """Browse a snapshot in the terminal: operators, states, entries, one key, key groups.
 
-    Keyboard only (? shows the keys); works over SSH in 80x24. Opening reads the metadata
-    alone; a state's page reads only its key groups (of a Flink snapshot: their bytes, decoded
-    then). See docs/browse.md.
+    PATH is a snapshot, or a directory holding snapshots (a Flink job's checkpoint directory,
+    a state directory, savepoints, local or on object storage): its newest complete snapshot,
+    named on stderr. Keyboard only (? shows the keys); works over SSH in 80x24. Opening reads
+    the metadata alone; a state's page reads only its key groups (of a Flink snapshot: their
+    bytes, decoded then). See docs/browse.md.
     """
     match = re.fullmatch(r"(\d{2,3})x(\d{2,3})", size)
     if match is None:
@@ -60,6 +82,9 @@ def browse_command(output: Output, path: str, against: str | None, svg: str | No
     if svg is None and (not sys.stdout.isatty() or not sys.stdin.isatty()):
         raise click.UsageError("browse needs a terminal (without one: --svg FILE writes a "
                                "screen; for scripts: inspect, query)")
+    path = _snapshot_in(path)
+    if against is not None:
+        against = _snapshot_in(against, other_than=path)
     from cli.browse import BrowseApp  # Textual is loaded only for this command
 
     hold(path, *([against] if against else []))

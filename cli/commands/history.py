@@ -30,8 +30,9 @@ def history_command(output: Output, directories: tuple[str, ...], key: str,
     """Show the state of key K in every snapshot, oldest first, each change marked.
 
     DIR is a statectl state directory, a Flink job's checkpoint directory (chk-*, also below
-    its job-ID directory), a directory of savepoints, or a snapshot; give several to merge
-    them (a job's checkpoints and its savepoints). Snapshots are ordered by checkpoint id.
+    its job-ID directory), a directory of savepoints, any mix (found as query DIR finds its
+    databases), or a snapshot; give several to merge them (a job's checkpoints and its
+    savepoints). Snapshots are ordered by checkpoint id.
     Each is read as inspect --key reads it: statectl's format only the key's key group.
     """
     locations = find_snapshots(directories)

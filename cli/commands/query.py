@@ -70,16 +70,18 @@ def query_command(output: Output, args: tuple[str, ...], named: tuple[str, ...],
         click.echo(f"Error: {exc}", err=True)
         ctx.exit(EXIT_SQL)
     hold(*paths, *snapshots.values())
-    pickles = allow_pickle()  # unpickling decodes every value at opening
+    pickles, names = allow_pickle(), operator_names()  # unpickling decodes all at opening
 
-    def opener(location: str) -> Checkpoint:
-        return reading(open_checkpoint(location, allow_pickle=pickles, names=operator_names(),
-                                       partial=True, decode=decode or pickles))
+    def opener(location: str) -> Checkpoint:  # on worker threads: no click context there
+        return open_checkpoint(location, allow_pickle=pickles, names=names, partial=True,
+                               decode=decode or pickles)
 
     try:
         found = databases(paths, snapshots, opener=opener)
     except InvalidArgumentError as exc:
         raise click.UsageError(str(exc)) from exc
+    for checkpoint in found.snapshots.values():
+        reading(checkpoint)
     try:
         result = run_query(found.snapshots, sql, default=found.default, extra=found.extra)
     except QueryError as exc:

@@ -1,10 +1,12 @@
 """One key across snapshots (``statectl history``): its state in each, oldest first, changes marked.
 
-The snapshots are every complete checkpoint and savepoint found in the directories given: a
+The snapshots are every complete checkpoint and savepoint found in the directories given, as
+``statectl query DIR`` finds its databases (:func:`formats.ops.catalog.snapshot_locations`): a
 statectl state directory (``chk-*``, ``savepoint-*``), a Flink job's checkpoint directory
-(``chk-*``, also under the job-ID directory Flink puts them in) or a directory of Flink
-savepoints, or snapshots themselves. They are ordered by checkpoint id (one sequence per job,
-for Flink as for statectl: a savepoint takes the next id), then by when they were written.
+(``chk-*``, also under the job-ID directory Flink puts them in), a directory of Flink
+savepoints, any mix, or snapshots themselves. They are ordered by checkpoint id (one sequence
+per job, for Flink as for statectl: a savepoint takes the next id), then by when they were
+written.
 
 Each snapshot is read as ``inspect --key`` reads it (:func:`formats.ops.state_scan.lookup`): in
 statectl's format only the rows of the key's key group; in a Flink snapshot only that key
@@ -19,23 +21,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
-
 from formats.model.checkpoint import Checkpoint
 from formats.open import METADATA_FILES, shared_files_read_once
+from formats.ops.catalog import snapshot_locations
 from formats.ops.diff import canonical
 from formats.ops.state_scan import Entry, lookup
-from formats.storage.filesystems import join_location, resolve_filesystem, storage_errors
 from statecore.checkpoint import OperatorIdentity
 from statecore.errors import InvalidArgumentError
 from statecore.serializers import VOID_NAMESPACE
 
 __all__ = ["KeyHistory", "SnapshotState", "StateValue", "find_snapshots", "key_history"]
-
-#: How deep below a directory given snapshots are looked for (Flink: <dir>/<job id>/chk-N,
-#: and one more level for a directory of such directories).
-SEARCH_DEPTH = 3
-
 
 @dataclass(frozen=True)
 class StateValue:
@@ -77,44 +72,18 @@ class KeyHistory:
     snapshots: tuple[SnapshotState, ...]
 
 
-def _has_metadata(fs: pafs.FileSystem, path: str) -> bool:
-    return any(fs.get_file_info(f"{path}/{name}").type == pafs.FileType.File
-               for name in METADATA_FILES)
-
-
 def find_snapshots(directories: Sequence[str]) -> list[str]:
-    """Every complete snapshot in (or at) ``directories``: their locations, as given + name."""
-    found: list[str] = []
-    for directory in directories:
-        fs, root = resolve_filesystem(directory, None)
-        root = root.rstrip("/") or root
-        with storage_errors("reading", directory):
-            if _has_metadata(fs, root):
-                found.append(directory)
-                continue
-            if fs.get_file_info(root).type != pafs.FileType.Directory:
-                raise InvalidArgumentError(f"{directory} is not a directory")
-            level = [("", root)]
-            for _ in range(SEARCH_DEPTH):
-                deeper = []
-                for prefix, path in level:
-                    children = sorted(
-                        (i for i in fs.get_file_info(pafs.FileSelector(path))
-                         if i.type == pafs.FileType.Directory), key=lambda i: i.base_name)
-                    for child in children:
-                        relative = f"{prefix}{child.base_name}"
-                        if child.base_name.startswith(("chk-", "savepoint-")) and \
-                                _has_metadata(fs, child.path):
-                            found.append(join_location(directory, relative))
-                        elif not child.base_name.startswith(("chk-", "savepoint-", "shared",
-                                                             "taskowned")):
-                            deeper.append((f"{relative}/", child.path))
-                level = deeper
+    """Every complete snapshot in (or at) ``directories``: their locations, as given + name.
+
+    Found as ``statectl query DIR…`` finds its databases, by listing alone
+    (:func:`formats.ops.catalog.snapshot_locations`); none is an error.
+    """
+    found = snapshot_locations(directories)
     if not found:
         raise InvalidArgumentError(
-            f"no complete checkpoint or savepoint in {', '.join(directories)} (a directory "
-            f"of chk-* or savepoint-* directories, each with {' or '.join(METADATA_FILES)})")
-    return list(dict.fromkeys(found))
+            f"no complete checkpoint or savepoint in {', '.join(directories)} (a snapshot, or "
+            f"a directory holding snapshots: directories with {' or '.join(METADATA_FILES)})")
+    return found
 
 
 _Found = dict[tuple[str, str, object], tuple[Entry, OperatorIdentity]]

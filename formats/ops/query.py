@@ -144,6 +144,8 @@ def needs_decoding(sql: str) -> bool:
     its state is decoded. A state's table is decoded when the query reads it, and only the
     key groups its key filter names (:meth:`formats.model.checkpoint.Checkpoint.keyed_table_in`).
     """
+    if "key_groups" not in sql.lower():
+        return False  # cannot name it: no DuckDB started to parse the query (~30 ms)
     import duckdb
 
     connection = duckdb.connect(":memory:")
@@ -361,9 +363,21 @@ def _flattened(flavor: str, schema: pa.Schema) -> str:
             + f" AS ttl_timestamp FROM ({inner})")
 
 
-def _union_views(connection: Any, databases: Mapping[str, SnapshotTables],
-                 unions: Mapping[tuple[str, str], list[str]]) -> None:
-    """:data:`ALL_SNAPSHOTS`: a view per state, every snapshot's rows that has it, labelled."""
+#: One state's rows read from one snapshot for :data:`ALL_SNAPSHOTS` alone (no view of its
+#: own): its snapshot, its table, the rows.
+_Pending = dict[tuple[str, str], dict[str, tuple[Checkpoint, StateTable, pa.Table]]]
+
+
+def _union_views(connection: Any, catalog: _Catalog,
+                 unions: Mapping[tuple[str, str], list[str]], pending: _Pending) -> None:
+    """:data:`ALL_SNAPSHOTS`: a view per state, every snapshot's rows that has it, labelled.
+
+    The rows read for the union alone (``pending``) are put together here, with their
+    ``snapshot`` column, into one Arrow table that DuckDB scans in place: the union of 20
+    snapshots costs one view, not 20 and a view over them. Where their columns cannot be
+    unified by name, each is given a view of its own and the union is DuckDB's.
+    """
+    databases = catalog.databases
     connection.execute(f"ATTACH ':memory:' AS {ALL_SNAPSHOTS}")
     for (schema, table), names in unions.items():
         if not names:
@@ -371,12 +385,75 @@ def _union_views(connection: Any, databases: Mapping[str, SnapshotTables],
         found = databases[names[0]].tables[(schema, table)]
         connection.execute(f"CREATE SCHEMA IF NOT EXISTS {ALL_SNAPSHOTS}."
                            f"{_quoted(found.schema_name)}")
-        parts = " UNION ALL BY NAME ".join(
+        target = f"{ALL_SNAPSHOTS}.{_quoted(found.schema_name)}.{_quoted(found.name)}"
+        parts = pending.get((schema, table), {})
+        together = _together([(n, parts[n][2]) for n in names]) if set(names) <= set(
+            parts) else None
+        if together is not None:
+            view = f"statectl_all_{len(catalog.sources)}_{len(catalog.read)}"
+            connection.register(view, together)
+            connection.execute(f"CREATE VIEW {target} AS SELECT * FROM temp.main.{view}")
+            types = _types(connection, view)
+            for name in names:
+                checkpoint, state, _ = parts[name]
+                catalog.sources.append(_columns(checkpoint, state, types))
+            continue
+        for name, (checkpoint, state, data) in parts.items():  # a view each, as if named
+            _create(connection, catalog, name, checkpoint, state, data, False)
+        union = " UNION ALL BY NAME ".join(
             f"SELECT '{n}' AS snapshot, * FROM {_quoted(n)}."
             f"{_quoted(databases[n].tables[(schema, table)].schema_name)}."
             f"{_quoted(databases[n].tables[(schema, table)].name)}" for n in names)
-        connection.execute(f"CREATE VIEW {ALL_SNAPSHOTS}.{_quoted(found.schema_name)}."
-                           f"{_quoted(found.name)} AS {parts}")
+        connection.execute(f"CREATE VIEW {target} AS {union}")
+
+
+def _together(tables: list[tuple[str, pa.Table]]) -> pa.Table | None:
+    """``tables`` one after the other, a ``snapshot`` column first.
+
+    ``None`` if their columns cannot be unified by name (as ``UNION ALL BY NAME`` would).
+    """
+    labelled = [data.add_column(0, "snapshot", pa.array([name] * data.num_rows, pa.string()))
+                for name, data in tables]
+    try:
+        return pa.concat_tables(labelled, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+
+
+def _types(connection: Any, view: str) -> dict[str, pa.DataType]:
+    """The columns' types of a registered table as DuckDB gives them back."""
+    schema = connection.sql(f"SELECT * FROM temp.main.{view} LIMIT 0").to_arrow_table().schema
+    return {f.name: f.type for f in schema}
+
+
+def _columns(checkpoint: Checkpoint, state: StateTable, types: Mapping[str, pa.DataType]
+             ) -> StateColumns:
+    """How a state table's columns of ``types`` read back (:func:`state_columns`)."""
+    columns = state_columns(checkpoint, state.op, state.state, types)
+    if state.flavor:  # an element's, an entry's value: read by its own type
+        columns = StateColumns(columns.types, {k: v for k, v in columns.readers.items()
+                                               if k not in ("value", "ttl_timestamp")})
+    return columns
+
+
+def _create(connection: Any, catalog: _Catalog, name: str, checkpoint: Checkpoint,
+            state: StateTable, data: pa.Table, listing: bool) -> None:
+    """A state's table in database ``name``: its rows ``data``, its columns in the sources.
+
+    A view of the Arrow table (DuckDB scans it in place, nothing copied), or with
+    ``listing`` a table of its own (the registration would be listed too).
+    """
+    view = f"statectl_{len(catalog.read)}_{len(catalog.sources)}"
+    connection.register(view, data)  # its schema: made with the database's (_fill)
+    target = f"{_quoted(name)}.{_quoted(state.schema_name)}.{_quoted(state.name)}"
+    # the columns' types as DuckDB gives them back: a result column of one of them is read
+    # as the state's column (formats.ops.query_values)
+    catalog.sources.append(_columns(checkpoint, state, _types(connection, view)))
+    if listing:
+        connection.execute(f"CREATE TABLE {target} AS SELECT * FROM temp.main.{view}")
+        connection.unregister(view)
+    else:
+        connection.execute(f"CREATE VIEW {target} AS SELECT * FROM temp.main.{view}")
 
 
 def write_result(result: QueryResult, path: str) -> None:
@@ -479,8 +556,9 @@ def _attach(connection: Any, snapshots: Mapping[str, Checkpoint], default: str |
     if ALL_SNAPSHOTS in databases:
         raise QueryError(f"SQL: {ALL_SNAPSHOTS!r} names every snapshot's tables together: "
                          "give the snapshot another name")
-    for name in databases:
-        connection.execute(f"ATTACH ':memory:' AS {_quoted(name)}")
+    if databases:  # one statement for all: each costs DuckDB's round trip
+        connection.execute("; ".join(f"ATTACH ':memory:' AS {_quoted(name)}"
+                                     for name in databases))
     default_database = (default or next(iter(databases))).lower()
     connection.execute(f"USE {_quoted(default_database)}")
     for table_name, data in (extra or {}).items():
@@ -493,23 +571,27 @@ def _attach(connection: Any, snapshots: Mapping[str, Checkpoint], default: str |
 
 def _fill(connection: Any, catalog: _Catalog, wanted: Mapping[tuple[str, str, str], Any],
           unions: Mapping[tuple[str, str], list[str]], listing: bool,
-          progress: Callable[[str], None] | None) -> None:
+          progress: Callable[[str], None] | None,
+          union_only: frozenset[tuple[str, str, str]] = frozenset()) -> None:
     """Read the ``wanted`` tables into their databases.
 
     ``wanted``: ``(database, schema, table)`` -> its key filter or ``None``. With ``listing``
     the others are listed (:func:`_list_unread`); ``unions`` are the :data:`ALL_SNAPSHOTS`
-    views to create.
+    views to create; the ``union_only`` tables are read for them alone (no view of their own).
     """
-    read, sources = catalog.read, catalog.sources
+    read = catalog.read
+    pending: _Pending = {}
+    # every schema of every database: DuckDB's errors then name the table (one statement)
+    if catalog.databases:
+        connection.execute("; ".join(
+            f"CREATE SCHEMA {_quoted(name)}.{_quoted(schema_name)}"
+            for name, tables in catalog.databases.items()
+            for schema_name in sorted({t.schema_name for t in tables.tables.values()}
+                                      | {METADATA_SCHEMA})))
     for name, tables in catalog.databases.items():
         checkpoint = tables.checkpoint
         undecodable = {(p.operator, p.state) for p in checkpoint.undecodable_parts()
                        if p.kept}
-        created: set[str] = set()
-        for schema_name in {t.schema_name for t in tables.tables.values()} | {
-                METADATA_SCHEMA}:  # all of them: DuckDB's errors then name the table
-            connection.execute(f"CREATE SCHEMA {_quoted(name)}.{_quoted(schema_name)}")
-            created.add(schema_name)
         metadata = None
         for (database, schema, table), keys in wanted.items():
             if database != name:
@@ -519,57 +601,41 @@ def _fill(connection: Any, catalog: _Catalog, wanted: Mapping[tuple[str, str, st
                     metadata = _metadata_tables(
                         checkpoint, table_names(checkpoint),
                         (name, METADATA_SCHEMA, "key_groups") in wanted)
-                data = metadata[table]
-                found = None
-                schema_name, table_name = METADATA_SCHEMA, table
-                read.append((name, schema_name, table_name, None))
+                read.append((name, METADATA_SCHEMA, table, None))
+                view = f"statectl_{len(read)}"
+                connection.register(view, metadata[table])
+                target = f"{_quoted(name)}.{METADATA_SCHEMA}.{_quoted(table)}"
+                if listing:  # a table of its own: the registration would be listed too
+                    connection.execute(f"CREATE TABLE {target} AS SELECT * FROM "
+                                       f"temp.main.{view}")
+                    connection.unregister(view)
+                else:
+                    connection.execute(f"CREATE VIEW {target} AS SELECT * FROM "
+                                       f"temp.main.{view}")
+                continue
+            found = tables.tables.get((schema, table))
+            if found is None:
+                continue  # not a state: DuckDB says what is missing
+            groups = _key_groups(checkpoint, found.op, None if keys is None else tuple(keys))
+            if progress is not None:
+                progress(f"{found.schema_name}/{found.name}")
+            # None: the rows read say (a Flink snapshot read without decoding)
+            data = state_table(checkpoint, found.op, found.state, groups,
+                               (found.op.uid, found.state.name) in undecodable or None)
+            if found.flavor:
+                connection.register("statectl_base", data)
+                data = connection.sql(_flattened(found.flavor, data.schema)).to_arrow_table()
+                connection.unregister("statectl_base")
+            read.append((name, found.schema_name, found.name,
+                         None if groups is None else tuple(sorted(groups))))
+            if (database, schema, table) in union_only and not listing:
+                pending.setdefault((schema, table), {})[name] = (checkpoint, found, data)
             else:
-                found = tables.tables.get((schema, table))
-                if found is None:
-                    continue  # not a state: DuckDB says what is missing
-                groups = _key_groups(checkpoint, found.op,
-                                     None if keys is None else tuple(keys))
-                if progress is not None:
-                    progress(f"{found.schema_name}/{found.name}")
-                # None: the rows read say (a Flink snapshot read without decoding)
-                data = state_table(checkpoint, found.op, found.state, groups,
-                                   (found.op.uid, found.state.name) in undecodable or None)
-                schema_name, table_name = found.schema_name, found.name
-                if found.flavor:
-                    connection.register("statectl_base", data)
-                    data = connection.sql(_flattened(found.flavor, data.schema)).to_arrow_table()
-                    connection.unregister("statectl_base")
-                read.append((name, schema_name, table_name,
-                             None if groups is None else tuple(sorted(groups))))
-            view = f"statectl_{len(read)}"
-            connection.register(view, data)
-            if schema_name not in created:
-                connection.execute(f"CREATE SCHEMA IF NOT EXISTS "
-                                   f"{_quoted(name)}.{_quoted(schema_name)}")
-                created.add(schema_name)
-            target = f"{_quoted(name)}.{_quoted(schema_name)}.{_quoted(table_name)}"
-            if found is not None:
-                # the columns' types as DuckDB gives them back: a result column of one
-                # of them is read as the state's column (formats.ops.query_values)
-                types = connection.sql(f"SELECT * FROM temp.main.{view} LIMIT 0"
-                                       ).to_arrow_table().schema
-                columns = state_columns(checkpoint, found.op, found.state,
-                                        {f.name: f.type for f in types})
-                if found.flavor:  # an element's, an entry's value: read by its own type
-                    columns = StateColumns(columns.types, {
-                        k: v for k, v in columns.readers.items()
-                        if k not in ("value", "ttl_timestamp")})
-                sources.append(columns)
-            if listing:  # a table of its own: the registration would be listed too
-                connection.execute(f"CREATE TABLE {target} AS SELECT * FROM "
-                                   f"temp.main.{view}")
-                connection.unregister(view)
-            else:  # a view of the Arrow table: DuckDB scans it in place, nothing copied
-                connection.execute(f"CREATE VIEW {target} AS SELECT * FROM temp.main.{view}")
+                _create(connection, catalog, name, checkpoint, found, data, listing)
         if listing:
             _list_unread(connection, name, tables, wanted)
     if unions:
-        _union_views(connection, catalog.databases, unions)
+        _union_views(connection, catalog, unions, pending)
 
 
 def connect(snapshots: Mapping[str, Checkpoint], *, default: str | None = None,
@@ -624,19 +690,23 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
         databases, default_database = catalog.databases, catalog.default
         wanted: dict[tuple[str, str, str], set[Any] | None] = {}
         unions: dict[tuple[str, str], list[str]] = {}
+        direct: set[tuple[str, str, str]] = set()  # named in a database, not in the union
         for mention in mentions(tree, default_database):
             found_in = [mention.database]
             if mention.database == ALL_SNAPSHOTS and len(databases) > 1:
                 found_in = [n for n, t in databases.items()
                             if (mention.schema, mention.table) in t.tables]
                 unions[(mention.schema, mention.table)] = found_in
+            else:
+                direct.add((mention.database, mention.schema, mention.table))
             for database in found_in:
                 key = (database, mention.schema, mention.table)
                 if key in wanted and wanted[key] is None:
                     continue
                 wanted[key] = None if mention.keys is None else (
                     (wanted.get(key) or set()) | set(mention.keys))
-        _fill(connection, catalog, wanted, unions, lists_catalog(tree), progress)
+        _fill(connection, catalog, wanted, unions, lists_catalog(tree), progress,
+              frozenset(wanted.keys() - direct))
         try:
             relation = connection.sql(sql)
             if relation is None:

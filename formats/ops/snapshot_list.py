@@ -14,6 +14,7 @@ not complete it) is listed as incomplete, its id from its name and its time the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pyarrow.fs as pafs
 
@@ -21,6 +22,7 @@ from formats.open import METADATA_FILES, open_checkpoint
 from formats.statectl.claims import CLAIMS_DIR
 from formats.statectl.publish import METADATA_FILE
 from formats.statectl.storage import DirectoryCheckpointStorage, SnapshotInfo
+from formats.storage.concurrent import in_order, readers_for
 from formats.storage.filesystems import join_location, resolve_filesystem, storage_errors
 
 __all__ = ["list_snapshots"]
@@ -38,31 +40,52 @@ def list_snapshots(locations: Sequence[str]) -> list[SnapshotInfo]:
     """The snapshots at ``locations``, by id (then location), each listed once.
 
     A location without a Flink snapshot is read as a statectl state directory (an empty one
-    lists nothing).
+    lists nothing). On object storage the Flink snapshots' metadata is read
+    :data:`~formats.storage.concurrent.READERS` at a time.
     """
     found: dict[str, SnapshotInfo] = {}
     for location in locations:
-        flink = _flink_snapshots(location)
-        listed = flink if flink else DirectoryCheckpointStorage(location, create=False).list()
+        places = _flink_places(location)
+        listed = (in_order(_listed, places, readers_for(p.fs for p in places)) if places
+                  else DirectoryCheckpointStorage(location, create=False).list())
         for info in listed:
             found.setdefault(info.location, info)
     return sorted(found.values(), key=lambda s: (s.checkpoint_id, s.location))
 
 
-def _flink_snapshots(location: str) -> list[SnapshotInfo]:
-    """The Flink snapshots at or below ``location`` (empty when it holds none)."""
+class _Place(NamedTuple):
+    """A Flink snapshot's directory found by listing (``info``: a ``chk-N`` without metadata)."""
+
+    fs: pafs.FileSystem
+    path: str
+    shown: str
+    complete: bool
+    info: pafs.FileInfo | None = None
+
+
+def _listed(place: _Place) -> SnapshotInfo:
+    """The snapshot's listing (its metadata read, if complete)."""
+    with storage_errors("listing", place.shown):
+        if place.complete:
+            return _snapshot(place.fs, place.path, place.shown)
+        assert place.info is not None
+        return _incomplete(place.fs, place.info, place.shown)
+
+
+def _flink_places(location: str) -> list[_Place]:
+    """The Flink snapshots at or below ``location`` (empty when it holds none), by listing."""
     fs, root = resolve_filesystem(location, None)
     root = root.rstrip("/") or root
     if root.endswith("/" + FLINK_METADATA_FILE):
         root, location = root.rsplit("/", 1)[0], location.rsplit("/", 1)[0]
     with storage_errors("listing", location):
         if _is_file(fs, f"{root}/{FLINK_METADATA_FILE}"):
-            return [_snapshot(fs, root, location)]
+            return [_Place(fs, root, location, True)]
         if _is_file(fs, f"{root}/{METADATA_FILE}") or fs.get_file_info(
                 root).type != pafs.FileType.Directory or fs.get_file_info(
                 f"{root}/{CLAIMS_DIR}").type == pafs.FileType.Directory:
             return []  # statectl's: a checkpoint, or a state directory (with its claims)
-        out: list[SnapshotInfo] = []
+        out: list[_Place] = []
         level = [(location, root)]
         for _ in range(SEARCH_DEPTH):
             deeper = []
@@ -74,9 +97,9 @@ def _flink_snapshots(location: str) -> list[SnapshotInfo]:
                     if _is_file(fs, f"{child.path}/{METADATA_FILE}"):
                         continue  # a statectl checkpoint: its state directory lists it
                     if _is_file(fs, f"{child.path}/{FLINK_METADATA_FILE}"):
-                        out.append(_snapshot(fs, child.path, child_shown))
+                        out.append(_Place(fs, child.path, child_shown, True))
                     elif _chk_id(name) is not None:
-                        out.append(_incomplete(fs, child, child_shown))
+                        out.append(_Place(fs, child.path, child_shown, False, child))
                     elif name not in _NOT_SNAPSHOTS and not name.startswith("savepoint-"):
                         deeper.append((child_shown, child.path))
             level = deeper
