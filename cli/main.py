@@ -140,14 +140,20 @@ def one_line(exc: click.UsageError) -> click.UsageError:
 def _domain_error(exc: Exception) -> str | None:
     """The ``Error:`` line's message if ``exc`` is statectl's or the environment's, else ``None``.
 
-    A :class:`~statecore.errors.StatectlError` says what went wrong itself; an ``OSError`` that
-    reached here unexplained is told with the store's error code
+    A :class:`~statecore.errors.StatectlError` says what went wrong itself; so does memory
+    running out (a ``MemoryError``, under a limit; the OOM killer gives no chance); an
+    ``OSError`` that reached here unexplained is told with the store's error code
     (:func:`formats.storage.filesystems.explain`). Imported here, when it happens.
     """
     from statecore.errors import StatectlError
 
     if isinstance(exc, StatectlError):
         return str(exc)
+    if isinstance(exc, MemoryError):  # pyarrow's ArrowMemoryError is one too
+        return (f"out of memory ({exc or 'no detail'}): the command needs more memory than "
+                "this process may take (docs/cli.md, \"Memory\": export holds a few runs of key "
+                "groups at a time, other commands a Flink snapshot decoded whole); raise the "
+                "limit, or run the command with --engine spark")
     if isinstance(exc, OSError):
         from formats.storage.filesystems import explain
 

@@ -149,3 +149,55 @@ def test_memory_running_out_is_one_clear_error(tmp_path: Path,
     assert "Error: out of memory (realloc of size 2097152 failed)" in err
     assert "Traceback" not in err + out
     assert not (tmp_path / "out").exists()
+
+
+def _small_runs(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    monkeypatch.setattr(export_module, "CHUNK_BYTES", 512)
+    monkeypatch.setenv("STATECTL_WORKERS", str(workers))
+
+
+@pytest.mark.parametrize("change", ["none", "unsupported", "damaged"])
+def test_worker_processes_export_what_one_process_does(
+        change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs decoded by two forked workers (:mod:`formats.ops.parallel_reads`): the same files,
+    the same report of what could not be decoded, the same exit code on damage."""
+    from test_flink_undecodable import (
+        ADDRESS,
+        BAD_FLAGS,
+        DAY_SNAPSHOT,
+        SNAPSHOTS,
+        UNKNOWN_SNAPSHOT,
+        _copy,
+        _patch,
+    )
+
+    name, source = next((n, s) for n, s in SNAPSHOTS if n.endswith("canonical-savepoint"))
+    snapshot = _copy(source, tmp_path)
+    if change == "unsupported":
+        assert _patch(snapshot, lambda b: b.replace(DAY_SNAPSHOT, UNKNOWN_SNAPSHOT)) >= 1
+    elif change == "damaged":
+        assert _patch(snapshot, lambda b: b.replace(
+            ADDRESS, bytes([BAD_FLAGS]) + ADDRESS[1:], 1) if ADDRESS in b else None) >= 1
+    import formats.ops.parallel_reads as parallel_reads
+
+    forked: list[int] = []
+    real_read = parallel_reads.read_units
+
+    def counting(checkpoint: Any, units: Any, workers: int) -> Any:
+        forked.append(workers)
+        return real_read(checkpoint, units, workers)
+
+    monkeypatch.setattr(export_module, "read_units", counting)
+    outcomes = []
+    for workers in (1, 2):
+        _small_runs(monkeypatch, workers)
+        out = tmp_path / f"out-{workers}"
+        code, _, err = run("--partial", "export", str(snapshot), "--out", str(out))
+        outcomes.append((code, [ln for ln in err.splitlines() if "not decoded" in ln],
+                         {k: (r, t.to_pylist()) for k, (r, t) in _tables(out).items()}))
+        strict = run("export", str(snapshot), "--out", str(tmp_path / f"strict-{workers}"))
+        outcomes.append((strict[0], strict[2].splitlines()[-1:], None))
+    assert max(forked) == 2, forked  # the workers did read
+    assert outcomes[:2] == outcomes[2:], name
+    assert outcomes[1][0] == (3 if change == "damaged" else 0), outcomes[1]
+    assert bool(outcomes[0][1]) == (change != "none"), outcomes[0][1]

@@ -498,6 +498,10 @@ class FlinkCheckpoint(Checkpoint):
         """What could not be decoded so far (decoding on demand adds to it)."""
         return list(self.undecodable)
 
+    def add_undecodable(self, parts: Sequence[UndecodablePart]) -> None:
+        """As the model's: added to :attr:`undecodable` (a worker refused damage already)."""
+        self.undecodable.extend(parts)
+
     def unread_states(self) -> dict[tuple[str, str], str]:
         """Why keyed states cannot be read completely, from their headers (decoding nothing).
 

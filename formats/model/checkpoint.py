@@ -351,6 +351,14 @@ class Checkpoint(ABC):
         """
         return []
 
+    def add_undecodable(self, parts: Sequence[UndecodablePart]) -> None:
+        """Add what another process (a worker of ``export``) could not decode of this state.
+
+        As if read here; statectl's format has none (nothing to add).
+        """
+        if parts:
+            raise NotImplementedError(f"{self.format_name}: no undecodable parts to add")
+
     def unread_states(self) -> dict[tuple[str, str], str]:
         """``(uid, state)`` -> why the state cannot be read completely, without reading it.
 

@@ -43,9 +43,10 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from itertools import groupby
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -64,6 +65,7 @@ from formats.model.columns import (
     value_spec,
 )
 from formats.model.json_contract import SCHEMA_VERSION
+from formats.ops.parallel_reads import read_units, worker_count
 from formats.ops.state_scan import check_states
 from formats.storage.commit import commit, staged
 from formats.storage.filesystems import resolve_filesystem, storage_errors
@@ -511,7 +513,8 @@ def write_state_locally(task: StateExport, done: Callable[[], None]) -> tuple[st
     return task.path, task.write(task.path, task.pieces, done)
 
 
-def write_states_locally(tasks: Sequence[StateExport], done: Callable[[], None]
+def write_states_locally(tasks: Sequence[StateExport], done: Callable[[], None],
+                         checkpoint: Checkpoint | None = None, workers: int | None = None
                          ) -> list[tuple[str, int]]:
     """The local engine: each operator's states written together, piece by piece.
 
@@ -522,6 +525,11 @@ def write_states_locally(tasks: Sequence[StateExport], done: Callable[[], None]
     its file is begun again with it. Parquet: a state's nanosecond timestamps are rewritten as
     microseconds once all its rows are written and every one is a whole microsecond (the file
     copied row group by row group), as :func:`export_checkpoint` decides for other writers.
+
+    With ``checkpoint`` (the one the pieces read), the runs are read by worker processes on
+    every core (:mod:`formats.ops.parallel_reads`; ``workers``: how many, default
+    :func:`~formats.ops.parallel_reads.worker_count`'s), each run's states by one worker, and
+    written here in the same order.
     """
     out: dict[int, tuple[str, int]] = {}
     by_operator: dict[str, list[int]] = {}
@@ -541,12 +549,25 @@ def write_states_locally(tasks: Sequence[StateExport], done: Callable[[], None]
         # Parquet states with nanosecond timestamps: whether every one is a whole microsecond
         micro = {i: True for i in indexes if tasks[i].fmt == "parquet"
                  and not in_microseconds(tasks[i].schema).equals(tasks[i].schema)}
+        cleanup: list[Generator[Any, None, None]] = []
         try:
             for i in indexes:
                 writers[i] = chosen[i].open_writer()
-            for subtask, _, i, j in order:
+            units: list[list[tuple[tuple[int, int], Callable[[], pa.Table]]]] = []
+            for _, group in groupby(order, key=lambda o: o[:2]):
+                units.append([((i, j), tasks[i].pieces[j][1]) for _, _, i, j in group])
+            # workers where the pieces are decoded as read (not where they are in memory)
+            op = tasks[indexes[0]].op
+            decoding = checkpoint is not None and any(
+                checkpoint.key_group_estimates(op.uid, h) is not None
+                for st in op.subtasks for h in st.keyed[:1])
+            count = worker_count(checkpoint, len(units), workers) if (
+                checkpoint is not None and decoding) else 0
+            read = read_units(checkpoint, units, count)
+            cleanup.append(read)
+            for (i, j), table in (found for unit in read for found in unit):
+                subtask = tasks[i].pieces[j][0]
                 task = chosen[i]
-                table = task.pieces[j][1]()
                 if UNDECODABLE_COLUMN in table.column_names and not task.undecodable:
                     writers.pop(i).close()
                     task = chosen[i] = replace(task, undecodable=True)
@@ -563,6 +584,8 @@ def write_states_locally(tasks: Sequence[StateExport], done: Callable[[], None]
                 if not tasks[i].pieces:
                     writers[i].write(chosen[i].schema.empty_table())
         finally:
+            for reading in cleanup:  # the workers stop however the writing ends
+                reading.close()
             for writer in writers.values():
                 writer.close()
         for i in indexes:
@@ -636,7 +659,7 @@ def export_checkpoint(checkpoint: Checkpoint, out: str, fmt: str = "parquet",
                                      (op.uid, state.name) in undecodable,
                                      is_time_window(checkpoint, op, state)))
         written = (write.write_states(tasks, step) if isinstance(write, StatesWriter)
-                   else write_states_locally(tasks, step) if state_writer is None
+                   else write_states_locally(tasks, step, checkpoint) if state_writer is None
                    else [write(task, step) for task in tasks])
         exported = [ExportedTable(task.op.identity, task.state.name, task.state.scope,
                                   task.state.kind, path, rows)

@@ -342,8 +342,9 @@ class PendingCheckpoint:
 
 @contextmanager
 def _sigint_deferred(interrupted: list[bool]) -> Iterator[None]:
-    """Hold Ctrl-C off while the process writer is set up: its waiting thread's start and
-    the fork (on the main thread; elsewhere: nothing).
+    """Hold Ctrl-C off while the process writer is set up (on the main thread; else nothing).
+
+    From its waiting thread's start to the fork and after.
 
     A SIGINT handled during ``os.fork()`` runs Python's handler inside an at-fork hook
     (``logging``'s, in the parent or the copy in the child), where the ``KeyboardInterrupt``
