@@ -54,12 +54,12 @@ def _coverage() -> SqlCoverage:
     return sql_coverage(FLINK_VERSION)
 
 
-def _plan_file(variant: str) -> Path:
-    return _coverage().root / "out" / f"gen-heap-{variant}" / "plan.json"
+def _plan_file(variant: str, backend: str = "heap") -> Path:
+    return _coverage().root / "out" / f"gen-{backend}-{variant}" / "plan.json"
 
 
-def _snapshot(variant: str) -> str:
-    return str(_coverage().snapshots[f"{variant}/heap-savepoint-canonical"])
+def _snapshot(variant: str, kind: str = "heap-savepoint-canonical") -> str:
+    return str(_coverage().snapshots[f"{variant}/{kind}"])
 
 
 # -- the plan, read here ---------------------------------------------------------------------
@@ -72,9 +72,10 @@ def _columns(row_type: Any) -> list[str]:
 
 
 @functools.cache
-def _plan(variant: str) -> tuple[dict[int, dict[str, Any]], dict[int, list[list[str]]]]:
+def _plan(variant: str, backend: str = "heap"
+          ) -> tuple[dict[int, dict[str, Any]], dict[int, list[list[str]]]]:
     """``{id: node}`` and each node's inputs' column names."""
-    doc = json.loads(_plan_file(variant).read_text())
+    doc = json.loads(_plan_file(variant, backend).read_text())
     nodes = {n["id"]: n for n in doc["nodes"]}
     inputs: dict[int, list[list[str]]] = {i: [] for i in nodes}
     for edge in doc["edges"]:
@@ -135,12 +136,16 @@ def _positional(names: list[str]) -> bool:
     return names == [f"f{i}" for i in range(len(names))]
 
 
+@pytest.mark.parametrize("kind", ["heap-savepoint-canonical", "rocksdb-savepoint-native"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_every_sql_operator_is_named_by_the_plans_names(variant: str) -> None:
-    checkpoint = open_checkpoint(_snapshot(variant))
-    plan = load_plan(_plan_file(variant).read_text(), "plan.json")
+def test_every_sql_operator_is_named_by_the_plans_names(variant: str, kind: str) -> None:
+    """Each generation's job (one per backend, planned in one JVM) with the plan compiled
+    beside it: other node ids each (the plain heap job's plan from 1, the others later)."""
+    backend = kind.split("-")[0]
+    checkpoint = open_checkpoint(_snapshot(variant, kind))
+    plan = load_plan(_plan_file(variant, backend).read_text(), "plan.json")
     metadata, report = named_by_plan(checkpoint.metadata, plan)
-    nodes, inputs = _plan(variant)
+    nodes, inputs = _plan(variant, backend)
     sql = _sql_operators(metadata.operators)
     assert sql and not report.unnamed, report.unnamed
     problems: list[str] = []
@@ -232,9 +237,17 @@ def test_without_a_plan_the_names_are_positional() -> None:
                for op in doc["operators"])
 
 
+#: the stream graph's JSON (EXPLAIN JSON_EXECUTION_PLAN), as Flink's ``JSONGenerator`` writes it
+STREAM_GRAPH = json.dumps({"nodes": [{
+    "id": 7, "type": "GroupAggregate[6]", "pact": "Operator", "parallelism": 2,
+    "contents": "[6]:GroupAggregate(groupBy=[auction], select=[auction, COUNT(*) AS c])",
+    "predecessors": [{"id": 5, "ship_strategy": "HASH", "side": "second"}]}]})
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("{not json", "not JSON"),
     ('{"nodes": 3}', "not a compiled plan of Flink"),
+    (STREAM_GRAPH, "give the JSON of COMPILE PLAN"),
 ])
 def test_an_unreadable_plan_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
     bad = tmp_path / "plan.json"

@@ -14,9 +14,10 @@ How a node meets an operator of a snapshot: Flink names the operator of exec nod
 (``ExecNodeBase.createFormattedTransformationName`` with
 ``table.exec.simplify-operator-name-enabled``, the default; the sink upsert materializer of
 sink node ``N`` is ``SinkMaterializer[N]``), and Flink 2.x stores operator names in ``_metadata``.
-Node ids come from one counter per JVM (``ExecNodeContext.newNodeId``) and a compiled plan numbers
-its nodes from 1, so a job planned apart from its compiled plan has the plan's ids plus a constant;
-run from the plan (``EXECUTE PLAN``), the same ids. statectl takes the one constant under which
+Node ids come from one counter per JVM (``ExecNodeContext.newNodeId``) that every planning
+draws from (compiling a plan too), so a job planned apart from its compiled plan has the plan's
+ids plus a constant (the nodes planned in between; the coverage job's: 196 and 92); run from the
+plan (``EXECUTE PLAN``), the same ids. statectl takes the one constant under which
 the most operators meet a node of their own kind (a tie, or fewer than half of them, is an
 error: not this job's plan).
 
@@ -170,6 +171,12 @@ def load_plan(text: str, source: str) -> SqlPlan:
             not isinstance(doc.get("edges", []), list):
         raise InvalidArgumentError(f"--plan {source}: not a compiled plan of Flink (COMPILE "
                                    f"PLAN's JSON: an object with \"nodes\" and \"edges\")")
+    if any(isinstance(n, dict) and "pact" in n and "contents" in n for n in doc["nodes"]):
+        # JSONGenerator's stream graph: operator names and descriptions, no columns as data
+        raise InvalidArgumentError(
+            f"--plan {source}: this is EXPLAIN JSON_EXECUTION_PLAN's JSON (the stream graph: "
+            f"operators and their descriptions, no columns or aggregate calls as data); give "
+            f"the JSON of COMPILE PLAN for the job's statements")
     raw: dict[int, dict[str, Any]] = {}
     for node in doc["nodes"]:
         if not isinstance(node, dict) or not isinstance(node.get("id"), int) or \
