@@ -1,6 +1,7 @@
 """``statectl query`` at scale: what a point query reads, and a top-10 against doing it by hand.
 
-One benchmark, ``query`` (``bench/run.py`` runs it with the others):
+Two sections, ``query`` (the first two) and ``query-across`` (the third; ``bench/run.py`` runs
+them with the others):
 
 * **bytes read by a point query** (``WHERE key = 'K'``) of the 1 GB checkpoint of the
   ``inspect`` benchmark (:func:`bench_inspect.make_checkpoint`: 256k string keys, 4 KiB values,
@@ -208,5 +209,12 @@ def bench_query(cfg: Config) -> Section:
     section = Section("query")
     _point_query(section, cfg)
     _top_ten(section, cfg)
+    return section
+
+
+def bench_query_across(cfg: Config) -> Section:
+    """The ``query-across`` section: one key across 20 retained checkpoints, query vs history
+    (a section of its own: it needs neither the 1 GB checkpoint nor the big Flink snapshot)."""
+    section = Section("query-across")
     _across_checkpoints(section, cfg)
     return section

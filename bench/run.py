@@ -27,11 +27,12 @@ from typing import Any
 from bench_backend import bench_backend
 from bench_browse import bench_browse
 from bench_checkpoint import bench_checkpoint
+from bench_export import bench_export
 from bench_flink import bench_flink
 from bench_inspect import bench_inspect
 from bench_memory import bench_memory
 from bench_peers import bench_peers
-from bench_query import bench_query
+from bench_query import bench_query, bench_query_across
 from bench_rescale import bench_rescale
 from bench_spark import bench_spark
 from bench_spark_flink import bench_spark_flink
@@ -41,15 +42,18 @@ from bench_state_maps import FULL, QUICK, Config, Row, Section
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: Sections in run order: the map benchmarks, then the keyed backend (bench/bench_backend.py),
-#: checkpoints (bench_checkpoint.py), rescale, inspect, spark, flink, spark on Flink snapshots,
-#: query, browse, memory, peers, startup (bench_rescale/_inspect/_spark/_flink/_spark_flink/
+#: checkpoints (bench_checkpoint.py), rescale, inspect, spark, flink, export of big Flink
+#: snapshots (bench_export.py), spark on Flink snapshots,
+#: query, query across a job's checkpoints (bench_query.py), browse, memory, peers, startup
+#: (bench_rescale/_inspect/_spark/_flink/_spark_flink/
 #: _query/_browse/_memory/_peers/_startup.py).
 BENCHMARKS: dict[str, Callable[[Config], Section]] = {
     **STATE_MAP_BENCHMARKS, "backend": bench_backend, "checkpoint": bench_checkpoint,
     "rescale": bench_rescale, "inspect": bench_inspect, "spark": bench_spark,
-    "flink": bench_flink, "spark-flink": bench_spark_flink, "query": bench_query,
-    "browse": bench_browse, "memory": bench_memory, "peers": bench_peers,
-    "startup": bench_startup}
+    "flink": bench_flink, "export": bench_export, "spark-flink": bench_spark_flink,
+    "query": bench_query,
+    "query-across": bench_query_across, "browse": bench_browse, "memory": bench_memory,
+    "peers": bench_peers, "startup": bench_startup}
 DEFAULT_JSON = BENCH_DIR / "results.json"
 COLUMNS = ("benchmark", "statecore", "baseline", "ratio", "bar", "result")
 WIDTHS = (42, 16, 16, 8, 10, 6)
