@@ -190,6 +190,15 @@ def test_every_sql_operator_is_named_by_the_plans_names(variant: str, kind: str)
     assert not problems, "\n".join(problems)
 
 
+def _unnamed(value: Any) -> Any:
+    """``value`` with every struct's field names dropped (a list of its values)."""
+    if isinstance(value, dict):
+        return [_unnamed(v) for v in value.values()]
+    if isinstance(value, list | tuple):
+        return [_unnamed(v) for v in value]
+    return value
+
+
 def _run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(statectl, list(args))
     return result.exit_code, result.stdout, result.stderr
@@ -213,13 +222,21 @@ def test_query_inspect_and_export_show_the_names(tmp_path: Path) -> None:
     assert code == 0, err
     row = json.loads(out)["rows"][0]
     assert set(row) == {"key_auction", "mx", "s"} and row["mx"] >= 1, row
-    code, out, err = _run("export", snapshot, "--plan", plan, "--out", str(tmp_path / "x"),
-                          "--state", "accState")
+    code, out, err = _run("export", snapshot, "--plan", plan, "--out", str(tmp_path / "x"))
     assert code == 0, err
     uid = named[0]["operator"]["id"]
     table = pq.read_table(tmp_path / "x" / uid / "accState.parquet")
     assert table.schema.field("key").type.field(0).name == "auction"
     assert "max(price)" in [f.name for f in table.schema.field("value").type]
+    # the names change nothing else: every file holds what it holds without a plan
+    code, out, err = _run("export", snapshot, "--out", str(tmp_path / "y"))
+    assert code == 0, err
+    files = sorted(p.relative_to(tmp_path / "y") for p in (tmp_path / "y").rglob("*.parquet"))
+    assert files and files == sorted(p.relative_to(tmp_path / "x")
+                                     for p in (tmp_path / "x").rglob("*.parquet"))
+    changed = [str(f) for f in files if _unnamed(pq.read_table(tmp_path / "x" / f).to_pylist())
+               != _unnamed(pq.read_table(tmp_path / "y" / f).to_pylist())]
+    assert not changed, changed
     code, out, err = _run("inspect", snapshot, "--plan", plan, "--key", str(row["key_auction"]))
     assert code == 0 and '"max(price)": ' + str(row["mx"]) in out, out[-2000:] + err
     svg = tmp_path / "screen.svg"  # browse: the first state's page (the operator's accState)
