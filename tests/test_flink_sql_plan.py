@@ -167,6 +167,18 @@ def test_every_sql_operator_is_named_by_the_plans_names(variant: str, kind: str)
             if state.scope != "keyed":
                 continue
             value = arrow_type(state.value_type)
+            if node_type in ("rank", "window-rank") and state.kind == "map" or \
+                    state.name == "sorted-map":
+                # a Top-N's maps are keyed by its sort key, an update-fast one's by the unique key
+                strategy = node.get("rankStrategy", {})
+                columns = (strategy["primaryKeys"] if state.name == "data-state-with-update"
+                           else [f["index"] for f in (node.get("orderBy")
+                                                      or node["sortSpec"])["fields"]])
+                keys = arrow_type(state.user_key_type or state.value_type)
+                keys = keys if state.user_key_type else keys.key_type
+                if _structs(keys)[0] != [row[i] for i in columns]:
+                    problems.append(f"{op.name}/{state.name}: keys {_structs(keys)[0]}, not "
+                                    f"the plan's {[row[i] for i in columns]}")
             if state.name in ("accState", "window-aggs"):
                 local = node.get("localAggInputRowType")
                 calls = _calls(node, _columns(local) if local is not None else row)

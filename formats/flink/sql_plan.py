@@ -374,11 +374,27 @@ def sort_names(node: PlanNode) -> list[str] | None:
     return [row[f["index"]] for f in fields]
 
 
+def _primary_key_names(node: PlanNode) -> list[str] | None:
+    """An update-fast Top-N's unique key columns (the key of its ``data-state-with-update``)."""
+    keys = _at(node.raw, ("rankStrategy", "primaryKeys"))
+    row = node.inputs[0] if node.inputs else ()
+    if not isinstance(keys, list) or not all(isinstance(k, int) and 0 <= k < len(row)
+                                             for k in keys):
+        return None
+    return [row[k] for k in keys]
+
+
 def _state_named(node: PlanNode, state: StateMetadata) -> StateMetadata:
     """A keyed state's types with the fields the plan names named."""
     if state.name in _ACCUMULATORS:
         return replace(state, value_type=_named(state.value_type, accumulator_names(node))
                        or state.value_type)
+    if state.name == "sorted-map" and node.kind == "Rank":  # sort key -> count (retract Top-N)
+        value = state.value_type
+        if value.startswith("map<") and value.endswith(">"):
+            key, count = _split_spec_args(value[4:-1])
+            value = f"map<{_named(key, sort_names(node)) or key},{count}>"
+        return replace(state, value_type=value)
     if state.name.startswith(_NOT_RECORDS):
         return state
     rows = [node.inputs[0]] if node.inputs else []
@@ -386,7 +402,9 @@ def _state_named(node: PlanNode, state: StateMetadata) -> StateMetadata:
     if len(node.inputs) == 2 and ("left" in lowered or "right" in lowered):
         rows = [node.inputs[0 if "left" in lowered else 1]]
     value, user_key = state.value_type, state.user_key_type
-    if user_key is not None and node.kind in ("Rank", "WindowRank"):
+    if user_key is not None and state.name == "data-state-with-update":
+        user_key = _named(user_key, _primary_key_names(node)) or user_key
+    elif user_key is not None and node.kind in ("Rank", "WindowRank"):
         user_key = _named(user_key, sort_names(node)) or user_key
     elif user_key is not None:
         user_key = _records(user_key, rows)
