@@ -265,3 +265,32 @@ def test_query_history_and_browse_over_object_storage(job: dict[str, Any], s3: S
         r["location"] for r in listed["rows"])
     code, _, err = run("browse", s3.uri("jobs/state"), "--svg", str(tmp_path / "s.svg"))
     assert code == 0 and "the newest of 21 snapshots" in err, err
+
+
+def test_shared_sst_files_are_read_once_across_checkpoints(tmp_path: Path) -> None:
+    """Two RocksDB incremental checkpoints of one job naming the same shared SST files (a copy
+    of a fixture checkpoint beside it): a key across both reads each shared file once, as
+    history does (each snapshot decodes only the key's key group)."""
+    fixture = require_fixtures("rocksdb")[0]
+    checkpoint = next(Path(p) for p in (fixture / s["path"] for s in expected(fixture)[
+        "snapshots"]) if p.name.startswith("chk-") and (p.parent / "shared").is_dir())
+    job = tmp_path / "job"
+    shutil.copytree(checkpoint.parent, job)
+    shutil.copytree(job / checkpoint.name, job / f"chk-{int(checkpoint.name[4:]) + 1}")
+    shared = {str(p.resolve()): p.stat().st_size for p in (job / "shared").iterdir()}
+    op, state, key = next(
+        (name, state, content["entries"][0][0])
+        for name, op in expected(fixture)["operators"].items()
+        for state, content in op.get("keyed_states", {}).items()
+        if isinstance(content, dict) and content.get("entries")
+        and isinstance(content["entries"][0][0], str))
+    handler = CountingHandler()
+    filesystem = pafs.PyFileSystem(handler)
+    found = databases([str(job)], opener=lambda location: open_checkpoint(
+        location, filesystem=filesystem, decode=False, partial=True))
+    result = run_query(found.snapshots, f'SELECT snapshot FROM all_snapshots."{op}"."{state}" '
+                       f"WHERE key = '{key}'", default=found.default, extra=found.extra)
+    assert result.table.num_rows == 2
+    read = {str(Path(p).resolve()): n for p, n in handler.counts.items()}
+    sst = {p: n for p, n in read.items() if p in shared}
+    assert sst and all(n == shared[p] for p, n in sst.items()), (sst, shared)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ import pyarrow.compute as pc
 from formats.model.arrow_types import value_from_text
 from formats.model.checkpoint import Checkpoint
 from formats.model.columns import UNDECODABLE_COLUMN
+from formats.open import shared_files_read_once
 from formats.ops.export import (
     WINDOW_SPEC,
     WINDOW_TYPE,
@@ -705,8 +707,10 @@ def run_query(snapshots: Mapping[str, Checkpoint], sql: str, *, default: str | N
                     continue
                 wanted[key] = None if mention.keys is None else (
                     (wanted.get(key) or set()) | set(mention.keys))
-        _fill(connection, catalog, wanted, unions, lists_catalog(tree), progress,
-              frozenset(wanted.keys() - direct))
+        # RocksDB incremental checkpoints of one job share SST files: read once for all
+        with shared_files_read_once() if len(databases) > 1 else nullcontext():
+            _fill(connection, catalog, wanted, unions, lists_catalog(tree), progress,
+                  frozenset(wanted.keys() - direct))
         try:
             relation = connection.sql(sql)
             if relation is None:
