@@ -231,6 +231,9 @@ def rehash_rows(java_hash: Callable[[Any], int], rows: Sequence[tuple[int, Any, 
 
 
 _PLAIN = (int, str, bytes, float, bool, type(None))
+#: specs whose decoded values are of :data:`_PLAIN` types (lists of them too): pa.array's already
+_AS_DECODED = frozenset({"int8", "int16", "int32", "int64", "float32", "float64", "bool",
+                         "string", "bytes"})
 #: words only the specs of the types real jobs keep contain (struct, enum, java.time...)
 _TYPED_WORDS = ("struct<", "enum<", "timestamp[", "date32", "local_", "bigint", "decimal",
                 "kryo<", "opaque<", "global_window", "json")
@@ -244,6 +247,8 @@ def converter(spec: str) -> Callable[[Any], Any]:
     :func:`_arrow_value`, which needs no type; the others by
     :func:`formats.model.arrow_types.storage_converter` (instants to their counts, ...).
     """
+    if spec in _AS_DECODED or (spec.startswith("list<") and spec[5:-1] in _AS_DECODED):
+        return _same  # what _arrow_value leaves as it is, without looking (1M calls: 0.9 s)
     if any(word in spec for word in _TYPED_WORDS):
         convert = storage_converter(spec)  # the decoders made the values: no type checks
         return convert if convert is not None else _same
