@@ -180,12 +180,12 @@ def test_browse_a_directory_opens_its_newest(job: dict[str, Any], tmp_path: Path
     assert f"statectl: {label} ({newest['location']}), the newest of 21 snapshots in " \
            f"{job['state']}" in err, err
     assert Path(newest["location"]).name in _screen_text(screen.read_text(encoding="utf-8"))
-    # against the same directory: the snapshot before the newest
-    code, _, err = run("browse", job["state"], "--against", job["state"], "--svg",
+    # against the same directory (spelled otherwise): the snapshot before the newest
+    code, _, err = run("browse", job["state"], "--against", job["state"] + "/", "--svg",
                        str(screen))
     before = job["statectl"][-2]
-    assert code == 0 and f"({before['location']}), the newest before the one browsed of 21 " \
-                         "snapshots" in err, err
+    assert code == 0 and f"chk-{before['checkpoint_id']:07d}), the newest before the one " \
+                         "browsed of 21 snapshots" in err, err
     code, _, err = run("browse", str(Path(job["state"]).parent / "savepoints" / "nothing"),
                        "--svg", str(screen))
     assert code == 3 and "no complete snapshot" in err, err

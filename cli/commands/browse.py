@@ -38,11 +38,10 @@ def _snapshot_in(location: str, other_than: str | None = None) -> str:
     picked = chosen(location, other_than=other_than)
     if picked is None:
         return location
-    snapshot, found = picked
-    before = any(f.info.location == other_than for f in found)
+    snapshot, count = picked.snapshot, len(picked.found)
     click.echo(f"statectl: {snapshot.label} ({snapshot.info.location}), the newest "
-               f"{'before the one browsed ' if before else ''}of {len(found)} snapshot"
-               f"{'s' if len(found) != 1 else ''} in {location}", err=True)
+               f"{'before the one browsed ' if picked.before else ''}of {count} snapshot"
+               f"{'s' if count != 1 else ''} in {location}", err=True)
     return snapshot.info.location
 
 

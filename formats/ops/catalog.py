@@ -28,8 +28,8 @@ from formats.storage.concurrent import in_order, readers_for
 from formats.storage.filesystems import join_location, resolve_filesystem, storage_errors
 from statecore.errors import CheckpointError, InvalidArgumentError, StorageError
 
-__all__ = ["Databases", "Found", "chosen", "databases", "discover", "is_snapshot", "newest",
-           "snapshot_locations", "snapshots_table"]
+__all__ = ["Chosen", "Databases", "Found", "chosen", "databases", "discover", "is_snapshot",
+           "newest", "snapshot_locations", "snapshots_table"]
 
 
 #: How deep below a location given snapshots are looked for: a Flink job's ``chk-*`` below its
@@ -166,8 +166,19 @@ def newest(found: Sequence[Found]) -> Found:
     return max(found, key=lambda f: (f.info.checkpoint_id, f.info.created_ms))
 
 
-def chosen(location: str, *, other_than: str | None = None
-           ) -> tuple[Found, list[Found]] | None:
+@dataclass(frozen=True)
+class Chosen:
+    """The snapshot chosen in a directory and every one found there.
+
+    ``before``: it is the newest before another (:func:`chosen`'s ``other_than`` is there).
+    """
+
+    snapshot: Found
+    found: list[Found]
+    before: bool
+
+
+def chosen(location: str, *, other_than: str | None = None) -> Chosen | None:
     """The snapshot a one-snapshot command reads for ``location``, and every one found.
 
     ``location`` a snapshot: itself (``None``: nothing to choose). A directory holding
@@ -180,16 +191,27 @@ def chosen(location: str, *, other_than: str | None = None
     if is_snapshot(location):
         return None
     found = discover([location])
-    order = {f.info.location: n for n, f in enumerate(found)}
-    candidates = [f for n, f in enumerate(found) if f.info.location != other_than
-                  and n < order.get(other_than or "", len(found))]
+    where = [_place(f.info.location) for f in found]  # however each was spelled
+    browsed = _place(other_than) if other_than is not None else None
+    before = where.index(browsed) if browsed in where else len(found)
+    candidates = [f for f, at in zip(found[:before], where[:before], strict=True)
+                  if at != browsed]
     if not candidates:
         raise CheckpointError(
             f"no complete snapshot in {location}" + (
                 f" other than {other_than}" if found else "")
             + " (a snapshot, or a directory holding snapshots: a Flink job's checkpoint "
               "directory, a state directory, savepoints)")
-    return newest(candidates), found
+    return Chosen(newest(candidates), found, before < len(found))
+
+
+def _place(location: str) -> tuple[str, str]:
+    """Where ``location`` is, however it is spelled (relative, ``..``, a trailing ``/``)."""
+    fs, root = resolve_filesystem(location, None)
+    root = root.rstrip("/") or root
+    if root.rsplit("/", 1)[-1] in METADATA_FILES:
+        root = root.rsplit("/", 1)[0]
+    return fs.type_name, root
 
 
 def snapshots_table(found: Sequence[Found], releases: Mapping[str, str | None]) -> pa.Table:
