@@ -107,3 +107,14 @@ def plain_key(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return tuple(plain_key(v) for v in value)
     return value
+
+
+def first_string_key(fixture_set: Path) -> tuple[str, str, str]:
+    """``(operator, state, key)`` of the first keyed state in ``expected.json`` whose first
+    entry has a string key."""
+    return next(
+        (name, state, content["entries"][0][0])
+        for name, op in expected(fixture_set)["operators"].items()
+        for state, content in op.get("keyed_states", {}).items()
+        if isinstance(content, dict) and content.get("entries")
+        and isinstance(content["entries"][0][0], str))

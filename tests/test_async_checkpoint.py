@@ -410,6 +410,16 @@ def test_a_thread_waiting_for_a_map_lock_at_the_fork_does_not_leave_it_taken_in_
     assert os.WEXITSTATUS(status) == 0
 
 
+def _interrupted_write_leaves_nothing(location: Path, tmp_path: Path) -> None:
+    """A process write at ``location`` raises KeyboardInterrupt and leaves no file behind."""
+    with pytest.raises(KeyboardInterrupt):
+        write_checkpoint_async(str(location), 1, operator(make_backend().snapshot()),
+                               writer="process")
+    time.sleep(1.0)  # a child left alive would have written by now (or be writing)
+    assert not (location / "_metadata.json").exists()
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()], list(tmp_path.rglob("*"))
+
+
 def test_ctrl_c_during_the_fork_kills_the_write_it_started(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A SIGINT held off during the fork is raised once the child exists; the caller never
@@ -426,12 +436,7 @@ def test_ctrl_c_during_the_fork_kills_the_write_it_started(tmp_path: Path,
 
     monkeypatch.setattr(async_writer, "_sigint_deferred", interrupted_during_fork)
     location = tmp_path / "chk-1"
-    with pytest.raises(KeyboardInterrupt):
-        write_checkpoint_async(str(location), 1, operator(make_backend().snapshot()),
-                               writer="process")
-    time.sleep(1.0)  # a child left alive would have written by now (or be writing)
-    assert not (location / "_metadata.json").exists()
-    assert not [p for p in tmp_path.rglob("*") if p.is_file()], list(tmp_path.rglob("*"))
+    _interrupted_write_leaves_nothing(location, tmp_path)
 
 
 def test_ctrl_c_while_the_waiting_thread_starts_kills_the_write_cleanly(
@@ -450,9 +455,4 @@ def test_ctrl_c_while_the_waiting_thread_starts_kills_the_write_cleanly(
 
     monkeypatch.setattr(threading.Thread, "start", start_interrupted)
     location = tmp_path / "chk-1"
-    with pytest.raises(KeyboardInterrupt):
-        write_checkpoint_async(str(location), 1, operator(make_backend().snapshot()),
-                               writer="process")
-    time.sleep(1.0)  # a child left alive would have written by now (or be writing)
-    assert not (location / "_metadata.json").exists()
-    assert not [p for p in tmp_path.rglob("*") if p.is_file()], list(tmp_path.rglob("*"))
+    _interrupted_write_leaves_nothing(location, tmp_path)

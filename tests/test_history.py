@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_support import run, run_json
-from flink_fixtures import expected, fixture_sets
+from flink_fixtures import expected, first_string_key, fixture_sets
 from test_json_contract import check
 
 ROWS = 3000
@@ -148,12 +148,7 @@ def test_shared_sst_files_are_read_once(tmp_path: Path) -> None:
     fs = pafs.PyFileSystem(handler)
     locations = find_snapshots([str(job)])
     assert len(locations) == 2
-    op, state, key = next(
-        (name, state, content["entries"][0][0])
-        for name, op in expected(fixture)["operators"].items()
-        for state, content in op.get("keyed_states", {}).items()
-        if isinstance(content, dict) and content.get("entries")
-        and isinstance(content["entries"][0][0], str))
+    op, state, key = first_string_key(fixture)
     history = key_history(locations, key,
                           lambda location: open_checkpoint(location, filesystem=fs),
                           states=[state])

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 from cli_support import KEYED, run, run_json
-from flink_fixtures import expected, require_fixtures
+from flink_fixtures import expected, first_string_key, require_fixtures
 from s3_server import S3Place
 
 from formats.open import open_checkpoint
@@ -278,12 +278,7 @@ def test_shared_sst_files_are_read_once_across_checkpoints(tmp_path: Path) -> No
     shutil.copytree(checkpoint.parent, job)
     shutil.copytree(job / checkpoint.name, job / f"chk-{int(checkpoint.name[4:]) + 1}")
     shared = {str(p.resolve()): p.stat().st_size for p in (job / "shared").iterdir()}
-    op, state, key = next(
-        (name, state, content["entries"][0][0])
-        for name, op in expected(fixture)["operators"].items()
-        for state, content in op.get("keyed_states", {}).items()
-        if isinstance(content, dict) and content.get("entries")
-        and isinstance(content["entries"][0][0], str))
+    op, state, key = first_string_key(fixture)
     handler = CountingHandler()
     filesystem = pafs.PyFileSystem(handler)
     found = databases([str(job)], opener=lambda location: open_checkpoint(

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from formats.model.arrow_types import spec_arguments
 from statecore.checkpoint import CheckpointMetadata, OperatorMetadata, StateMetadata
 from statecore.errors import InvalidArgumentError
 
@@ -311,7 +312,7 @@ def _tuple_args(spec: str) -> list[str] | None:
     """The field specs of a ``tuple<...>`` spec (``None`` for another type)."""
     if not spec.startswith("tuple<") or not spec.endswith(">"):
         return None
-    return _split_spec_args(spec[6:-1])
+    return spec_arguments(spec[6:-1])
 
 
 def tuple_names_of(spec: str) -> list[str] | None:
@@ -343,25 +344,9 @@ def _records(spec: str, rows: Sequence[tuple[str, ...]]) -> str:
         return "tuple<" + ",".join(_records(a, rows) for a in args) + ">"
     for head in ("list<", "map<"):
         if spec.startswith(head) and spec.endswith(">"):
-            inner = _split_spec_args(spec[len(head):-1])
+            inner = spec_arguments(spec[len(head):-1])
             return head + ",".join(_records(a, rows) for a in inner) + ">"
     return spec
-
-
-def _split_spec_args(text: str) -> list[str]:
-    """A spec's arguments (what is between its outer ``<>``), split at its top-level commas."""
-    args: list[str] = []
-    depth, current = 0, list[str]()
-    for ch in text:
-        depth += ch == "<"
-        depth -= ch == ">"
-        if ch == "," and depth == 0:
-            args.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    args.append("".join(current))
-    return args
 
 
 def sort_names(node: PlanNode) -> list[str] | None:
@@ -392,7 +377,7 @@ def _state_named(node: PlanNode, state: StateMetadata) -> StateMetadata:
     if state.name == "sorted-map" and node.kind == "Rank":  # sort key -> count (retract Top-N)
         value = state.value_type
         if value.startswith("map<") and value.endswith(">"):
-            key, count = _split_spec_args(value[4:-1])
+            key, count = spec_arguments(value[4:-1])
             value = f"map<{_named(key, sort_names(node)) or key},{count}>"
         return replace(state, value_type=value)
     if state.name.startswith(_NOT_RECORDS):

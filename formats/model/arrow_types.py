@@ -58,8 +58,8 @@ from statecore.values import Instant, LocalDateTime, LocalTime
 from statecore.wording import a
 
 __all__ = ["arrow_type", "from_arrow", "is_scalar", "named_as", "pydict", "pylist", "pyrows",
-           "split_spec", "storage_converter", "storage_type", "to_arrow", "tuple_names",
-           "value_from_text", "with_field_names"]
+           "spec_arguments", "split_spec", "storage_converter", "storage_type", "to_arrow",
+           "tuple_names", "value_from_text", "with_field_names"]
 
 _SCALARS: dict[str, pa.DataType] = {
     "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
@@ -75,16 +75,11 @@ _TYPED: dict[str, pa.DataType] = {
 }
 
 
-@functools.lru_cache(maxsize=4096)
-def _parts(spec: str) -> tuple[str, tuple[str, ...]]:
-    """``(head, arguments)`` of a spec, normalised (aliases resolved, keywords lower-case)."""
-    text = parse_type(spec).spec  # validates, normalises aliases
-    if "<" not in text:
-        return text, ()
-    head, inner = text.split("<", 1)
+def spec_arguments(text: str) -> list[str]:
+    """A spec's arguments (what is between its outer ``<>``), split at its top-level commas."""
     args: list[str] = []
     depth, current = 0, list[str]()
-    for ch in inner[:-1]:
+    for ch in text:
         depth += ch == "<"
         depth -= ch == ">"
         if ch == "," and depth == 0:
@@ -93,6 +88,17 @@ def _parts(spec: str) -> tuple[str, tuple[str, ...]]:
         else:
             current.append(ch)
     args.append("".join(current))
+    return args
+
+
+@functools.lru_cache(maxsize=4096)
+def _parts(spec: str) -> tuple[str, tuple[str, ...]]:
+    """``(head, arguments)`` of a spec, normalised (aliases resolved, keywords lower-case)."""
+    text = parse_type(spec).spec  # validates, normalises aliases
+    if "<" not in text:
+        return text, ()
+    head, inner = text.split("<", 1)
+    args = spec_arguments(inner[:-1])
     if head == "tuple" and ":" in args[0].split("<", 1)[0]:  # named fields: their types
         args = [a.partition(":")[2] for a in args]
     return head, tuple(args)
