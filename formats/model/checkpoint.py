@@ -357,7 +357,9 @@ class Checkpoint(ABC):
         As if read here; statectl's format has none (nothing to add).
         """
         if parts:
-            raise NotImplementedError(f"{self.format_name}: no undecodable parts to add")
+            raise CheckpointError(f"{self.location}: values of a {self.format_name} snapshot "
+                                  f"are typed columns, none can be undecodable; a reader found "
+                                  f"{len(parts)}")
 
     def unread_states(self) -> dict[tuple[str, str], str]:
         """``(uid, state)`` -> why the state cannot be read completely, without reading it.
