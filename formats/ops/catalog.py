@@ -190,6 +190,7 @@ def chosen(location: str, *, other_than: str | None = None) -> Chosen | None:
     """
     if is_snapshot(location):
         return None
+    require_existing([location])
     found = discover([location])
     where = [_place(f.info.location) for f in found]  # however each was spelled
     browsed = _place(other_than) if other_than is not None else None
@@ -203,6 +204,18 @@ def chosen(location: str, *, other_than: str | None = None) -> Chosen | None:
             + " (a snapshot, or a directory holding snapshots: a Flink job's checkpoint "
               "directory, a state directory, savepoints)")
     return Chosen(newest(candidates), found, before < len(found))
+
+
+def require_existing(locations: Sequence[str]) -> None:
+    """Refuse a location that does not exist (rather than finding no snapshot in it)."""
+    for location in locations:
+        fs, root = resolve_filesystem(location, None)
+        with storage_errors("reading", location):
+            missing = fs.get_file_info(root).type == pafs.FileType.NotFound
+        if missing:
+            raise CheckpointError(f"{location} does not exist; give a snapshot or a directory "
+                                  "holding snapshots (a Flink job's checkpoint directory, a "
+                                  "state directory, savepoints)")
 
 
 def _place(location: str) -> tuple[str, str]:
@@ -254,6 +267,7 @@ def databases(locations: Sequence[str], named: Mapping[str, str] | None = None, 
         snapshots = {"snapshot": opening(locations[0])}
         snapshots.update({n: opening(p) for n, p in named.items()})
         return Databases(snapshots, "snapshot", {})
+    require_existing(locations)
     found = discover(locations, opening) if locations else []
     if locations and not found:
         raise CheckpointError(f"no complete snapshot in {', '.join(locations)} (a snapshot, or "
