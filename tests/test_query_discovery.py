@@ -186,9 +186,12 @@ def test_browse_a_directory_opens_its_newest(job: dict[str, Any], tmp_path: Path
     before = job["statectl"][-2]
     assert code == 0 and f"chk-{before['checkpoint_id']:07d}), the newest before the one " \
                          "browsed of 21 snapshots" in err, err
-    code, _, err = run("browse", str(Path(job["state"]).parent / "savepoints" / "nothing"),
-                       "--svg", str(screen))
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    code, _, err = run("browse", str(empty), "--svg", str(screen))
     assert code == 3 and "no complete snapshot" in err, err
+    code, _, err = run("browse", str(tmp_path / "missing"), "--svg", str(screen))
+    assert code == 3 and "does not exist" in err, err
 
 
 def test_listing_reads_metadata_alone(job: dict[str, Any]) -> None:
