@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from cli_support import run
-from flink_fixtures import snapshots
+from flink_fixtures import expected, fixture_sets, snapshots
 from oracle import REPO_ROOT
 
 import formats.ops.export as export_module
@@ -34,10 +34,13 @@ from formats.open import open_checkpoint
 from formats.ops.export import export_checkpoint, key_group_chunks
 
 ROOTS = ("heap", "rocksdb", "types")
-#: Every snapshot of the jobs at parallelism 2; of those rescaled to 3 (subtasks whose key
-#: groups start elsewhere than 0), one set's of each backend.
-CASES = [(s, snap) for s, snap in snapshots(*ROOTS)
-         if "/p2/" in snap["path"] or s.name in ("java-mp16", "types-mp128-rocksdb")]
+#: Every set's snapshots at its lowest parallelism; all snapshots (the rescaled ones too, whose
+#: subtasks' key groups start elsewhere than 0) of the first set of each root. Only what each
+#: set's expected.json says is assumed.
+CASES = [(s, snap) for root in ROOTS for i, s in enumerate(fixture_sets(root))
+         for snap in expected(s)["snapshots"]
+         if i == 0 or snap["parallelism"] == min(
+             x["parallelism"] for x in expected(s)["snapshots"])]
 
 
 def _tables(out: Path) -> dict[str, Any]:
