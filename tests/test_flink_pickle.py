@@ -123,11 +123,12 @@ def test_a_pickle_that_does_not_unpickle_is_a_clear_error() -> None:
 
 @pytest.fixture
 def pickled_pyds(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The PyFlink fixture's p2 checkpoint, its Python ``ValueState`` integers pickled."""
-    require_fixtures()
-    fixture_set = next(s for s in fixture_sets() if expected(s)["job"] == "pyds")
-    snap = next(s for s in expected(fixture_set)["snapshots"]
-                if s["kind"] == "checkpoint" and s["parallelism"] == 2)
+    """The PyFlink fixture's first checkpoint (not a rescaled one), its Python ``ValueState``
+    integers pickled."""
+    fixture_set = _pyds_set()
+    snap = min((s for s in expected(fixture_set)["snapshots"]
+                if s["kind"] == "checkpoint" and "rescaled_from" not in s),
+               key=lambda s: s["parallelism"])
     real = flink_pieces.decode_keyed_stream
 
     def decode(*args: Any, **kwargs: Any) -> Any:
@@ -143,7 +144,10 @@ def pickled_pyds(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def _pyds_set() -> Path:
-    return next(s for s in fixture_sets() if expected(s)["job"] == "pyds")
+    found = [s for s in require_fixtures() if expected(s)["job"] == "pyds"]
+    if not found:
+        pytest.fail("no PyFlink DataStream (pyds) fixture set among the Flink fixtures")
+    return found[0]
 
 
 def _model(fixture_set: Path) -> dict[str, tuple[int, int]]:

@@ -71,18 +71,32 @@ def test_information_schema_lists_every_state_and_its_columns(location: str) -> 
         assert shown == [n for n in names if n != "value_undecodable" or n in shown], table
 
 
+def _savepoint_with_state_files() -> tuple[str, bool]:
+    """A fixture savepoint whose state is (also) in files beside ``_metadata``, and True; else
+    (a set's small state may all be inline in ``_metadata``, where a scan reads nothing more)
+    the first savepoint, and False."""
+    savepoints = [fixture / snap["path"] for fixture in require_fixtures()
+                  for snap in expected(fixture)["snapshots"] if snap["kind"] == "savepoint"]
+    for folder in savepoints:
+        if any(p.name != "_metadata" for p in folder.iterdir()):
+            return str(folder), True
+    return str(savepoints[0]), False
+
+
 def test_listing_reads_only_the_metadata() -> None:
-    fixture = require_fixtures()[0]
-    location = str(fixture / next(s["path"] for s in expected(fixture)["snapshots"]
-                                  if s["kind"] == "savepoint"))
+    location, in_files = _savepoint_with_state_files()
     summary = run_json("inspect", location, "--all")  # the largest keyed state: its bytes
-    keyed = max(({"operator": op["operator"]["uid"] or op["operator"]["id"], "state": s["state"],
-                  "bytes": s["bytes"]} for op in summary["operators"] for s in op["states"]
+    keyed = max(({"operator": op["operator"]["id"], "state": s["state"], "bytes": s["bytes"]}
+                 for op in summary["operators"] for s in op["states"]
                  if s["scope"] == "keyed"), key=lambda s: s["bytes"])  # are past the headers
+    # its table's schema as the query names it (a uid, else a SQL operator's name, ...)
+    (named,) = _query(location, "SELECT operator FROM statectl.operators "
+                                f"WHERE operator_id = '{keyed['operator']}'")
+    keyed["operator"] = named["operator"]
     for sql, reads_state in ((TABLES, False), ("SHOW TABLES", False),
                              ("SELECT count(*) FROM information_schema.columns", False),
                              (f'SELECT count(*) FROM "{keyed["operator"]}"."{keyed["state"]}"',
-                              True)):
+                              in_files)):
         handler = CountingHandler()
         checkpoint = open_checkpoint(location, filesystem=pafs.PyFileSystem(handler),
                                      decode=False)

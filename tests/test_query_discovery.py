@@ -45,10 +45,10 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert code == 0, err
     code, _, err = run("snapshot", "take", str(state))
     assert code == 0, err
-    rocksdb = require_fixtures("rocksdb")[0]
+    rocksdb = _holding_count("rocksdb")
     checkpoint = next(rocksdb / s["path"] for s in expected(rocksdb)["snapshots"]
                       if s["kind"] == "checkpoint")
-    heap = require_fixtures()[0]
+    heap = _holding_count("heap")
     savepoints = root / "savepoints"
     for snap in [s for s in expected(heap)["snapshots"] if s["kind"] == "savepoint"][:2]:
         source = heap / snap["path"]
@@ -56,6 +56,20 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     listed = run_json("snapshot", "list", str(state))["snapshots"]
     return {"state": str(state), "flink_job": str(checkpoint.parent),
             "savepoints": str(savepoints), "statectl": listed}
+
+
+def _holding_count(root: str) -> Path:
+    """A fixture set of ``root`` whose expected.json names a keyed state ``count`` (history
+    --state count reads it in every snapshot; the build's state of that name)."""
+    def names_count(node: Any) -> bool:
+        if isinstance(node, dict):
+            return "count" in node.get("keyed_states", {}) or any(
+                names_count(v) for v in node.values())
+        return False
+    for fixture_set in require_fixtures(root):
+        if names_count(expected(fixture_set)["operators"]):
+            return fixture_set
+    pytest.fail(f"no {root} fixture set with a keyed state named count")
 
 
 def _locations(job: dict[str, Any]) -> list[str]:

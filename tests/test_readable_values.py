@@ -19,6 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from cli_support import run, run_json
 from flink_fixtures import expected, fixture_sets
+from flink_restore import FlinkUnavailable
+from flink_sql_other_keys import other_keys_sql_set
 from hypothesis import given, settings
 
 from cli.browse import detail_text
@@ -345,7 +347,25 @@ def _set_of(root: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("root", _sql_snapshots(), ids=_snapshot_id)
 def test_sql_accumulators_with_bytes_read_as_arrays_with_hex(root: Path) -> None:
-    key = _sql_key(_set_of(root))
+    _check_sql_accumulators(root, _set_of(root))
+
+
+def test_sql_accumulators_with_bytes_on_a_set_with_other_keys() -> None:
+    """The same on the SQL fixture job's snapshot of other keys ("user-0", ...) and max
+    parallelism (:mod:`flink_sql_other_keys`, read by Flink's own classes): the test holds to
+    what the set's expected.json says (it read key "k1" before, which only the public set has)."""
+    try:
+        found = other_keys_sql_set()
+    except FlinkUnavailable as missing:
+        pytest.fail(str(missing))
+    fixture = expected(found)
+    assert fixture["input"]["key_prefix"] != "k"  # the point: no key of the public set
+    for snapshot in fixture["snapshots"]:
+        _check_sql_accumulators(found / snapshot["path"], fixture)
+
+
+def _check_sql_accumulators(root: Path, fixture: dict[str, Any]) -> None:
+    key = _sql_key(fixture)
     document = run_json("inspect", str(root), "--key", key)
     states = {s["state"]: s["entries"] for s in document["lookup"]["states"]}
     (acc,) = states["accState"]
