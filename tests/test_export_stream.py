@@ -1,7 +1,7 @@
 """Export reads a snapshot piece by piece, in bounded memory (issue 45, item 1).
 
 The local engine opens a Flink snapshot for ``export`` without decoding its keyed state and
-reads each keyed handle in runs of key groups (:func:`formats.ops.export.key_group_chunks`),
+reads each keyed handle in runs of key groups (:func:`formats.ops.key_group_runs.key_group_chunks`),
 every state of an operator side by side, so that a run is decoded once and memory holds a few
 runs, never the snapshot. Checked here:
 
@@ -16,7 +16,6 @@ runs, never the snapshot. Checked here:
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -24,14 +23,17 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from big_snapshot import KEYS, limited, value, write_big_savepoint
 from cli_support import run
 from flink_fixtures import expected, fixture_sets, snapshots
 from oracle import REPO_ROOT
 
 import formats.ops.export as export_module
+import formats.ops.key_group_runs as runs_module
 from formats.engines import Engine
 from formats.open import open_checkpoint
-from formats.ops.export import export_checkpoint, key_group_chunks
+from formats.ops.export import export_checkpoint
+from formats.ops.key_group_runs import key_group_chunks
 
 ROOTS = ("heap", "rocksdb", "types")
 #: Every set's snapshots at its lowest parallelism; all snapshots (the rescaled ones too, whose
@@ -61,7 +63,7 @@ def test_read_piece_by_piece_the_export_is_the_whole_ones(
     # the fixtures hold kilobytes: runs of about a third of the smallest handle with state
     sizes = [sum(b for _, b in checkpoint.key_group_estimates(op.uid, h) or [])
              for op in checkpoint.metadata.operators for st in op.subtasks for h in st.keyed]
-    monkeypatch.setattr(export_module, "CHUNK_BYTES", max(1, min(
+    monkeypatch.setattr(runs_module, "CHUNK_BYTES", max(1, min(
         (n for n in sizes if n), default=3) // 3))
     runs = [len(key_group_chunks(checkpoint, op.uid, h) or [None])
             for op in checkpoint.metadata.operators for st in op.subtasks for h in st.keyed]
@@ -75,43 +77,10 @@ def test_read_piece_by_piece_the_export_is_the_whole_ones(
         assert max(runs) > 1, runs
 
 
-#: The big snapshot: KEYS keys of a bytes value state, each value VALUE_BYTES bytes (decoded
-#: whole: several times KEYS x VALUE_BYTES; LIMIT is far below that, and above what
-#: reading it piece by piece takes, about 0.6 GB of address space for ~0.1 GB resident).
-KEYS, VALUE_BYTES = 300, 1 << 20
-LIMIT = 900 << 20
-
-
-def _value(i: int) -> bytes:
-    return f"{i:08d}".encode() * (VALUE_BYTES // 8)
-
-
 @pytest.fixture(scope="module")
 def big_savepoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Flink canonical savepoint of :data:`KEYS` values of 1 MiB (written by statectl)."""
-    from formats.ops.convert import convert_checkpoint
-    from formats.statectl.writer import write_checkpoint
-    from statecore.checkpoint import OperatorSnapshot, SubtaskSnapshot
-    from statecore.keyed_backend import HeapKeyedStateBackend
-    from statecore.keyed_state import value_state
-
-    base = tmp_path_factory.mktemp("big")
-    backend: HeapKeyedStateBackend[str] = HeapKeyedStateBackend("string", 128)
-    state = backend.get_value_state(value_state("blob", "bytes"))
-    for i in range(KEYS):
-        backend.set_current_key(f"key-{i}")
-        state.update(_value(i))
-    source = base / "statectl"
-    write_checkpoint(str(source), 1, [OperatorSnapshot(
-        "blobs", "blobs", 1, 128, [SubtaskSnapshot(0, backend.snapshot())])])
-    del backend, state
-    savepoint = base / "savepoint"
-    convert_checkpoint(open_checkpoint(str(source)), str(savepoint))
-    return savepoint
-
-
-def _limited() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+    """:func:`big_snapshot.write_big_savepoint`'s savepoint."""
+    return write_big_savepoint(tmp_path_factory.mktemp("big"))
 
 
 def test_a_snapshot_far_bigger_than_the_memory_limit_is_exported_whole(
@@ -119,18 +88,18 @@ def test_a_snapshot_far_bigger_than_the_memory_limit_is_exported_whole(
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "cli.main", "--quiet", "export",
                            str(big_savepoint), "--out", str(out)], cwd=REPO_ROOT,
-                          preexec_fn=_limited, capture_output=True, text=True, timeout=300,
+                          preexec_fn=limited, capture_output=True, text=True, timeout=300,
                           check=False)
     assert done.returncode == 0, done.stderr
     table = pq.read_table(out / "blobs" / "blob.parquet", columns=["key", "value"])
     assert table.num_rows == KEYS
     values = dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
                       strict=True))
-    assert values == {f"key-{i}": _value(i) for i in range(KEYS)}
+    assert values == {f"key-{i}": value(i) for i in range(KEYS)}
     # the limit is far below the decoded state: decoding it whole under it fails
     whole = subprocess.run([sys.executable, "-c", "from formats.open import open_checkpoint; "
                             f"open_checkpoint({str(big_savepoint)!r})"], cwd=REPO_ROOT,
-                           preexec_fn=_limited, capture_output=True, text=True, timeout=300,
+                           preexec_fn=limited, capture_output=True, text=True, timeout=300,
                            check=False)
     assert whole.returncode != 0 and "MemoryError" in whole.stderr, whole.stderr[-2000:]
 
@@ -155,7 +124,7 @@ def test_memory_running_out_is_one_clear_error(tmp_path: Path,
 
 
 def _small_runs(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
-    monkeypatch.setattr(export_module, "CHUNK_BYTES", 512)
+    monkeypatch.setattr(runs_module, "CHUNK_BYTES", 512)
     monkeypatch.setenv("STATECTL_WORKERS", str(workers))
 
 

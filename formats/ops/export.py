@@ -65,12 +65,12 @@ from formats.model.columns import (
     value_spec,
 )
 from formats.model.json_contract import SCHEMA_VERSION
+from formats.ops.key_group_runs import keyed_runs
 from formats.ops.parallel_reads import read_units, worker_count
 from formats.ops.state_scan import check_states
 from formats.storage.commit import commit, staged
 from formats.storage.filesystems import resolve_filesystem, storage_errors
 from statecore.checkpoint import (
-    KeyedStateHandle,
     OperatorIdentity,
     OperatorMetadata,
     StateMetadata,
@@ -84,8 +84,7 @@ __all__ = ["FORMATS", "ExportResult", "ExportedTable", "StateExport", "StateWrit
            "column_decoders", "flat_table", "state_pieces", "table_schema",
            "StatesWriter", "export_checkpoint", "in_microseconds", "jsonable", "temporal_json",
            "undecodable_json",
-           "whole_microseconds", "write_state_locally", "write_states_locally",
-           "key_group_chunks"]
+           "whole_microseconds", "write_state_locally", "write_states_locally"]
 
 #: Output formats and their file extensions.
 FORMATS = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
@@ -196,58 +195,19 @@ def is_time_window(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMet
     return read is not None and isinstance(read({"f0": 0, "f1": 0}), TimeWindow)
 
 
-#: A keyed state is read in runs of key groups of about this many rows (where the rows per key
-#: group are known) or stored bytes (a Flink snapshot opened without decoding: its streams'
-#: key-group offsets), never whole: memory holds a run, not the snapshot (issue 45).
-CHUNK_ROWS = 200_000
-CHUNK_BYTES = 1 << 20
-
-
-def key_group_chunks(checkpoint: Checkpoint, uid: str, handle: KeyedStateHandle
-                     ) -> list[range] | None:
-    """Runs of ``handle``'s key groups to read one at a time; ``None``: read it whole.
-
-    Every state of a handle's subtask is cut alike (the same stream's offsets), so reading
-    each state's run in turn decodes the run once (:mod:`formats.flink.read.snapshot_model`
-    keeps the last pieces decoded).
-    """
-    rng = handle.key_group_range
-    if handle.rows:
-        weights, limit = [(r.key_group, r.row_count) for r in handle.rows], CHUNK_ROWS
-    else:
-        estimates = checkpoint.key_group_estimates(uid, handle)
-        if estimates is None:
-            return None
-        weights, limit = estimates, CHUNK_BYTES
-    if sum(w for _, w in weights) <= limit:
-        return None
-    chunks, first, held = [], rng.start, 0
-    for group, weight in sorted(weights):
-        if held and held + weight > limit and group > first:
-            chunks.append(range(first, group))
-            first, held = group, 0
-        held += weight
-    chunks.append(range(first, rng.end + 1))
-    return chunks
-
-
 def state_pieces(checkpoint: Checkpoint, op: OperatorMetadata, state: StateMetadata
             ) -> Iterator[tuple[int, Callable[[], pa.Table]]]:
     """``(subtask, read)`` per stored piece of ``state`` (see the module doc for which).
 
-    A keyed state's handle is read in runs of key groups (:func:`key_group_chunks`).
+    A keyed state's handle is read in runs of key groups
+    (:func:`formats.ops.key_group_runs.keyed_runs`).
     """
     if state.scope == "keyed":
         for st in sorted(op.subtasks, key=lambda s: s.index):
             for h in st.keyed:
                 if h.state == state.name:
-                    chunks = key_group_chunks(checkpoint, op.uid, h)
-                    if chunks is None:
-                        yield st.index, partial(checkpoint.keyed_table, op.uid, h)
-                    else:
-                        for chunk in chunks:
-                            yield st.index, partial(checkpoint.keyed_table_in, op.uid, h,
-                                                    chunk)
+                    for _, read in keyed_runs(checkpoint, op.uid, h):
+                        yield st.index, read
         return
     segments = operator_state_segments(op, state.name, distinct=state.kind != "split")
     if state.kind == "broadcast" and segments:
