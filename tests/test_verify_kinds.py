@@ -172,18 +172,16 @@ def test_handle_range(tmp_path: Path) -> None:
     assert _kinds(root) == {"handle-range"}
 
 
-def test_overlap(tmp_path: Path) -> None:
-    root = _copy(tmp_path)
-
+def stored_twice(root: Path) -> None:
+    """The same key groups stored by a second handle (``overlap``)."""
     def twice(document: dict[str, Any]) -> None:
         keyed = document["operators"][0]["subtasks"][0]["keyed"]
-        keyed.append(dict(keyed[0]))  # the same key groups stored by a second handle
+        keyed.append(dict(keyed[0]))
     _edit_metadata(root, twice)
-    assert "overlap" in _kinds(root)
 
 
-def test_offsets(tmp_path: Path) -> None:
-    root = _copy(tmp_path)
+def offsets_swapped(root: Path) -> None:
+    """Two key groups' row counts swapped in the metadata (``offsets``)."""
     relative, rows = _first_keyed_file(root)
     first, second = next((a, b) for a, b in zip(rows, rows[1:], strict=False) if a[2] != b[2])
 
@@ -195,11 +193,10 @@ def test_offsets(tmp_path: Path) -> None:
                     h["rows"][i] = [first[0], first[1], second[2]]
                     h["rows"][i + 1] = [second[0], first[1] + second[2], first[2]]
     _edit_metadata(root, swap)
-    assert _kinds(root) == {"offsets"}
 
 
-def test_key_placement(tmp_path: Path) -> None:
-    root = _copy(tmp_path)
+def key_misplaced(root: Path) -> None:
+    """The first row's key replaced by one of another key group (``key-placement``)."""
     relative, _ = _first_keyed_file(root)
     max_parallelism = json.loads((root / "_metadata.json").read_text())[
         "operators"][0]["max_parallelism"]
@@ -209,17 +206,39 @@ def test_key_placement(tmp_path: Path) -> None:
         columns["key"][0] = next(k for k in (f"stranger-{i}" for i in range(1000))
                                  if assign_to_key_group(k, max_parallelism, "string") != group)
     _rewrite(root, relative, misplace)
-    assert _kinds(root) == {"key-placement"}
 
 
-def test_duplicate_key(tmp_path: Path) -> None:
-    root = _copy(tmp_path)
+def key_duplicated(root: Path) -> None:
+    """A key group's second key made its first's (``duplicate-key``)."""
     relative, rows = _first_keyed_file(root, min_rows_in_a_group=2)
     group = next(r for r in rows if r[2] >= 2)
 
     def duplicate(columns: dict[str, list[Any]]) -> None:
         columns["key"][group[1] + 1] = columns["key"][group[1]]
     _rewrite(root, relative, duplicate)
+
+
+def test_overlap(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    stored_twice(root)
+    assert "overlap" in _kinds(root)
+
+
+def test_offsets(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    offsets_swapped(root)
+    assert _kinds(root) == {"offsets"}
+
+
+def test_key_placement(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    key_misplaced(root)
+    assert _kinds(root) == {"key-placement"}
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    key_duplicated(root)
     assert _kinds(root) == {"duplicate-key"}
 
 

@@ -219,6 +219,13 @@ class FlinkCheckpoint(Checkpoint):
             return table
         return named_as(table, keyed_schema(state_of(op, handle.state, "keyed"), op.key_type))
 
+    def keyed_bytes_in(self, uid: str, handle: KeyedStateHandle,
+                       key_groups: Collection[int]) -> int | None:
+        """As the model's: not counted at open, the bytes of the pieces decoded."""
+        if self.counted:
+            return None
+        return self._path_table(handle.file).bytes_in(key_groups)
+
     def key_group_estimates(self, uid: str, handle: KeyedStateHandle
                             ) -> list[tuple[int, int]] | None:
         """Bytes per key group of the handle's stream (:func:`key_group_bytes`), uncounted."""
@@ -511,13 +518,16 @@ class FlinkCheckpoint(Checkpoint):
         return dict(self.unread)
 
     def expected_key_groups(self, op: OperatorMetadata, handle: KeyedStateHandle,
-                            table: pa.Table) -> np.ndarray | None:
+                            table: pa.Table, key_groups: Collection[int] | None = None
+                            ) -> np.ndarray | None:
         """The key groups the keys' Java hashes give, from the keys as Flink stored them.
 
         A ``RowData`` key's hash is over its binary form, which the decoded columns no
         longer hold.
         """
-        expected = self._path_table(handle.file).expected()
+        decoded = self._path_table(handle.file)
+        expected = decoded.expected() if key_groups is None else decoded.expected_in(
+            key_groups)
         if expected is None:
             return None
         if len(expected) != table.num_rows:

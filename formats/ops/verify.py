@@ -69,6 +69,7 @@ from formats.model.columns import operator_schema
 from formats.model.operator_names import OperatorNames
 from formats.open import metadata_file_of, open_checkpoint
 from formats.ops.diff import canonical
+from formats.ops.key_group_runs import keyed_runs
 from statecore.checkpoint import KeyedStateHandle, OperatorIdentity, OperatorMetadata
 from statecore.errors import (
     CheckpointError,
@@ -157,6 +158,26 @@ class VerifyReport:
         if not any(w.kind == kind and w.where == where for w in self.warnings):
             self.warnings.append(Problem(kind, where, message, self.current))
 
+    def extend(self, later: VerifyReport) -> None:
+        """What ``later`` found, as if it had been found here after what is here already.
+
+        Checks run in another order than their findings are listed (a state's checks meet
+        as its runs are read, what could not be decoded is known once all is read) record
+        into reports of their own, extended here in the listed order.
+        """
+        listed = Counter(p.kind for p in self.problems)
+        for problem in later.problems:
+            if listed[problem.kind] < MAX_LISTED:
+                listed[problem.kind] += 1
+                self.problems.append(problem)
+        self.counts.update(later.counts)
+        for w in later.warnings:
+            if not any(w.kind == x.kind and w.where == x.where for x in self.warnings):
+                self.warnings.append(w)
+        self.files += later.files
+        self.bytes += later.bytes
+        self.entries += later.entries
+
 
 def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None = None,
                       allow_pickle: bool = False, names: OperatorNames | None = None
@@ -171,8 +192,10 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
     """
     report = VerifyReport(location)
     try:
+        # keyed state is decoded as it is read, run by run (issue 45); --allow-pickle decodes
+        # every value at open (formats.engines.Engine.open_checkpoint decides alike)
         checkpoint = open_checkpoint(location, strict=False, allow_pickle=allow_pickle,
-                                     partial=True, names=names)
+                                     partial=True, names=names, decode=allow_pickle)
     except (CorruptCheckpointError, UnsupportedFormatError, UnsafePathError) as exc:
         report.add("metadata", metadata_file_of(location), str(exc))
         return report
@@ -190,25 +213,34 @@ def verify_checkpoint(location: str, progress: Callable[[int, int], None] | None
         report.add(kind, where, message)
         if kind in FILE_KINDS:
             bad_files.add(where)
-    _check_undecodable(checkpoint, report, bad_files)
+    found_at_open = set(bad_files)
     owners = {file: op.identity for op in checkpoint.metadata.operators
               for st in op.subtasks
               for file in [*(h.file for h in st.keyed), *(h.file for h in st.operator)]}
+    in_files = VerifyReport(location)
+    steps = len(files) + len(checkpoint.metadata.operators)
     for done, info in enumerate(files):
-        report.files += 1
-        report.bytes += info.size
-        report.current = owners.get(info.path)  # a file shared by operators: one of them
-        _check_file(checkpoint, info.path, report, bad_files)
+        in_files.files += 1
+        in_files.bytes += info.size
+        in_files.current = owners.get(info.path)  # a file shared by operators: one of them
+        _check_file(checkpoint, info.path, in_files, bad_files)
         if progress is not None:
-            progress(done + 1, len(files) + len(checkpoint.metadata.operators))
+            progress(done + 1, steps)
+    in_operators = []
     for done, op in enumerate(checkpoint.metadata.operators):
-        report.current = op.identity
-        _check_ranges(op, report)
-        _check_keyed(checkpoint, op, report, bad_files)
-        _check_operator_state(checkpoint, op, report, bad_files)
+        of_op = VerifyReport(location, current=op.identity)
+        _check_ranges(op, of_op)
+        keyed = _check_keyed(checkpoint, op, bad_files)
+        of_operator_state = VerifyReport(location, current=op.identity)
+        _check_operator_state(checkpoint, op, of_operator_state, bad_files)
+        in_operators += [of_op, *keyed, of_operator_state]
         if progress is not None:
-            progress(len(files) + done + 1, len(files) + len(checkpoint.metadata.operators))
-    report.current = None
+            progress(len(files) + done + 1, steps)
+    # what could not be decoded is known once every run was read; it is listed first
+    _check_undecodable(checkpoint, report, found_at_open)
+    for section in (in_files, *in_operators):
+        section.current = None
+        report.extend(section)
     return report
 
 
@@ -298,33 +330,223 @@ def _check_ranges(op: OperatorMetadata, report: VerifyReport) -> None:
                                             else f"{own.start}-{own.end}"))
 
 
-def _check_keyed(checkpoint: Checkpoint, op: OperatorMetadata, report: VerifyReport,
-                 bad: set[str]) -> None:
-    for state in (s for s in op.states if s.scope == "keyed"):
-        seen: dict[int, str] = {}
-        keys: list[pa.Table] = []
+def _check_keyed(checkpoint: Checkpoint, op: OperatorMetadata, bad: set[str]
+                 ) -> list[VerifyReport]:
+    """Each keyed state of ``op`` checked, run of key groups by run (one report per state).
+
+    A subtask's states are read side by side, run by run (:func:`keyed_runs`): the states of
+    one stream are cut alike, so each run is decoded once, and memory holds a few runs.
+    """
+    states = [s for s in op.states if s.scope == "keyed"]
+    checks = {s.name: _StateCheck(checkpoint, op, s.name) for s in states}
+    for st in op.subtasks:
+        reads = []
+        for h in st.keyed:
+            check = checks.get(h.state)
+            if check is None or not check.begin(h, bad):
+                continue
+            reads.append((check, h, keyed_runs(checkpoint, op.uid, h)))
+        for place in range(max((len(runs) for _, _, runs in reads), default=0)):
+            for check, h, runs in reads:
+                if place < len(runs):
+                    check.run(h, *runs[place])
+        for check, h, _ in reads:
+            check.end(h)
+    for check in checks.values():
+        check.duplicates()
+    return [checks[s.name].report for s in states]
+
+
+class _StateCheck:
+    """The checks of one keyed state, its handles read run by run.
+
+    Rows per key group against the metadata (``offsets``), key groups stored twice
+    (``overlap``), keys in the key group their hash gives (``key-placement``), and keys stored
+    twice (``duplicate-key``) in bounded memory: two rows of one key share the key group its
+    hash gives, so a key in its own key group (of one handle alone) has its duplicates in the
+    same run; only the other rows' keys (misplaced, in a key group two handles hold, or of
+    keys whose hash is unknown) are kept, and the runs of the key groups they belong to are
+    read again to compare them.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, op: OperatorMetadata, state: str) -> None:
+        self.checkpoint, self.op, self.state = checkpoint, op, state
+        self.report = VerifyReport(checkpoint.location, current=op.identity)
+        self.where = f"operator {op.identity.label}, state {state}"
+        self.seen: dict[int, str] = {}
+        holders = np.zeros(op.max_parallelism, dtype=np.int64)
         for st in op.subtasks:
-            for h in (h for h in st.keyed if h.state == state.name):
-                where = f"operator {op.identity.label}, state {state.name}, {h.file}"
-                for r in h.rows:
-                    if r.key_group in seen:
-                        report.add("overlap", where,
-                                   f"key group {r.key_group} is also stored in {seen[r.key_group]}")
-                    seen[r.key_group] = h.file
-                if h.file in bad:
-                    continue
+            for h in st.keyed:
+                if h.state == state:
+                    holders[h.key_group_range.start:h.key_group_range.end + 1] += 1
+        #: key groups two handles may hold: their rows' duplicates may be in another run
+        self.shared = np.flatnonzero(holders > 1)
+        self.rows = 0  # rows read so far: where the next run's first row is among all
+        self.runs: list[tuple[KeyedStateHandle, Callable[[], pa.Table], range | None, int]] = []
+        self.found: dict[str, int] = {}  # a duplicate key (as listed) -> its first row
+        self.strays: list[pa.Table] = []
+        self.stray_groups: set[int] | None = set()  # None: every key group's
+        # of the handle being read: a run could not be read (its entries are not counted),
+        # misplaced keys, keys that cannot be hashed, entries
+        self.failed, self.misplaced, self.unhashable, self.entries = False, 0, False, 0
+
+    def _where(self, handle: KeyedStateHandle) -> str:
+        return f"{self.where}, {handle.file}"
+
+    def begin(self, handle: KeyedStateHandle, bad: set[str]) -> bool:
+        """A handle's checks before its rows; whether its rows are read."""
+        for r in handle.rows:
+            self._overlap(handle, r.key_group)
+        self.failed, self.misplaced, self.unhashable, self.entries = False, 0, False, 0
+        return handle.file not in bad
+
+    def _overlap(self, handle: KeyedStateHandle, key_group: int) -> None:
+        if key_group in self.seen:
+            self.report.add("overlap", self._where(handle),
+                            f"key group {key_group} is also stored in {self.seen[key_group]}")
+        self.seen[key_group] = handle.file
+
+    def run(self, handle: KeyedStateHandle, key_groups: range | None,
+            read: Callable[[], pa.Table]) -> None:
+        """One run of ``handle``'s key groups (``None``: all of them) checked."""
+        if self.failed:
+            return
+        report, where = self.report, self._where(handle)
+        try:
+            table = read()
+        except CorruptCheckpointError as exc:
+            kind = "offsets" if ("key group" in str(exc) or "beyond" in str(exc)) \
+                else "unreadable"
+            report.add(kind, where, str(exc))
+            self.failed = True
+            return
+        stored = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
+        if not handle.rows:  # not counted at open: the key groups are known as read
+            for key_group in np.unique(stored):
+                self._overlap(handle, int(key_group))
+        self.entries += table.num_rows
+        if key_groups is not None:
+            report.bytes += self.checkpoint.keyed_bytes_in(self.op.uid, handle,
+                                                           key_groups) or 0
+        expected = self._placement(handle, table, stored, key_groups, where)
+        keys = _key_columns(table, self.rows)
+        self.runs.append((handle, read, key_groups, self.rows))
+        self.rows += table.num_rows
+        home = self._home(handle, stored, expected)
+        self._found(_duplicates(keys.filter(pa.array(home))))
+        if not home.all():
+            self.strays.append(keys.filter(pa.array(~home)))
+            if expected is None or self.stray_groups is None:
+                self.stray_groups = None
+            else:
+                self.stray_groups.update(int(g) for g in np.unique(expected[~home]))
+
+    def _home(self, handle: KeyedStateHandle, stored: np.ndarray,
+              expected: np.ndarray | None) -> np.ndarray:
+        """Rows whose duplicates can only be in their own run.
+
+        Those in the key group their hash gives, in their handle's range, which no other
+        handle holds.
+        """
+        if expected is None:
+            return np.zeros(len(stored), dtype=bool)
+        rng = handle.key_group_range
+        home: np.ndarray = ((stored == expected) & (stored >= rng.start) & (stored <= rng.end)
+                & ~np.isin(stored, self.shared))
+        return home
+
+    def _placement(self, handle: KeyedStateHandle, table: pa.Table, stored: np.ndarray,
+                   key_groups: range | None, where: str) -> np.ndarray | None:
+        """Keys outside their hash's key group listed (five a handle); the hashes' groups."""
+        op, report = self.op, self.report
+        try:
+            expected = self.checkpoint.expected_key_groups(op, handle, table, key_groups)
+        except StatectlError as exc:
+            if not self.unhashable:
+                report.add("key-placement", where, f"keys cannot be hashed: {exc}")
+            self.unhashable = True
+            return None
+        if expected is None:  # a key type whose hashCode statectl does not know
+            reason = self.checkpoint.unknown_key_hash(op)
+            if reason is not None:
+                report.warn("key-hash-unknown", f"operator {op.identity.label}",
+                            f"the key group of a {_short(op.key_type)} key is not computable "
+                            f"({reason}): key placement was not checked")
+            return None
+        wrong = np.flatnonzero(stored != expected)
+        for i in wrong[:max(0, 5 - self.misplaced)]:
+            report.add("key-placement", where,
+                       f"key {table.column('key')[int(i)].as_py()!r} is stored in key group "
+                       f"{int(stored[i])}; its hash gives {int(expected[i])}")
+        self.misplaced += int(wrong.size)
+        return expected
+
+    def end(self, handle: KeyedStateHandle) -> None:
+        """A handle's checks after its runs."""
+        if not self.failed:
+            self.report.entries += self.entries
+        if self.misplaced > 5:
+            self.report.add("key-placement", self._where(handle),
+                            f"... and {self.misplaced - 5} more misplaced keys")
+
+    def _found(self, duplicates: list[tuple[int, str]]) -> None:
+        for first, text in duplicates:
+            self.found[text] = min(first, self.found.get(text, first))
+
+    def duplicates(self) -> None:
+        """Keys stored twice, the first five by where their first row is."""
+        if self.strays:
+            # the rows the strays' keys may repeat: those of the key groups their hashes give
+            kept = list(self.strays)
+            for handle, read, key_groups, first in self.runs:
+                table = read()
+                stored = np.asarray(table.column("key_group").to_numpy(), dtype=np.int32)
                 try:
-                    table = checkpoint.keyed_table(op.uid, h)
-                except CorruptCheckpointError as exc:
-                    kind = "offsets" if ("key group" in str(exc) or "beyond" in str(exc)) \
-                        else "unreadable"
-                    report.add(kind, where, str(exc))
-                    continue
-                report.entries += table.num_rows
-                _check_placement(checkpoint, op, h, table, where, report)
-                columns = ["key"] + (["namespace"] if "namespace" in table.column_names else [])
-                keys.append(table.select(columns))
-        _check_duplicates(keys, f"operator {op.identity.label}, state {state.name}", report)
+                    expected = self.checkpoint.expected_key_groups(self.op, handle, table,
+                                                                   key_groups)
+                except StatectlError:
+                    expected = None
+                home = self._home(handle, stored, expected)
+                if self.stray_groups is not None:
+                    home &= np.isin(stored, sorted(self.stray_groups))
+                if home.any():
+                    kept.append(_key_columns(table, first).filter(pa.array(home)))
+            self._found(_duplicates(pa.concat_tables(kept)))
+        listed = sorted(self.found, key=lambda text: self.found[text])
+        for text in listed[:5]:
+            self.report.add("duplicate-key", self.where, f"{text} appears more than once")
+
+
+#: The column of a key table (:func:`_key_columns`) with each row's place among the state's.
+_ROW = "__row"
+
+
+def _key_columns(table: pa.Table, first: int) -> pa.Table:
+    """``table``'s key and namespace, and each row's place (from ``first``) among the state's."""
+    columns = ["key"] + (["namespace"] if "namespace" in table.column_names else [])
+    keys = table.select(columns)
+    return keys.append_column(_ROW, pa.array(np.arange(first, first + keys.num_rows)))
+
+
+def _duplicates(keys: pa.Table) -> list[tuple[int, str]]:
+    """``(first row, the key as listed)`` of each (key, namespace) that ``keys`` repeats."""
+    if keys.num_rows < 2:
+        return []
+    columns = [n for n in keys.column_names if n != _ROW]
+    try:
+        counted = keys.group_by(columns).aggregate([([], "count_all"), (_ROW, "min")])
+    except (pa.ArrowException, ValueError):  # key types Arrow cannot group: compare in Python
+        firsts: dict[str, int] = {}
+        counts: Counter[str] = Counter()
+        rows = zip(*(keys.column(n).to_pylist() for n in columns), strict=True)
+        for row, place in zip(rows, keys.column(_ROW).to_pylist(), strict=True):
+            text = repr(row)
+            counts[text] += 1
+            firsts.setdefault(text, place)
+        return [(firsts[text], text) for text, n in counts.items() if n > 1]
+    dupes = counted.filter(pc.greater(counted.column("count_all"), 1))
+    return [(row[f"{_ROW}_min"], str({n: row[n] for n in columns}))
+            for row in dupes.to_pylist()]
 
 
 def _check_placement(checkpoint: Checkpoint, op: OperatorMetadata, handle: KeyedStateHandle,
@@ -354,26 +576,6 @@ def _check_placement(checkpoint: Checkpoint, op: OperatorMetadata, handle: Keyed
 def _short(spec: str | None, limit: int = 60) -> str:
     text = spec or ""
     return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _check_duplicates(tables: list[pa.Table], where: str, report: VerifyReport) -> None:
-    if not tables:
-        return
-    try:
-        table = pa.concat_tables(tables)
-        counted = table.group_by(table.column_names).aggregate([([], "count_all")])
-    except (pa.ArrowException, ValueError):  # key types Arrow cannot group: compare in Python
-        rows: list[Any] = []
-        for t in tables:
-            rows.extend(zip(*(t.column(n).to_pylist() for n in t.column_names), strict=True))
-        dupes = [k for k, n in Counter(map(repr, rows)).items() if n > 1]
-        for k in dupes[:5]:
-            report.add("duplicate-key", where, f"{k} appears more than once")
-        return
-    dupes = counted.filter(pc.greater(counted.column("count_all"), 1))
-    for row in dupes.slice(0, 5).to_pylist():
-        row.pop("count_all")
-        report.add("duplicate-key", where, f"{row} appears more than once")
 
 
 def _check_operator_state(checkpoint: Checkpoint, op: OperatorMetadata, report: VerifyReport,

@@ -423,7 +423,8 @@ class SnapshotBuilder:
                                    sum(kg_bytes.values()), row_groups, key_codec,
                                    max_parallelism, f"state {state.name!r} of operator "
                                    f"#{op_index}, subtask {subtask}", state, key_type,
-                                   rows.rows_in if isinstance(rows, PendingRows) else None)
+                                   *((rows.rows_in, rows.bytes_in)
+                                     if isinstance(rows, PendingRows) else ()))
         return KeyedStateHandle(state.name, name, key_group_range, tuple(groups))
 
     def operator_file(self, op_index: int, state: StateMetadata, subtask: int,
@@ -511,12 +512,16 @@ class _HandleLoader:
         self._pieces = PieceCache() if pieces is None else pieces
         # the key group ranges whose losses were reported (each once)
         self._reported: set[tuple[int, int]] = set()
+        #: a RocksDB handle's bytes per state: its column family's files (known once decoded)
+        self.disk_bytes: dict[str, int] = {}
 
     def decoded(self) -> DecodedKeyed:
         if self._decoded is None:
             with written_by(self.kryo_major):
-                _, self._decoded, _ = decode_keyed_handle(self.streams, self.handle,
-                                                          self.where, self.max_parallelism)
+                _, self._decoded, info = decode_keyed_handle(self.streams, self.handle,
+                                                             self.where, self.max_parallelism)
+            if info is not None:
+                self.disk_bytes = info.disk_bytes
             if self.lost is not None and (self.handle.first_key_group,
                                           self.handle.last_key_group) not in self._reported:
                 self.lost(self._decoded.losses)
@@ -535,7 +540,9 @@ class _HandleLoader:
         key = (id(self), *span)
         found = self._pieces.pop(key)
         if found is None:
-            _, found, _ = decode_piece(self.streams, piece, self.headers, refuse=False)
+            _, found, info = decode_piece(self.streams, piece, self.headers, refuse=False)
+            if info is not None:
+                self.disk_bytes = info.disk_bytes
             if self.lost is not None and span not in self._reported:
                 self._reported.add(span)
                 self.lost(found.losses)
@@ -553,6 +560,7 @@ class PendingRows:
     def __init__(self, loader: _HandleLoader, info: StateInfo, counts: dict[int, int],
                  ident: tuple[int, int, int]) -> None:
         self.loader, self.info, self.counts, self.ident = loader, info, counts, ident
+        self._disk_counted = False  # a RocksDB state's files' bytes went to a run already
 
     def __call__(self) -> list[tuple[int, Any, Any, Any]]:
         return state_rows(self.info, self.loader.decoded())
@@ -568,6 +576,26 @@ class PendingRows:
             return []
         rows = state_rows(self.info, self.loader.decoded_groups(first, last))
         return [row for row in rows if first <= row[0] <= last]
+
+    def bytes_in(self, first: int, last: int) -> int:
+        """Flink's bytes of this state in key groups ``first..last`` (decoding them).
+
+        A RocksDB state's bytes are its column family's files, as when its handle is decoded
+        whole: they go to the first run (in the order asked) that holds some of its data.
+        """
+        handle = self.loader.handle
+        first, last = max(first, handle.first_key_group), min(last, handle.last_key_group)
+        if first > last:
+            return 0
+        sizes = self.loader.decoded_groups(first, last).state_key_group_bytes.get(
+            self.info.name, {})
+        held = sum(n for group, n in sizes.items() if first <= group <= last)
+        if not isinstance(handle, FlinkIncrementalHandle):
+            return held
+        if not held or self._disk_counted:
+            return 0
+        self._disk_counted = True
+        return self.loader.disk_bytes.get(self.info.name, 0)
 
 
 def _same_declaration(known: StateMetadata | None, state: StateMetadata, where: str) -> None:

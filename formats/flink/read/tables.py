@@ -54,14 +54,16 @@ class DecodedTable:
                  keyed: bool, flink_bytes: int, row_groups: list[tuple[int, int]],
                  key_codec: Codec | None = None, max_parallelism: int = 0, where: str = "",
                  state: StateMetadata | None = None, key_type: str | None = None,
-                 part: Callable[[int, int], list[Any]] | None = None) -> None:
+                 part: Callable[[int, int], list[Any]] | None = None,
+                 part_bytes: Callable[[int, int], int] | None = None) -> None:
         self._rows, self.schema, self.keyed, self.where = rows, schema, keyed, where
         self.flink_bytes, self.row_groups = flink_bytes, row_groups
         self.key_codec, self.max_parallelism = key_codec, max_parallelism
         self.state, self.key_type = state, key_type
         #: keyed rows not decoded yet: ``part(first, last)`` decodes key groups
-        #: ``first..last`` alone (:meth:`table_in`)
-        self._part = part
+        #: ``first..last`` alone (:meth:`table_in`), ``part_bytes(first, last)`` their Flink
+        #: bytes (:meth:`bytes_in`)
+        self._part, self._part_bytes = part, part_bytes
         self._table: pa.Table | None = None
 
     @property
@@ -110,21 +112,51 @@ class DecodedTable:
         if self.decoded or self._part is None or not groups:
             table = self.table
         else:
-            rows: list[Any] = []
-            first = last = groups[0]
-            for group in groups[1:] + [None]:
-                if group is not None and group - last <= _GAP:
-                    last = group
-                    continue
-                rows += self._part(first, last)
-                if group is not None:
-                    first = last = group
-            table = DecodedTable(rows, self.schema, self.keyed, 0, [], self.key_codec,
-                                 self.max_parallelism, self.where, self.state,
+            table = DecodedTable(self._rows_of(groups), self.schema, self.keyed, 0, [],
+                                 self.key_codec, self.max_parallelism, self.where, self.state,
                                  self.key_type).table
         import pyarrow.compute as pc  # only where rows are filtered (issue 45: start-up)
         column = table.column("key_group")
         return table.filter(pc.is_in(column, pa.array(groups, column.type)))
+
+    def _runs(self, groups: list[int]) -> list[tuple[int, int]]:
+        """``groups`` (sorted) as runs ``(first, last)`` decoded together (:data:`_GAP`)."""
+        runs: list[tuple[int, int]] = []
+        for group in groups:
+            if runs and group - runs[-1][1] <= _GAP:
+                runs[-1] = (runs[-1][0], group)
+            else:
+                runs.append((group, group))
+        return runs
+
+    def _rows_of(self, groups: list[int]) -> list[Any]:
+        """The rows of ``groups`` (sorted) alone, decoded for them (:meth:`table_in`'s)."""
+        assert self._part is not None
+        wanted = set(groups)
+        return [row for first, last in self._runs(groups) for row in self._part(first, last)
+                if row[0] in wanted]
+
+    def expected_in(self, key_groups: Collection[int]) -> np.ndarray | None:
+        """:meth:`expected` for the rows of :meth:`table_in` (the same key groups)."""
+        groups = sorted(set(key_groups))
+        if self.decoded or self._part is None or not groups:
+            expected = self.expected()
+            if expected is None:
+                return None
+            stored = np.fromiter((r[0] for r in self.rows), np.int64, len(self.rows))
+            return expected[np.isin(stored, groups)]
+        return DecodedTable(self._rows_of(groups), self.schema, self.keyed, 0, [],
+                            self.key_codec, self.max_parallelism).expected()
+
+    def bytes_in(self, key_groups: Collection[int]) -> int | None:
+        """Flink's bytes of ``key_groups`` when not decoded at open; ``None``: as at open.
+
+        Opened without decoding, a keyed file's size is not known until its pieces are.
+        """
+        if self._part_bytes is None:
+            return None
+        return sum(self._part_bytes(first, last)
+                   for first, last in self._runs(sorted(set(key_groups))))
 
     def markers(self) -> dict[int, Undecodable]:
         """Row index -> the value that could not be decoded (kept as a marker), if any."""
