@@ -13,6 +13,8 @@ the same conditions:
   ``bench_flink`` counts them. Bars: heap and canonical >= 1M entries/s; RocksDB >= 0.8 of
   canonical; the canonical savepoint's export <= 0.5x Flink's own restore of it (the JVM
   anchor of :mod:`flink_big`);
+* RocksDB's own ``ldb scan`` of the RocksDB checkpoint's column families (:mod:`ldb_scan`,
+  native, one process) against statectl's one-process export of it (time; info, no bar);
 * peak RSS (``VmHWM``, read by the exporting process itself at exit, one process:
   ``STATECTL_WORKERS=1``) of exporting canonical savepoints written by statectl of
   :data:`BASE_KEYS` and 4x as many keys (a value and a list state each): the bar, 4x the size
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_state_maps import Bar, Config, Row, Section, progress
+from ldb_scan import ldb_available, ldb_scan
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -175,6 +178,18 @@ def bench_export(cfg: Config) -> Section:
         section.rows.append(Row(f"export big {NAMES[name]}: MB/s per core (info)",
                                 size / found[name]["default workers"]["seconds"] / cores,
                                 size / one["seconds"], "B/s"))
+    if ldb_available():
+        progress("export: ldb scan of the RocksDB checkpoint (RocksDB's own tool)")
+        location = folder / snaps["rocksdb-incremental-checkpoint"]["path"]
+        native = min(ldb_scan(location)[0] for _ in range(REPS))
+        one = found["rocksdb-incremental-checkpoint"]["one process"]["seconds"]
+        section.rows.append(Row("export big RocksDB incremental (one process) vs ldb scan of "
+                                "its column families (time, info)", one * 1e9, native * 1e9,
+                                "ns"))
+        section.raw["ldb_scan_seconds"] = native
+    else:
+        section.notes.append("export: no ldb on PATH (make system-deps): the ldb scan row "
+                             "is left out")
     anchor = manifest.get("jvm_anchor") or {}
     if anchor.get("flink_restore_seconds"):
         section.rows.append(Row(
