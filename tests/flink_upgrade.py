@@ -76,7 +76,7 @@ from flink_versions import FLINK_1X
 
 __all__ = ["BACKENDS", "CASES", "CROSS_RELEASE", "SOURCES", "RestoreOutcome", "RestoreRequest",
            "UpgradeCase", "cross_release_case", "load_state", "restore_and_dump",
-           "restore_and_dump_many", "timings", "upgrade_cases"]
+           "restore_and_dump_many", "timings", "upgrade_case", "upgrade_cases"]
 
 SOURCES = DRIVER_SOURCES / "upgrade"
 #: Whole-run bound, seconds.
@@ -336,6 +336,13 @@ def cross_release_case() -> UpgradeCase:
     (case,) = _cached(FLINK_VERSION, root, spec,
                       {CROSS_RELEASE: (CROSS_DESCRIPTION, old, XRELEASE)})
     return case
+
+
+def upgrade_case(name: str) -> UpgradeCase:
+    """The case ``name`` of :func:`upgrade_cases` on Flink 2.3, or :data:`CROSS_RELEASE`."""
+    if name == CROSS_RELEASE:
+        return cross_release_case()
+    return next(c for c in upgrade_cases(FLINK_VERSION) if c.name == name)
 
 
 def load_state(path: Path) -> list[dict[str, Any]]:

@@ -19,19 +19,11 @@ from typing import Any
 
 import pytest
 from cli_support import digest, run, run_json
-from flink_upgrade import UpgradeCase, cross_release_case, upgrade_cases
+from flink_upgrade import CROSS_RELEASE, upgrade_case
 from test_json_contract import check
 
 from formats.flink.types.convert import plain
 from formats.open import open_checkpoint
-
-VERSION = "2.3.0"
-
-
-def _case(name: str) -> UpgradeCase:
-    if name == "cross-release":
-        return cross_release_case()
-    return next(c for c in upgrade_cases(VERSION) if c.name == name)
 
 
 def _values(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -49,7 +41,7 @@ def _values(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 CASES = [  # (case, options, what is converted)
-    ("cross-release", (), {"pojo"}),
+    (CROSS_RELEASE, (), {"pojo"}),
     ("pojo-field-type-int-to-long", (), {"pojo"}),
     ("uid-renamed", ("--map", "stateful=stateful-v2"), set()),
     ("operator-dropped", ("--drop", "second"), set()),
@@ -59,7 +51,7 @@ CASES = [  # (case, options, what is converted)
 @pytest.mark.parametrize(("name", "options", "converted"), CASES, ids=[c[0] for c in CASES])
 def test_migrate_writes_what_the_new_job_restores(name: str, options: tuple[str, ...],
                                                   converted: set[str], tmp_path: Path) -> None:
-    case = _case(name)
+    case = upgrade_case(name)
     before = digest(str(case.old))
     out = tmp_path / "migrated"
     document = run_json("migrate", str(case.old), "--like", str(case.new), "--out", str(out),
@@ -88,7 +80,7 @@ def _op_id(path: Path, uid: str) -> str:
 
 
 def test_a_value_that_does_not_convert_is_named_and_nothing_written(tmp_path: Path) -> None:
-    case = _case("value-type-long-to-string")
+    case = upgrade_case("value-type-long-to-string")
     out = tmp_path / "migrated"
     code, _, err = run("migrate", str(case.old), "--like", str(case.new), "--out", str(out))
     assert code == 3 and "state 'count'" in err and "is not a string" in err, err
@@ -103,7 +95,7 @@ def test_a_value_that_does_not_convert_is_named_and_nothing_written(tmp_path: Pa
 ])
 def test_what_cannot_be_migrated_is_refused_clearly(name: str, message: str,
                                                     tmp_path: Path) -> None:
-    case = _case(name)
+    case = upgrade_case(name)
     out = tmp_path / "migrated"
     code, _, err = run("migrate", str(case.old), "--like", str(case.new), "--out", str(out))
     assert code == 3 and message in err and "Traceback" not in err, err
@@ -111,7 +103,7 @@ def test_what_cannot_be_migrated_is_refused_clearly(name: str, message: str,
 
 
 def test_drop_and_rename_name_real_states(tmp_path: Path) -> None:
-    case = _case("same")
+    case = upgrade_case("same")
     for option, value, message in (("--drop", "stateful/nope", "has no state 'nope'"),
                                    ("--rename-state", "stateful/pojo", "expected OLD=NEW"),
                                    ("--map", "nope=stateful", "no operator 'nope'")):

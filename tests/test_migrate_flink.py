@@ -28,10 +28,9 @@ from flink_upgrade import (
     RestoreOutcome,
     RestoreRequest,
     UpgradeCase,
-    cross_release_case,
     load_state,
     restore_and_dump_many,
-    upgrade_cases,
+    upgrade_case,
 )
 
 VERSION = "2.3.0"
@@ -44,19 +43,13 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str], set[str]]] = [
 ]
 
 
-def _case(name: str) -> UpgradeCase:
-    if name == CROSS_RELEASE:
-        return cross_release_case()
-    return next(c for c in upgrade_cases(VERSION) if c.name == name)
-
-
 @pytest.fixture(scope="module")
 def restored(tmp_path_factory: pytest.TempPathFactory
              ) -> dict[tuple[str, str], tuple[UpgradeCase, RestoreOutcome]]:
     """Every case migrated, then restored on both backends in one JVM."""
     requests, cases = [], []
     for name, options, _, _ in CASES:
-        case = _case(name)
+        case = upgrade_case(name)
         out = tmp_path_factory.mktemp(name) / "migrated"
         run_json("migrate", str(case.old), "--like", str(case.new), "--out", str(out), *options)
         for backend in BACKENDS:
