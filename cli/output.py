@@ -15,7 +15,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
@@ -36,7 +36,16 @@ if TYPE_CHECKING:
     from statecore.map_trace import TraceResult
     from statecore.rescale_plan import RescalePlan
 
-__all__ = ["JsonOutput", "Output", "TextOutput"]
+__all__ = ["JsonOutput", "Output", "Reporter", "TextOutput"]
+
+#: What a progress line shows of ``what`` is in work, at most (a SQL operator's name is long).
+SHOWN_WORK = 40
+
+
+class Reporter(Protocol):
+    """Reports progress: ``done`` of ``total``; ``what``, if given, is in work now."""
+
+    def __call__(self, done: int, total: int, what: str = "") -> None: ...
 
 class Output(ABC):
     """Where a command's result goes; one method per kind of result."""
@@ -54,8 +63,11 @@ class Output(ABC):
         """Say where ``browse --svg`` wrote its screen: ``columns`` x ``rows``, after ``keys``."""
 
     @abstractmethod
-    def progress(self, description: str) -> AbstractContextManager[Callable[[int, int], None]]:
-        """A progress reporter ``(done, total)`` for long work (stderr; may show nothing)."""
+    def progress(self, description: str) -> AbstractContextManager[Reporter]:
+        """A progress reporter ``(done, total[, what])`` for long work (stderr).
+
+        It may show nothing; else ``description``, followed by ``what`` is in work when given.
+        """
 
     @abstractmethod
     def build(self, summary: BuildSummary) -> None:
@@ -149,8 +161,9 @@ class TextOutput(Output):
         self.notes = Console(stderr=True, highlight=False, soft_wrap=True, quiet=quiet)
 
     @contextmanager
-    def progress(self, description: str) -> Iterator[Callable[[int, int], None]]:
+    def progress(self, description: str) -> Iterator[Reporter]:
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -161,12 +174,19 @@ class TextOutput(Output):
 
         err = Console(stderr=True)
         if self.quiet or not err.is_terminal:
-            yield lambda done, total: None
+            yield lambda done, total, what="": None
             return
-        with Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeRemainingColumn(), console=err, transient=True) as bar:
-            task = bar.add_task(description, total=None)
-            yield lambda done, total: bar.update(task, completed=done, total=total)
+            task = bar.add_task(escape(description), total=None)
+
+            def report(done: int, total: int, what: str = "") -> None:
+                if len(what) > SHOWN_WORK:
+                    what = what[:SHOWN_WORK - 1] + "…"
+                shown = f"{description} {what}" if what else description
+                bar.update(task, completed=done, total=total, description=escape(shown))
+
+            yield report
 
     def snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
         from cli.views.snapshots import draw_snapshots
@@ -275,8 +295,8 @@ class JsonOutput(Output):
         click.echo(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
 
     @contextmanager
-    def progress(self, description: str) -> Iterator[Callable[[int, int], None]]:
-        yield lambda done, total: None  # JSON mode never draws
+    def progress(self, description: str) -> Iterator[Reporter]:
+        yield lambda done, total, what="": None  # JSON mode never draws
 
     def build(self, summary: BuildSummary) -> None:
         from cli.views.snapshots import build_json

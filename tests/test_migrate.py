@@ -9,7 +9,8 @@ version):
   reads back equal to OLD's (Flink restoring it, value by value: ``test_migrate_flink.py``);
 * a renamed uid (``--map``) and a dropped operator (``--drop``) likewise, with nothing converted;
 * what it cannot convert is refused before anything is written, naming the first value, the
-  state or the key serializer, and the refusal leaves no output; OLD is never modified.
+  state or the key serializer, and the refusal leaves no output; OLD is never modified;
+* progress names each operator written, in turn.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from test_json_contract import check
 
 from formats.flink.types.convert import plain
 from formats.open import open_checkpoint
+from formats.ops.migrate import migrate_checkpoint
 
 
 def _values(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -114,3 +116,17 @@ def test_drop_and_rename_name_real_states(tmp_path: Path) -> None:
                        str(tmp_path / "r"), "--rename-state", "stateful/count=count")
     assert [c["as"] for op in renamed["operators"] for c in op["converted"]] == ["count"]
     assert run_json("compat", str(tmp_path / "r"), str(case.new))["outcome"] == "restores"
+
+
+def test_progress_names_each_operator_in_turn(tmp_path: Path) -> None:
+    case = upgrade_case("operator-dropped")
+    calls: list[tuple[int, int, str]] = []
+    result = migrate_checkpoint(open_checkpoint(str(case.old)),
+                                open_checkpoint(str(case.new), decode=False),
+                                str(tmp_path / "migrated"), drops=("second",),
+                                progress=lambda done, total, what: calls.append(
+                                    (done, total, what)))
+    written = [op.new for op in result.operators]  # the new job's labels, in OLD's order
+    assert len(written) >= 2 and "second" not in written
+    assert calls == [*((i, len(written), name) for i, name in enumerate(written)),
+                     (len(written), len(written), "")]

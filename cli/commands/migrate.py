@@ -43,7 +43,7 @@ def migrate_command(output: Output, old: str, like: str, out: str, maps: tuple[s
     """
     hold(old, like)
     opened = open_sides([("OLD", old, True), ("NEW", like, False)])
-    with output.progress("migrating"):
+    with output.progress("migrating") as progress:
         result = migrate_checkpoint(opened[0], opened[1], out, maps=maps, drops=drops,
-                                    renames=renames, compress=compress)
+                                    renames=renames, compress=compress, progress=progress)
     output.migrate(result)

@@ -98,6 +98,7 @@ from statecore.values import TimeWindow
 
 if TYPE_CHECKING:  # written and compared on demand: ``inspect`` loads neither (issue 45)
     from formats.flink.compat import OperatorSchemas
+    from formats.flink.write.savepoint_writer import OperatorProgress
     from formats.flink.write.versions import TargetRelease
     from formats.model.compatibility import OperatorMigration, StateCheck
     from statecore.rescale_plan import RescalePlan
@@ -378,8 +379,8 @@ class FlinkCheckpoint(Checkpoint):
         return replace(written, release=target.to_json(), release_text=target.describe())
 
     def write_migrated(self, like: Checkpoint, migrations: Sequence[OperatorMigration],
-                       plan: RescalePlan, location: str, *, compress: bool = False
-                       ) -> WrittenSnapshot:
+                       plan: RescalePlan, location: str, *, compress: bool = False,
+                       progress: OperatorProgress | None = None) -> WrittenSnapshot:
         """As the model's (:mod:`formats.flink.write.migrate`), for ``like``'s release.
 
         Refused when values could not be read at all (they would be lost), as a rescale is.
@@ -395,7 +396,8 @@ class FlinkCheckpoint(Checkpoint):
         with written_by(target.release.kryo_major):  # converted values: the new job's Kryo
             written = rewrite_flink_savepoint(self, plan, location, compress=compress,
                                               release=target.release,
-                                              retargets=retargets(self, like, migrations))
+                                              retargets=retargets(self, like, migrations),
+                                              progress=progress)
         return replace(written, release=target.to_json(), release_text=target.describe())
 
     def _refuse_lost(self) -> None:

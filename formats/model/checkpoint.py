@@ -196,13 +196,16 @@ class Checkpoint(ABC):
         return None
 
     def write_migrated(self, like: Checkpoint, migrations: Sequence[OperatorMigration],
-                       plan: RescalePlan, location: str, *, compress: bool = False
+                       plan: RescalePlan, location: str, *, compress: bool = False,
+                       progress: Callable[[int, int, str], None] | None = None
                        ) -> WrittenSnapshot:
         """Write this snapshot for the job that wrote ``like`` (``statectl migrate``).
 
         Only the operators of ``migrations``, each under the new job's identity, some states
         converted to its serializers (:class:`~formats.model.compatibility.OperatorMigration`),
         for the release that wrote ``like``; ``plan`` gives parallelisms and key groups.
+        ``progress(done, total, what)``: operators written of all, the one in work
+        (:data:`formats.flink.write.savepoint_writer.OperatorProgress`).
         """
         raise UnsupportedFormatError(f"{self.format_name} snapshots are not migrated: statectl "
                                      "migrate rewrites Flink snapshots")

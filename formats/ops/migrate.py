@@ -26,7 +26,7 @@ statectl writes; OLD is never modified.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,8 +94,15 @@ def _op_state(text: str, old: Checkpoint, option: str) -> tuple[OperatorMetadata
 
 def migrate_checkpoint(old: Checkpoint, like: Checkpoint, out: str, *,
                        maps: Sequence[str] = (), drops: Sequence[str] = (),
-                       renames: Sequence[str] = (), compress: bool = False) -> MigrateResult:
-    """Write ``old`` at ``out`` for the job that wrote ``like`` (see the module doc)."""
+                       renames: Sequence[str] = (), compress: bool = False,
+                       progress: Callable[[int, int, str], None] | None = None
+                       ) -> MigrateResult:
+    """Write ``old`` at ``out`` for the job that wrote ``like`` (see the module doc).
+
+    ``progress(done, total, what)``: before each operator is written, ``done`` of the
+    ``total`` operators written and ``what`` its label (the new job's), and ``(total, total,
+    "")`` at the end (:func:`formats.flink.write.savepoint_writer.write_savepoint`).
+    """
     check_target(out)
     started = time.perf_counter()
     dropped_ops: set[str] = set()
@@ -138,7 +145,8 @@ def migrate_checkpoint(old: Checkpoint, like: Checkpoint, out: str, *,
                                     default=1),
                            operator_parallelism={op.uid: op.parallelism
                                                  for op in old.metadata.operators})
-    result = old.write_migrated(like, migrations, plan, out, compress=compress)
+    result = old.write_migrated(like, migrations, plan, out, compress=compress,
+                                progress=progress)
     return MigrateResult(out, result.files, result.bytes, result.entries,
                          time.perf_counter() - started, tuple(written), tuple(left_out),
                          result.release, result.release_text)

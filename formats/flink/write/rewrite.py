@@ -27,7 +27,7 @@ sink's committer or a global aggregate), whose ``_metadata`` entry keeps the sou
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -39,6 +39,7 @@ from formats.flink.types.snapshots import SerializerSnapshot
 from formats.flink.write.savepoint_writer import (
     Entry,
     KeyedStateOut,
+    OperatorProgress,
     OperatorStateOut,
     SavepointOperator,
     write_savepoint,
@@ -93,17 +94,21 @@ def rewrite_flink_savepoint(checkpoint: FlinkSource, plan: RescalePlan, location
                             checkpoint_id: int | None = None, compress: bool = False,
                             release: FlinkRelease = LATEST,
                             drop_expired_at: int | None = None,
-                            retargets: Mapping[str, Retarget] | None = None) -> WrittenSnapshot:
+                            retargets: Mapping[str, Retarget] | None = None,
+                            progress: OperatorProgress | None = None) -> WrittenSnapshot:
     """Write ``checkpoint`` as ``plan`` says, as a canonical savepoint for ``release``.
 
     ``drop_expired_at`` (epoch ms): leave out what TTL expired then (:class:`Expiry`).
     ``retargets`` (by the source's model uid): the operators written for another job version,
-    the only ones written then (:class:`Retarget`).
+    the only ones written then (:class:`Retarget`). ``progress``: per operator, as
+    :func:`~formats.flink.write.savepoint_writer.write_savepoint` reports it (each
+    operator's keyed entries are read, converted and written in its turn).
     """
     expiry = None if drop_expired_at is None else Expiry(drop_expired_at)
     operators = savepoint_operators(checkpoint, plan, expiry=expiry, retargets=retargets)
     new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
-    written = write_savepoint(location, new_id, operators, compress=compress, release=release)
+    written = write_savepoint(location, new_id, operators, compress=compress, release=release,
+                              progress=progress)
     return written if expiry is None else replace(written, dropped=expiry.dropped)
 
 
@@ -267,22 +272,24 @@ def _keyed(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
         return
     ttls = {s.name: s.ttl for s in op.states if s.scope == "keyed"}
     converters = converters or {}
+    # generators: each subtask's entries are read (and converted) as its file is written
     for sub in plan.subtasks:
         key_groups = sub.key_group_range
         assert key_groups is not None
         rehash = plan.new_max_parallelism if plan.rehash else None
         out.keyed[sub.index] = (key_groups, [
-            list(_converted(_entries(checkpoint, op, info.source_name or info.name, key_groups,
-                                     rehash, java_hash),
-                            converters.get(info.source_name or info.name))
-                 if expiry is None else expiry.filter(
-                     _entries(checkpoint, op, info.name, key_groups, rehash, java_hash),
-                     info.kind, ttls.get(info.name)))
+            _converted(_entries(checkpoint, op, info.source_name or info.name, key_groups,
+                                rehash, java_hash),
+                       converters.get(info.source_name or info.name))
+            if expiry is None else expiry.filter(
+                _entries(checkpoint, op, info.name, key_groups, rehash, java_hash),
+                info.kind, ttls.get(info.name))
             for info in header.states])
 
 
-def _converted(entries: Iterator[Entry], convert: Callable[[Any], Any] | None
+def _converted(entries: Iterable[Entry], convert: Callable[[Any], Any] | None
                ) -> Iterator[Entry]:
+    """``entries`` with each value passed through ``convert`` (``None``: as they are)."""
     if convert is None:
         yield from entries
         return

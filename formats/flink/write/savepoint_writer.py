@@ -48,6 +48,7 @@ from formats.flink.write.versions import LATEST, FlinkRelease
 from formats.model.checkpoint import WrittenSnapshot
 from formats.storage.commit import commit, staged
 from formats.storage.filesystems import fsync, resolve_filesystem
+from statecore.checkpoint import OperatorIdentity
 from statecore.errors import (
     CheckpointError,
     InvalidArgumentError,
@@ -57,7 +58,8 @@ from statecore.errors import (
 from statecore.key_groups import KeyGroupRange
 from statecore.undecodable import Undecodable
 
-__all__ = ["KeyedFiles", "KeyedStateOut", "OperatorStateOut", "RowsWriter", "SavepointOperator",
+__all__ = ["KeyedFiles", "KeyedStateOut", "OperatorProgress", "OperatorStateOut", "RowsWriter",
+           "SavepointOperator",
            "frame_snappy", "key_group_blocks", "keyed_header", "keyed_stream",
            "operator_stream", "pair_writer", "write_savepoint", "write_state_file"]
 
@@ -73,6 +75,9 @@ _I32 = struct.Struct(">i")
 #: One keyed entry: ``(key_group, key, namespace, value)``; a timer state's value is the list
 #: of its timestamps for that key and namespace.
 Entry = tuple[int, Any, Any, Any]
+#: ``(done, total, what)``: ``done`` of ``total`` operators written, ``what`` now in work (an
+#: operator's label; empty once all are written). See :func:`write_savepoint`.
+OperatorProgress = Callable[[int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,11 @@ class SavepointOperator:
     #: per subtask: its operator states
     operator: dict[int, list[OperatorStateOut]] = field(default_factory=dict)
     coordinator: bytes | None = None
+
+    @property
+    def label(self) -> str:
+        """For people, as :attr:`~statecore.checkpoint.OperatorIdentity.label` names it."""
+        return OperatorIdentity(self.operator_id, self.uid, self.name).label
 
 
 # -- keyed state --------------------------------------------------------------------------------
@@ -189,7 +199,8 @@ def keyed_stream(op: SavepointOperator, key_groups: KeyGroupRange,
         for entry in state_entries:
             group = entry[0]
             if group not in key_groups:
-                raise InvalidArgumentError(f"state {op.keyed_states[index].name!r}: key group "
+                raise InvalidArgumentError(f"operator {op.label}, state "
+                                           f"{op.keyed_states[index].name!r}: key group "
                                            f"{group} is not in {key_groups}")
             by_group.setdefault(group, [[] for _ in op.keyed_states])[index].append(entry)
     writers = [pair_writer(op, s) for s in op.keyed_states]
@@ -402,20 +413,28 @@ KeyedFiles = Callable[[pafs.FileSystem, str], Mapping[tuple[int, int], tuple[Key
 def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[SavepointOperator],
                     *, compress: bool = False, filesystem: pafs.FileSystem | None = None,
                     keyed_files: KeyedFiles | None = None,
-                    release: FlinkRelease = LATEST) -> WrittenSnapshot:
+                    release: FlinkRelease = LATEST,
+                    progress: OperatorProgress | None = None) -> WrittenSnapshot:
     """Write a canonical savepoint of ``operators`` at ``location`` (see the module doc).
 
     ``keyed_files`` writes keyed state files first (named with :func:`write_state_file`); a
     subtask it wrote none for has its entries of ``op.keyed`` written here. ``release``: the
     Flink release the savepoint is for, which decides its ``_metadata`` version
     (:mod:`formats.flink.write.versions`; the state files are the same for every release).
+    ``progress(done, total, what)`` is called before each operator is written, with its
+    label (before ``keyed_files``: with ``"keyed state"``), and at the end, ``(total, total,
+    "")``.
     """
     fs, final = resolve_filesystem(location, filesystem)
     files = size = entries = 0
+    report = progress or (lambda done, total, what: None)
     with staged(fs, final, location, "writing savepoint") as staging:
+        if keyed_files is not None:
+            report(0, len(operators), "keyed state")
         prewritten = keyed_files(fs, staging) if keyed_files is not None else {}
         described = []
         for position, op in enumerate(operators):
+            report(position, len(operators), op.label)
             subtasks = []
             for index in range(op.parallelism):
                 keyed = operator = None
@@ -427,6 +446,8 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
                     try:
                         data, offsets, written = keyed_stream(op, key_groups, state_entries,
                                                               compress)
+                    except InvalidArgumentError:
+                        raise  # names its operator and state (a value migrate cannot convert)
                     except (StatectlError, TypeError, ValueError, KeyError,
                             struct.error) as exc:
                         raise CheckpointError(f"operator {op.uid or op.operator_id}, subtask "
@@ -450,6 +471,7 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
                                          f"{final}/{uuid.uuid4()}"))
         metadata = savepoint_metadata(checkpoint_id, described, release.metadata_version)
         commit(fs, staging, final, METADATA_FILE, metadata)  # last: its presence means complete
+    report(len(operators), len(operators), "")
     return WrittenSnapshot(location, files + 1, size + len(metadata), entries)
 
 
