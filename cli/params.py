@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from cli.meta import ALLOW_PICKLE, OPENED, OPERATOR_NAMES, PARTIAL, SQL_PLAN, SQL_PLAN_NAMES
-from formats.engines import ENGINES
+from formats.engines import ENGINES, Engine
 from formats.model.checkpoint import Checkpoint
 from formats.model.operator_names import OperatorNames
 from formats.open import pinned
@@ -308,12 +308,13 @@ def plan_report(meta: dict[str, Any]) -> str | None:
     return line
 
 
-def open_sides(sides: Sequence[tuple[str, str, bool]], *, pickles: bool = False
-               ) -> list[Checkpoint]:
+def open_sides(sides: Sequence[tuple[str, str, bool]], *, pickles: bool = False,
+               engine: Engine | None = None) -> list[Checkpoint]:
     """The snapshots a two-sided command reads (diff, compat, migrate).
 
     ``(which, path, decode)`` each, opened as :func:`reading` records them; an error is named
-    by its side (``the OLD snapshot (PATH): ...``).
+    by its side (``the OLD snapshot (PATH): ...``). ``engine``: the sides to decode are the
+    ones it rewrites (:meth:`~formats.engines.Engine.open_rewritten`).
     """
     from formats.open import open_checkpoint
     from formats.ops.diff import side_errors
@@ -321,9 +322,11 @@ def open_sides(sides: Sequence[tuple[str, str, bool]], *, pickles: bool = False
     opened = []
     for which, path, decode in sides:
         with side_errors(which, path):
-            opened.append(reading(open_checkpoint(path, allow_pickle=pickles,
-                                                  names=operator_names(), partial=True,
-                                                  decode=decode)))
+            opened.append(reading(
+                engine.open_rewritten(path, allow_pickle=pickles, names=operator_names(),
+                                      partial=True) if engine is not None and decode else
+                open_checkpoint(path, allow_pickle=pickles, names=operator_names(),
+                                partial=True, decode=decode)))
     return opened
 
 

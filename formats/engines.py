@@ -9,6 +9,7 @@ no data work (a metadata-only rescale) never starts Spark.
 piece                           used by
 ==============================  =====================================================
 ``open_checkpoint(location)``   every command that reads a checkpoint on the engine
+``open_rewritten(location)``    ``migrate``: the snapshot it rewrites
 ``rehash_counter()``            ``rescale --max-parallelism``: the plan's key counts
 ``keyed_writer()``              ``rescale --compact`` / ``--max-parallelism`` /
                                 ``--drop-expired``
@@ -18,8 +19,8 @@ piece                           used by
 ==============================  =====================================================
 
 A Flink snapshot opened by the Spark engine decodes no keyed state in this process: Spark
-tasks decode it in pieces (:mod:`formats.spark.flink`), and its rewrite
-(``write_rescaled``) runs on Spark too.
+tasks decode it in pieces (:mod:`formats.spark.flink`), and its rewrites (``write_rescaled``,
+``write_migrated``) run on Spark too.
 """
 
 from __future__ import annotations
@@ -63,6 +64,17 @@ class Engine:
         """
         return open_checkpoint(location, allow_pickle=allow_pickle, partial=partial,
                                decode=(decode and count) or allow_pickle, names=names)
+
+    def open_rewritten(self, location: str, *, allow_pickle: bool = False,
+                       partial: bool = False, names: OperatorNames | None = None
+                       ) -> Checkpoint:
+        """The checkpoint at ``location``, opened to be rewritten whole (``migrate``).
+
+        Locally decoded here, at once (values that cannot be read are known before the
+        rewrite, which refuses to lose them).
+        """
+        return self.open_checkpoint(location, allow_pickle=allow_pickle, partial=partial,
+                                    names=names)
 
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint this engine cannot read (every one is fine locally)."""
@@ -125,6 +137,16 @@ class SparkEngine(Engine):
             return checkpoint
         return open_flink_on_spark(lambda: self.session, checkpoint, count=count,
                                    rehash_to=max_parallelism)
+
+    def open_rewritten(self, location: str, *, allow_pickle: bool = False,
+                       partial: bool = False, names: OperatorNames | None = None
+                       ) -> Checkpoint:
+        """A Flink snapshot whose keyed state the rewrite's own tasks decode.
+
+        Nothing is decoded here, nor counted first.
+        """
+        return self.open_checkpoint(location, allow_pickle=allow_pickle, partial=partial,
+                                    names=names, count=False)
 
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Spark tasks read statectl's Parquet files and Flink snapshots it opened itself."""

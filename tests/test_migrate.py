@@ -11,6 +11,8 @@ version):
 * what it cannot convert is refused before anything is written, naming the first value, the
   state or the key serializer, and the refusal leaves no output; OLD is never modified;
 * progress names each operator written, in turn.
+
+``migrate --engine spark`` writes the same savepoint byte for byte: ``test_spark_flink.py``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ Spark tasks count is the one decoding the snapshot here builds (so `inspect` and
 histogram are equal), plans are equal (the key counts of a max-parallelism change too), export
 writes the same rows in the same order, and the max-parallelism rewrite writes the same state
 files byte for byte (`diff` equal to the source and to the local rewrite, `verify` clean).
+`migrate --engine spark` writes the local engine's savepoint byte for byte, values converted by
+the tasks.
 While Spark runs, the driver decodes nothing: its decoders are replaced by ones that fail.
 Through the CLI in both output modes, and a corrupt stream that fails in a task.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 from cli_support import run, run_json
 from flink_fixtures import require_fixtures, snapshot_ids, snapshots
+from flink_upgrade import CROSS_RELEASE, upgrade_case
 
 import formats.flink.read.pieces as flink_pieces
 import formats.flink.read.snapshot_model as flink_snapshot_model
@@ -287,3 +291,46 @@ def test_a_corrupt_stream_fails_in_a_task_and_leaves_nothing(engine: SparkEngine
 def test_the_guard_catches_a_driver_that_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
     with driver_decodes_nothing(monkeypatch), pytest.raises(AssertionError, match="driver"):
         open_checkpoint(_first("checkpoint"))
+
+
+# -- migrate -----------------------------------------------------------------------------------
+
+_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _savepoint(location: Path) -> bytes:
+    """A savepoint's ``_metadata`` with each state file's random name replaced by the file's
+    digest, its directory and the other random names (coordinator handles) by marks: equal
+    for two savepoints of the same bytes wherever written."""
+    files = {path.name.encode(): hashlib.sha256(path.read_bytes()).hexdigest().encode()
+             for path in location.iterdir() if path.name != "_metadata"}
+    metadata = (location / "_metadata").read_bytes().replace(str(location).encode(), b"<dir>")
+    return _UUID.sub(lambda found: files.get(found.group(), b"<random>"), metadata)
+
+
+@pytest.mark.parametrize("name", [CROSS_RELEASE, "pojo-field-type-int-to-long"])
+def test_migrate_on_spark_writes_the_local_savepoint(engine: SparkEngine, name: str,
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values converted (Kryo 2 -> Flink 2.x's serializers; int -> long) by the tasks."""
+    case = upgrade_case(name)
+    local = run_json("migrate", str(case.old), "--like", str(case.new), "--out",
+                     str(tmp_path / "local"))
+    assert [c for op in local["operators"] for c in op["converted"]]  # a case that converts
+    with driver_decodes_nothing(monkeypatch):
+        on_spark = run_json("migrate", str(case.old), "--like", str(case.new), "--out",
+                            str(tmp_path / "spark"), "--engine", "spark")
+    assert {k: v for k, v in on_spark.items() if k not in ("location", "seconds")} == \
+        {k: v for k, v in local.items() if k not in ("location", "seconds")}
+    assert _state_files(tmp_path / "spark") == _state_files(tmp_path / "local")
+    assert _savepoint(tmp_path / "spark") == _savepoint(tmp_path / "local")  # byte for byte
+
+
+def test_a_value_that_does_not_convert_fails_in_a_task_and_leaves_nothing(
+        engine: SparkEngine, tmp_path: Path) -> None:
+    case = upgrade_case("value-type-long-to-string")
+    code, _, err = run("migrate", str(case.old), "--like", str(case.new), "--out",
+                       str(tmp_path / "spark"), "--engine", "spark")
+    assert code == 3 and "failed on Spark" in err and "state 'count'" in err, err
+    assert "is not a string" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert not list(tmp_path.iterdir())  # no output, no staging

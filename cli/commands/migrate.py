@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from cli.output import Output
-from cli.params import Location, hold, open_sides
+from cli.params import Location, engine_options, hold, open_sides
+from formats.engines import open_engine
 from formats.ops.migrate import migrate_checkpoint
 
 __all__ = ["migrate_command"]
@@ -28,9 +29,12 @@ __all__ = ["migrate_command"]
 @click.option("--compress", is_flag=True,
               help="Snappy-compress the keyed state, as Flink does with "
                    "execution.checkpointing.snapshot-compression.")
+@engine_options
 @click.pass_obj
 def migrate_command(output: Output, old: str, like: str, out: str, maps: tuple[str, ...],
-                    drops: tuple[str, ...], renames: tuple[str, ...], compress: bool) -> None:
+                    drops: tuple[str, ...], renames: tuple[str, ...], compress: bool,
+                    engine: str, spark_master: str | None, spark_conf: tuple[str, ...]
+                    ) -> None:
     """Rewrite OLD as a savepoint that the job which wrote NEW restores.
 
     Where statectl compat says Flink would refuse: operators are written under the new job's
@@ -39,10 +43,12 @@ def migrate_command(output: Output, old: str, like: str, out: str, maps: tuple[s
     new job's serializers, every value converted and checked -- or nothing is written, the first
     value that does not convert named. States Flink restores itself are kept as they are. The
     savepoint is for NEW's Flink release and needs no allowNonRestoredState. OLD is never
-    modified.
+    modified. With --engine spark, Spark tasks decode, convert and write the keyed state:
+    the same savepoint, byte for byte.
     """
+    runner = open_engine(engine, spark_master, spark_conf)
     hold(old, like)
-    opened = open_sides([("OLD", old, True), ("NEW", like, False)])
+    opened = open_sides([("OLD", old, True), ("NEW", like, False)], engine=runner)
     with output.progress("migrating") as progress:
         result = migrate_checkpoint(opened[0], opened[1], out, maps=maps, drops=drops,
                                     renames=renames, compress=compress, progress=progress)

@@ -384,6 +384,8 @@ class FlinkCheckpoint(Checkpoint):
         """As the model's (:mod:`formats.flink.write.migrate`), for ``like``'s release.
 
         Refused when values could not be read at all (they would be lost), as a rescale is.
+        Opened by the Spark engine, Spark tasks convert and write the keyed state
+        (:attr:`rewriter`), the same bytes.
         """
         if not isinstance(like, FlinkCheckpoint):
             raise UnsupportedFormatError(f"{like.location} is a {like.format_name} checkpoint: "
@@ -393,11 +395,17 @@ class FlinkCheckpoint(Checkpoint):
         target = replace(like.target_release(None),
                          reason="the release of the new job's snapshot (--like)")
         self._refuse_lost()
+        specs = retargets(self, like, migrations)
         with written_by(target.release.kryo_major):  # converted values: the new job's Kryo
-            written = rewrite_flink_savepoint(self, plan, location, compress=compress,
-                                              release=target.release,
-                                              retargets=retargets(self, like, migrations),
-                                              progress=progress)
+            if self.rewriter is not None:  # builds the retargets here and in every task
+                written = self.rewriter(self, plan, location, compress=compress,
+                                        release=target.release, retargets=specs,
+                                        progress=progress)
+            else:
+                written = rewrite_flink_savepoint(
+                    self, plan, location, compress=compress, release=target.release,
+                    retargets={uid: spec.retarget() for uid, spec in specs.items()},
+                    progress=progress)
         return replace(written, release=target.to_json(), release_text=target.describe())
 
     def _refuse_lost(self) -> None:

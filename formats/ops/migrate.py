@@ -20,7 +20,9 @@ writes a canonical savepoint for NEW's Flink release that the new job restores w
   parallelism (``statectl rescale --max-parallelism`` first).
 
 Every operator keeps its parallelism. The output is staged and published as every savepoint
-statectl writes; OLD is never modified.
+statectl writes; OLD is never modified. OLD opened by the Spark engine
+(:meth:`formats.engines.Engine.open_rewritten`) is converted and written by Spark tasks, the
+same savepoint byte for byte (:mod:`formats.spark.flink`).
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def migrate_checkpoint(old: Checkpoint, like: Checkpoint, out: str, *,
 
     ``progress(done, total, what)``: before each operator is written, ``done`` of the
     ``total`` operators written and ``what`` its label (the new job's), and ``(total, total,
-    "")`` at the end (:func:`formats.flink.write.savepoint_writer.write_savepoint`).
+    "")`` at the end; on Spark, ``"keyed state"`` first, while one job writes every
+    operator's (:func:`formats.flink.write.savepoint_writer.write_savepoint`).
     """
     check_target(out)
     started = time.perf_counter()

@@ -15,9 +15,12 @@ prefix). Spark tasks decode the pieces, each once per job, and send back small s
 * :class:`FlinkStatesWriter` (``export``): one task per piece writes a part file of every
   state its key groups hold (``<state>.<ext>/part-NNNNN.<ext>``, in the local export's row
   order); only row counts come back. Operator state, already decoded, is written here.
-* :func:`spark_flink_rewrite` (``rescale --out``, a canonical savepoint): tasks decode a
-  piece, compute each key's new key group (the key serializer's Java hash), encode each entry's
-  canonical key/value pairs with the serializer snapshots as read, and send them, as Arrow IPC
+* :func:`spark_flink_rewrite` (``rescale --out``, ``migrate``: a canonical savepoint): tasks
+  decode a piece, compute each key's new key group (the key serializer's Java hash), convert
+  the values of the states ``migrate`` converts (each task builds the converters the local
+  rewrite builds, :meth:`formats.flink.write.migrate.RetargetSpec.retarget`), encode each
+  entry's canonical key/value pairs with the serializer snapshots as read (a migrated state's:
+  the new job's), under the Kryo of the release written for, and send them, as Arrow IPC
   blocks tagged with their new subtask, through Spark's shuffle; one task per new subtask
   sorts its pairs (key group, state, source order: the local rewrite's order, so the streams
   are byte for byte the local engine's) and writes its keyed state file. Only file names,
@@ -53,9 +56,18 @@ from formats.flink.read.pieces import (
 )
 from formats.flink.read.streams import SnapshotStreams
 from formats.flink.read.tables import keyed_table, rehash_rows
+from formats.flink.types.flink_version import written_by
 from formats.flink.write.metadata_out import KeyedHandleOut
-from formats.flink.write.rewrite import keyed_layout, savepoint_operators
+from formats.flink.write.migrate import RetargetSpec
+from formats.flink.write.rewrite import (
+    Retarget,
+    converted,
+    keyed_layout,
+    retargeted_header,
+    savepoint_operators,
+)
 from formats.flink.write.savepoint_writer import (
+    OperatorProgress,
     SavepointOperator,
     key_group_blocks,
     keyed_header,
@@ -375,45 +387,68 @@ def _constant(table: pa.Table) -> Callable[[], pa.Table]:
 
 def spark_flink_rewrite(spark: Callable[[], Any], piece_bytes: int | None = None
                         ) -> Callable[..., WrittenSnapshot]:
-    """A :attr:`FlinkCheckpoint.rewriter` that writes the keyed state files on Spark."""
+    """A :attr:`FlinkCheckpoint.rewriter` that writes the keyed state files on Spark.
+
+    Called as :func:`~formats.flink.write.rewrite.rewrite_flink_savepoint` is, under the Kryo
+    of ``release`` (``written_by``); ``retargets`` (``migrate``) as data, which the driver and
+    every task build (:class:`~formats.flink.write.migrate.RetargetSpec`). ``progress``: the
+    keyed state of every operator is written by one Spark job, before the operators' turns.
+    """
     def rewrite(checkpoint: FlinkCheckpoint, plan: RescalePlan, location: str, *,
                 checkpoint_id: int | None = None, compress: bool = False,
-                release: FlinkRelease = LATEST) -> WrittenSnapshot:
-        operators = savepoint_operators(checkpoint, plan, keyed_entries=False)
+                release: FlinkRelease = LATEST,
+                retargets: Mapping[str, RetargetSpec] | None = None,
+                progress: OperatorProgress | None = None) -> WrittenSnapshot:
+        built = None if retargets is None else {
+            uid: spec.retarget() for uid, spec in retargets.items()}  # refusals: before Spark
+        operators = savepoint_operators(checkpoint, plan, keyed_entries=False, retargets=built)
+        # where each operator written is in the source (migrate writes only some)
+        sources = [i for i, op in enumerate(checkpoint.metadata.operators)
+                   if retargets is None or op.uid in retargets]
+        specs = {position: retargets[checkpoint.metadata.operators[i].uid]
+                 for position, i in enumerate(sources)} if retargets is not None else {}
         new_id = checkpoint.metadata.checkpoint_id if checkpoint_id is None else checkpoint_id
         keyed = [i for i, op in enumerate(operators) if op.key_snapshot is not None]
         if not keyed:
             return write_savepoint(location, new_id, operators, compress=compress,
-                                   release=release)
+                                   release=release, progress=progress)
         session = spark()
         require_pyspark()
 
         def keyed_files(fs: Any, staging: str
                         ) -> dict[tuple[int, int], tuple[KeyedHandleOut, int]]:
-            return _rewrite_keyed(session, checkpoint, plan, operators, keyed, fs, staging,
-                                  compress, piece_bytes)
+            return _rewrite_keyed(session, checkpoint, plan, operators,
+                                  {position: sources[position] for position in keyed}, specs,
+                                  release.kryo_major, fs, staging, compress, piece_bytes)
 
         return write_savepoint(location, new_id, operators, compress=compress,
-                               keyed_files=keyed_files, release=release)
+                               keyed_files=keyed_files, release=release, progress=progress)
 
     return rewrite
 
 
 def _rewrite_keyed(spark: Any, checkpoint: FlinkCheckpoint, plan: RescalePlan,
-                   operators: list[SavepointOperator], keyed: list[int], fs: Any, staging: str,
+                   operators: list[SavepointOperator], keyed: Mapping[int, int],
+                   specs: Mapping[int, RetargetSpec], kryo_major: int, fs: Any, staging: str,
                    compress: bool, piece_bytes: int | None
                    ) -> dict[tuple[int, int], tuple[KeyedHandleOut, int]]:
-    """Write every keyed operator's new keyed state files into ``staging`` (module doc)."""
+    """Write every keyed operator's new keyed state files into ``staging`` (module doc).
+
+    ``keyed``: each keyed operator's position in ``operators`` -> its position in the source
+    (and the plan); ``specs``: by position in ``operators``, how ``migrate`` writes it;
+    ``kryo_major``: the Kryo of the release written for.
+    """
     streams = SnapshotStreams(checkpoint.fs, checkpoint.root)
-    pieces = flink_pieces(spark, checkpoint, piece_bytes, set(keyed))
+    pieces = flink_pieces(spark, checkpoint, piece_bytes, set(keyed.values()))
+    written_as = {source: position for position, source in keyed.items()}
     # per keyed operator: new max parallelism, whether keys move, each new key group's
     # subtask, and the new subtasks' key groups
     layout: dict[int, tuple[int, bool, np.ndarray[Any, Any], list[KeyGroupRange]]] = {}
     partition: dict[tuple[int, int], int] = {}  # (operator, new subtask) -> partition
     headers: dict[int, bytes] = {}
     states = {position: len(operators[position].keyed_states) for position in keyed}
-    for position in keyed:
-        op_plan = plan.operators[position]
+    for position, source in keyed.items():
+        op_plan = plan.operators[source]
         m = op_plan.new_max_parallelism
         ranges = [sub.key_group_range for sub in op_plan.subtasks]
         owner = np.zeros(m, dtype=np.int64)
@@ -431,12 +466,17 @@ def _rewrite_keyed(spark: Any, checkpoint: FlinkCheckpoint, plan: RescalePlan,
 
     def encode(chosen: Iterator[int]) -> Iterator[pa.RecordBatch]:
         cache: HeaderCache = {}
+        retargets: dict[int, Retarget] = {}
         for index in chosen:
             piece = pieces[index]
-            position = piece.source.operator
+            position = written_as[piece.source.operator]
             header, decoded, _info = decode_piece(streams, piece, cache)
             m, rehash, owner, _ranges = layout[position]
-            table = _encoded_pairs(header, decoded, piece, index, m, rehash)
+            with written_by(kryo_major):  # encoders and converters: the release's Kryo
+                if position in specs and position not in retargets:
+                    retargets[position] = specs[position].retarget()
+                table = _encoded_pairs(header, decoded, piece, index, position, m, rehash,
+                                       retargets.get(position))
             if table.num_rows:
                 subtasks = owner[np.asarray(table.column("key_group").to_numpy(), np.int64)]
                 yield from arrow_blocks(table, part_of[position][subtasks], tags)
@@ -481,14 +521,18 @@ def _rewrite_keyed(spark: Any, checkpoint: FlinkCheckpoint, plan: RescalePlan,
     return out
 
 
-def _encoded_pairs(header: Any, decoded: Any, piece: KeyedPiece, index: int,
-                   max_parallelism: int, rehash: bool) -> pa.Table:
+def _encoded_pairs(header: Any, decoded: Any, piece: KeyedPiece, index: int, operator: int,
+                   max_parallelism: int, rehash: bool, retarget: Retarget | None) -> pa.Table:
     """Every entry of a decoded piece as its canonical pairs, with its new key group.
 
-    A record per entry (``_PAIRS``): its pairs' bytes (key-group prefix included), where its
-    last pair's key starts in them (-1: none, an empty list or map), its state and ``seq``,
-    its order in the source (piece, then row), which the local rewrite keeps.
+    A record per entry (``_PAIRS``): its operator (its position in the savepoint), its pairs'
+    bytes (key-group prefix included), where its last pair's key starts in them (-1: none, an
+    empty list or map), its state and ``seq``, its order in the source (piece, then row),
+    which the local rewrite keeps. ``retarget``: the states written for the new job (``migrate``),
+    values converted as the local rewrite converts them.
     """
+    if retarget is not None:
+        header = retargeted_header(header, retarget)
     key, key_length, states = keyed_layout(header, piece.source.where)
     writer_of = SavepointOperator("", None, None, 1, max_parallelism, key=key,
                                   key_length=key_length, keyed_states=states)
@@ -499,6 +543,10 @@ def _encoded_pairs(header: Any, decoded: Any, piece: KeyedPiece, index: int,
         rows = state_rows(info, decoded)
         if not rows:
             continue
+        convert = None if retarget is None else retarget.converters.get(
+            info.source_name or info.name)
+        if convert is not None:
+            rows = list(converted(rows, convert))
         if rehash:
             assert header.key.java_hash is not None  # else refused when planning
             try:
@@ -523,7 +571,7 @@ def _encoded_pairs(header: Any, decoded: Any, piece: KeyedPiece, index: int,
         last = np.asarray(lasts, dtype=np.int64)
         starts = offsets[:-1]
         tables.append(pa.table({
-            "operator": pa.array(np.full(len(rows), piece.source.operator), pa.int16()),
+            "operator": pa.array(np.full(len(rows), operator), pa.int16()),
             "key_group": pa.array(sorted_groups, pa.int32()),
             "state": pa.array(np.full(len(rows), state_id), pa.int16()),
             "seq": pa.array((np.int64(index) << 32) | order.astype(np.int64), pa.int64()),

@@ -316,8 +316,12 @@ def _decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCa
 
 
 def state_rows(info: StateInfo, decoded: DecodedKeyed) -> Entries:
-    """One state's rows as the model holds them (timers: one row per key and namespace)."""
-    entries = decoded.entries[info.name]
+    """One state's rows as the model holds them (timers: one row per key and namespace).
+
+    A state written as another (``migrate``) is found under its name in the source
+    (:attr:`StateInfo.source_name`).
+    """
+    entries = decoded.entries[info.source_name or info.name]
     return iter_timers(entries) if info.kind == "timers" else entries
 
 

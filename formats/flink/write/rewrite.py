@@ -52,8 +52,8 @@ from statecore.key_groups import KeyGroupRange, compute_key_group_for_key_hash
 from statecore.rescale_plan import OperatorPlan, RescalePlan
 from statecore.ttl import TtlValue, expired
 
-__all__ = ["Expiry", "FlinkSource", "Retarget", "keyed_layout", "rewrite_flink_savepoint",
-           "savepoint_operators"]
+__all__ = ["Expiry", "FlinkSource", "Retarget", "converted", "keyed_layout", "retargeted_header",
+           "rewrite_flink_savepoint", "savepoint_operators"]
 
 
 class FlinkSource(Protocol):
@@ -197,7 +197,7 @@ def _operator(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
                             else flink_op.coordinator_state.data)
     header = checkpoint.keyed_header(op.uid)
     if header is not None and retarget is not None:
-        header = _retargeted(header, retarget)
+        header = retargeted_header(header, retarget)
     if header is not None and (retarget is None or header.states):
         _keyed(checkpoint, op, plan, header, out, where, keyed_entries, expiry,
                {} if retarget is None else retarget.converters)
@@ -241,7 +241,7 @@ def _state_out(info: StateInfo, where: str) -> KeyedStateOut:
                          _encoder(value, what, required=False))
 
 
-def _retargeted(header: KeyedHeader, retarget: Retarget) -> KeyedHeader:
+def retargeted_header(header: KeyedHeader, retarget: Retarget) -> KeyedHeader:
     """The header written for the new job: the states kept, each with its meta info.
 
     A converted state's meta info is the new job's, under its name there; the decoded rows are
@@ -278,17 +278,17 @@ def _keyed(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
         assert key_groups is not None
         rehash = plan.new_max_parallelism if plan.rehash else None
         out.keyed[sub.index] = (key_groups, [
-            _converted(_entries(checkpoint, op, info.source_name or info.name, key_groups,
-                                rehash, java_hash),
-                       converters.get(info.source_name or info.name))
+            converted(_entries(checkpoint, op, info.source_name or info.name, key_groups,
+                               rehash, java_hash),
+                      converters.get(info.source_name or info.name))
             if expiry is None else expiry.filter(
                 _entries(checkpoint, op, info.name, key_groups, rehash, java_hash),
                 info.kind, ttls.get(info.name))
             for info in header.states])
 
 
-def _converted(entries: Iterable[Entry], convert: Callable[[Any], Any] | None
-               ) -> Iterator[Entry]:
+def converted(entries: Iterable[Entry], convert: Callable[[Any], Any] | None
+              ) -> Iterator[Entry]:
     """``entries`` with each value passed through ``convert`` (``None``: as they are)."""
     if convert is None:
         yield from entries
