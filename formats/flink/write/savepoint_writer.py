@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 import google_crc32c
@@ -61,7 +63,8 @@ from statecore.undecodable import Undecodable
 __all__ = ["KeyedFiles", "KeyedStateOut", "OperatorProgress", "OperatorStateOut", "RowsWriter",
            "SavepointOperator",
            "frame_snappy", "key_group_blocks", "keyed_header", "keyed_stream",
-           "operator_stream", "pair_writer", "write_savepoint", "write_state_file"]
+           "operator_stream", "pair_writer", "write_keyed_file", "write_savepoint",
+           "write_state_file"]
 
 METADATA_FILE = "_metadata"
 KEYED_PROXY_VERSION = 6
@@ -133,6 +136,9 @@ class SavepointOperator:
     #: per subtask: its operator states
     operator: dict[int, list[OperatorStateOut]] = field(default_factory=dict)
     coordinator: bytes | None = None
+    #: each state's entries of ``keyed`` come in ascending key-group order: a subtask's file
+    #: is written key group by key group as they come (:func:`write_keyed_file`), never held
+    keyed_in_order: bool = False
 
     @property
     def label(self) -> str:
@@ -444,17 +450,23 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
                 elif index in op.keyed:
                     key_groups, state_entries = op.keyed[index]
                     try:
-                        data, offsets, written = keyed_stream(op, key_groups, state_entries,
-                                                              compress)
+                        if op.keyed_in_order:
+                            keyed, written = write_keyed_file(fs, staging, op, key_groups,
+                                                              state_entries, compress)
+                        else:
+                            data, offsets, written = keyed_stream(op, key_groups,
+                                                                  state_entries, compress)
                     except InvalidArgumentError:
                         raise  # names its operator and state (a value migrate cannot convert)
                     except (StatectlError, TypeError, ValueError, KeyError,
                             struct.error) as exc:
                         raise CheckpointError(f"operator {op.uid or op.operator_id}, subtask "
                                               f"{index}: {exc}") from exc
-                    name = write_state_file(fs, staging, data)
-                    keyed = KeyedHandleOut(key_groups.start, tuple(offsets), name, len(data))
-                    files, size, entries = files + 1, size + len(data), entries + written
+                    if keyed is None:
+                        name = write_state_file(fs, staging, data)
+                        keyed = KeyedHandleOut(key_groups.start, tuple(offsets), name,
+                                               len(data))
+                    files, size, entries = files + 1, size + keyed.size, entries + written
                 if op.operator.get(index):
                     try:
                         data, states = operator_stream(op.operator[index],
@@ -473,6 +485,67 @@ def write_savepoint(location: str, checkpoint_id: int, operators: Sequence[Savep
         commit(fs, staging, final, METADATA_FILE, metadata)  # last: its presence means complete
     report(len(operators), len(operators), "")
     return WrittenSnapshot(location, files + 1, size + len(metadata), entries)
+
+
+def write_keyed_file(fs: pafs.FileSystem, staging: str, op: SavepointOperator,
+                     key_groups: KeyGroupRange, entries: Sequence[Iterable[Entry]],
+                     compress: bool = False) -> tuple[KeyedHandleOut, int]:
+    """One subtask's keyed state file written key group by key group; its handle, entries.
+
+    The file :func:`keyed_stream` makes of the same entries, byte for byte, when each state's
+    entries come in ascending key-group order (``op.keyed_in_order``): memory holds one key
+    group's entries, not the subtask's. Named as :func:`write_state_file` names it.
+    """
+    writers = [pair_writer(op, s) for s in op.keyed_states]
+    name = str(uuid.uuid4())
+    path = f"{staging}/{name}"
+    offsets, written = [0] * len(key_groups), 0
+    with fs.open_output_stream(path) as stream:
+        head = keyed_header(op, compress)
+        stream.write(head)
+        size = len(head)
+        for group, per_state in _by_key_group(op, key_groups, entries):
+            block = bytearray()
+            written += key_group_blocks(block, key_groups, [(group, per_state)], writers,
+                                        op.max_parallelism, compress)[1]
+            if block:  # else only empty lists or maps: no data, offset 0
+                offsets[group - key_groups.start] = size
+                stream.write(block)
+                size += len(block)
+    fsync(fs, path)
+    return KeyedHandleOut(key_groups.start, tuple(offsets), name, size), written
+
+
+def _by_key_group(op: SavepointOperator, key_groups: KeyGroupRange,
+                  entries: Sequence[Iterable[Entry]]
+                  ) -> Iterator[tuple[int, list[list[Entry]]]]:
+    """Each key group's entries per state, in ascending order, from ordered streams."""
+    def groups(index: int, state_entries: Iterable[Entry]
+               ) -> Iterator[tuple[int, list[Entry]]]:
+        previous = -1
+        for group, rows in groupby(state_entries, key=itemgetter(0)):
+            if group not in key_groups:
+                raise InvalidArgumentError(f"operator {op.label}, state "
+                                           f"{op.keyed_states[index].name!r}: key group "
+                                           f"{group} is not in {key_groups}")
+            if group <= previous:
+                raise CheckpointError(f"state {op.keyed_states[index].name!r}: key group "
+                                      f"{group} after {previous} (not in key-group order)")
+            previous = group
+            yield group, list(rows)
+
+    streams = [groups(i, e) for i, e in enumerate(entries)]
+    heads = [next(s, None) for s in streams]
+    while any(h is not None for h in heads):
+        group = min(h[0] for h in heads if h is not None)
+        per_state: list[list[Entry]] = []
+        for i, head in enumerate(heads):
+            if head is not None and head[0] == group:
+                per_state.append(head[1])
+                heads[i] = next(streams[i], None)
+            else:
+                per_state.append([])
+        yield group, per_state
 
 
 def write_state_file(fs: pafs.FileSystem, staging: str, data: bytes | bytearray) -> str:
