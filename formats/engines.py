@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from formats.model.checkpoint import Checkpoint
 from formats.model.operator_names import OperatorNames
-from formats.open import open_checkpoint
+from formats.open import open_checkpoint, open_in_runs
 from statecore.errors import InvalidArgumentError, UnsupportedFormatError
 
 if TYPE_CHECKING:  # the operations are imported by the commands that run them (issue 45)
@@ -50,7 +50,8 @@ class Engine:
 
     def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
                         max_parallelism: int | None = None, partial: bool = False,
-                        decode: bool = True, names: OperatorNames | None = None) -> Checkpoint:
+                        decode: bool = True, names: OperatorNames | None = None,
+                        rewrite: bool = False) -> Checkpoint:
         """The checkpoint at ``location``, opened for this engine's commands.
 
         ``count``: the command needs entries per key group (``inspect``, plans; ``export``
@@ -60,8 +61,14 @@ class Engine:
         decoded (only ``_metadata`` and the streams' headers are read; an ``inspect`` summary).
         Locally: :func:`formats.open.open_checkpoint`, which decodes a Flink snapshot here,
         at once, or (``count`` false: the command reads the state piece by piece, as
-        ``export`` does) as it is read, a few pieces held at a time (issue 45).
+        ``export`` does) as it is read, a few pieces held at a time (issue 45). ``rewrite``
+        (``rescale --out`` without ``max_parallelism``): counted piece by piece and rewritten
+        run by run (:func:`formats.open.open_in_runs`), never held whole.
         """
+        if rewrite and max_parallelism is None:
+            from formats.ops.key_group_runs import CHUNK_BYTES
+            return open_in_runs(location, CHUNK_BYTES, allow_pickle=allow_pickle,
+                                partial=partial, names=names)
         return open_checkpoint(location, allow_pickle=allow_pickle, partial=partial,
                                decode=(decode and count) or allow_pickle, names=names)
 
@@ -125,10 +132,12 @@ class SparkEngine(Engine):
 
     def open_checkpoint(self, location: str, *, allow_pickle: bool = False, count: bool = True,
                         max_parallelism: int | None = None, partial: bool = False,
-                        decode: bool = True, names: OperatorNames | None = None) -> Checkpoint:
+                        decode: bool = True, names: OperatorNames | None = None,
+                        rewrite: bool = False) -> Checkpoint:
         """A Flink snapshot without decoding its keyed state here; others as locally.
 
-        Spark tasks count a Flink snapshot's entries when ``count`` (:mod:`formats.spark.flink`).
+        Spark tasks count a Flink snapshot's entries when ``count`` (:mod:`formats.spark.flink`)
+        and rewrite it (``rewrite`` changes nothing here).
         """
         checkpoint = open_checkpoint(location, allow_pickle=allow_pickle, decode=False,
                                      partial=partial, names=names)

@@ -24,7 +24,7 @@ from formats.statectl.reader import open_statectl_checkpoint
 from formats.storage.filesystems import is_storage_failure, resolve_filesystem, storage_errors
 from statecore.errors import StatectlError
 
-__all__ = ["METADATA_FILES", "metadata_file_of", "open_checkpoint", "pinned",
+__all__ = ["METADATA_FILES", "metadata_file_of", "open_checkpoint", "open_in_runs", "pinned",
            "shared_files_read_once"]
 
 #: The metadata file of a complete snapshot, in each format (statectl's, Flink's).
@@ -56,6 +56,27 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
     root = root.rstrip("/") or root
     with storage_errors("reading", location):
         return _open(fs, root, location, strict, allow_pickle, decode, partial, names)
+
+
+def open_in_runs(location: str, run_bytes: int, *, allow_pickle: bool = False,
+                 partial: bool = False, names: OperatorNames | None = None) -> Checkpoint:
+    """The checkpoint at ``location``, opened to be rewritten whole in bounded memory.
+
+    A Flink snapshot is counted piece by piece and rewritten run by run of about
+    ``run_bytes`` stored bytes (:mod:`formats.flink.streamed`), never held decoded whole;
+    with ``allow_pickle``, or values statectl cannot read, it is decoded at open (as
+    :func:`open_checkpoint` does). A statectl checkpoint is opened as always.
+    """
+    if allow_pickle:
+        return open_checkpoint(location, allow_pickle=True, partial=partial, names=names)
+    checkpoint = open_checkpoint(location, partial=partial, decode=False, names=names)
+    from formats.flink.checkpoint import FlinkCheckpoint
+    if not isinstance(checkpoint, FlinkCheckpoint):
+        return checkpoint
+    from formats.flink.streamed import counted_in_runs
+    counted = counted_in_runs(checkpoint, run_bytes)
+    return counted if counted is not None else open_checkpoint(location, partial=partial,
+                                                               names=names)
 
 
 def _open(fs: pafs.FileSystem, root: str, location: str, strict: bool,

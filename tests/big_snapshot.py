@@ -10,6 +10,8 @@ resident).
 from __future__ import annotations
 
 import resource
+import subprocess
+import sys
 from pathlib import Path
 
 KEYS, VALUE_BYTES = 300, 1 << 20
@@ -50,3 +52,11 @@ def write_big_savepoint(base: Path) -> Path:
 def limited() -> None:
     """Limit this process's address space to :data:`LIMIT`."""
     resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+
+def run_limited(*args: str) -> subprocess.CompletedProcess[str]:
+    """``statectl ARGS`` in a process limited to :data:`LIMIT` (:func:`limited`)."""
+    from oracle import REPO_ROOT
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=REPO_ROOT,
+                          preexec_fn=limited, capture_output=True, text=True, timeout=300,
+                          check=False)

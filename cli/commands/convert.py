@@ -6,7 +6,7 @@ import click
 
 from cli.output import Output
 from cli.params import Location, allow_pickle, hold, operator_names, reading
-from formats.open import open_checkpoint
+from formats.engines import Engine
 from formats.ops.convert import FORMATS, convert_checkpoint
 
 __all__ = ["convert_command"]
@@ -39,8 +39,9 @@ def convert_command(output: Output, source: str, to: str, out: str, compress: bo
     release reads (--flink-version).
     """
     hold(source)
-    checkpoint = reading(open_checkpoint(source, allow_pickle=allow_pickle(),
-                                         names=operator_names(), partial=True))
+    checkpoint = reading(Engine().open_checkpoint(source, allow_pickle=allow_pickle(),
+                                                  names=operator_names(), partial=True,
+                                                  rewrite=True))
     with output.progress("converting"):
         result = convert_checkpoint(checkpoint, out, to, compress=compress,
                                     flink_version=flink_version)

@@ -102,7 +102,8 @@ def rescale_command(output: Output, source: str, parallelism: int, max_paralleli
     checkpoint = reading(runner.open_checkpoint(source, allow_pickle=allow_pickle(),
                                                 names=operator_names(),
                                                 max_parallelism=max_parallelism,
-                                                partial=plan_only))
+                                                partial=plan_only,
+                                                rewrite=out is not None and not plan_only))
     given_ttls(checkpoint, ttls)
     unknown = [state_label(op, s) for op, s in unknown_ttls(checkpoint)]
     if drop_expired and unknown:

@@ -170,6 +170,9 @@ class FlinkCheckpoint(Checkpoint):
         #: uids given to name operators (``open_flink_checkpoint(names=)``), and those of them
         #: that named none
         self.names: OperatorNames | None = None
+        #: the stored bytes of a run :meth:`decoded_runs` reads (the rewrite of a snapshot not
+        #: decoded at open: :func:`formats.flink.streamed.counted_in_runs`)
+        self.run_bytes = 1 << 20
         self.unmatched_names: list[str] = []
         self._time_windows: dict[str, frozenset[str]] = {}
 
@@ -330,6 +333,32 @@ class FlinkCheckpoint(Checkpoint):
         A timer state's value is the sorted list of timestamps of the key and namespace.
         """
         return self._path_table(relative).rows
+
+    def decoded_runs(self, relative: str, first: int, last: int
+                     ) -> Iterator[list[tuple[int, Any, Any, Any]]]:
+        """A keyed virtual file's entries of key groups ``first..last``, run by run.
+
+        Runs of whole key groups of about :attr:`run_bytes` stored bytes in ascending order, each
+        decoded when asked for and not kept (the snapshot keeps its last few pieces), when
+        the file was not decoded at open; else one run. Each run's entries in the order
+        decoded (not sorted by key group).
+        """
+        table = self._path_table(relative)
+        found = self.file_sources.get(relative)
+        source = None if found is None else next(
+            (s for s in self.keyed_sources if s.ident == found[0]), None)
+        if table.decoded or source is None:
+            yield table.rows_in(first, last)
+            return
+        run_first, held = first, 0
+        for group, size in key_group_bytes(source):
+            if not first <= group <= last:
+                continue
+            if held and held + size > self.run_bytes and group > run_first:
+                yield table.rows_in(run_first, group - 1)
+                run_first, held = group, 0
+            held += size
+        yield table.rows_in(run_first, last)
 
     def decoded_operator_state(self, relative: str) -> DecodedOperatorState:
         """The decoded operator state behind a virtual file, its meta info as Flink wrote it."""

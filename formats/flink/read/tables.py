@@ -119,6 +119,15 @@ class DecodedTable:
         column = table.column("key_group")
         return table.filter(pc.is_in(column, pa.array(groups, column.type)))
 
+    def rows_in(self, first: int, last: int) -> list[Any]:
+        """The keyed rows of key groups ``first..last``, in the order decoded.
+
+        Rows not decoded yet are decoded for those key groups alone (and not kept here).
+        """
+        if self.decoded or self._part is None:
+            return [row for row in self.rows if first <= row[0] <= last]
+        return self._part(first, last)
+
     def _runs(self, groups: list[int]) -> list[tuple[int, int]]:
         """``groups`` (sorted) as runs ``(first, last)`` decoded together (:data:`_GAP`)."""
         runs: list[tuple[int, int]] = []

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any, Protocol
 
 from formats.flink.read.keyed import KeyedHeader, StateInfo
@@ -66,7 +67,12 @@ class FlinkSource(Protocol):
 
     def keyed_header(self, uid: str) -> KeyedHeader | None: ...
 
+    keyed_decoded: bool
+
     def decoded_rows(self, relative: str) -> list[tuple[int, Any, Any, Any]]: ...
+
+    def decoded_runs(self, relative: str, first: int, last: int
+                     ) -> Iterator[list[tuple[int, Any, Any, Any]]]: ...
 
     def decoded_operator_state(self, relative: str) -> DecodedOperatorState: ...
 
@@ -272,17 +278,21 @@ def _keyed(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
         return
     ttls = {s.name: s.ttl for s in op.states if s.scope == "keyed"}
     converters = converters or {}
-    # generators: each subtask's entries are read (and converted) as its file is written
+    # generators: each subtask's entries are read (and converted) as its file is written;
+    # run by run, in key-group order, where the source was not decoded at open (issue 45)
+    out.keyed_in_order = in_order = (not plan.rehash and not checkpoint.keyed_decoded
+                                      and _disjoint(op))
+    entries = _entries_in_order if in_order else _entries
     for sub in plan.subtasks:
         key_groups = sub.key_group_range
         assert key_groups is not None
         rehash = plan.new_max_parallelism if plan.rehash else None
         out.keyed[sub.index] = (key_groups, [
-            converted(_entries(checkpoint, op, info.source_name or info.name, key_groups,
-                               rehash, java_hash),
+            converted(entries(checkpoint, op, info.source_name or info.name, key_groups,
+                              rehash, java_hash),
                       converters.get(info.source_name or info.name))
             if expiry is None else expiry.filter(
-                _entries(checkpoint, op, info.name, key_groups, rehash, java_hash),
+                entries(checkpoint, op, info.name, key_groups, rehash, java_hash),
                 info.kind, ttls.get(info.name))
             for info in header.states])
 
@@ -310,6 +320,41 @@ def _entries(checkpoint: FlinkSource, op: OperatorMetadata, state: str,
                     key_group = compute_key_group_for_key_hash(java_hash(key), rehash)
                 if key_group in key_groups:
                     yield key_group, key, namespace, value
+
+
+def _entries_in_order(checkpoint: FlinkSource, op: OperatorMetadata, state: str,
+                      key_groups: KeyGroupRange, rehash: int | None,
+                      java_hash: Any) -> Iterator[Entry]:
+    """:func:`_entries` (without a rehash) in key-group order, read run by run.
+
+    The old handles are disjoint (:func:`_disjoint`), so each key group's entries are one
+    handle's, in the order decoded, as :func:`_entries` gives them; a run of stored bytes
+    (``FlinkCheckpoint.run_bytes``) is held at a time.
+    """
+    assert rehash is None
+    handles = sorted((h for st in op.subtasks for h in st.keyed if h.state == state),
+                     key=lambda h: h.key_group_range.start)
+    for handle in handles:
+        first = max(key_groups.start, handle.key_group_range.start)
+        last = min(key_groups.end, handle.key_group_range.end)
+        if first > last:
+            continue
+        for run in checkpoint.decoded_runs(handle.file, first, last):
+            run.sort(key=itemgetter(0))  # stable: each key group's entries as decoded
+            yield from run
+
+
+def _disjoint(op: OperatorMetadata) -> bool:
+    """Whether no two keyed handles of a state of ``op`` share a key group."""
+    by_state: dict[str, list[KeyGroupRange]] = {}
+    for st in op.subtasks:
+        for handle in st.keyed:
+            by_state.setdefault(handle.state, []).append(handle.key_group_range)
+    for ranges in by_state.values():
+        ranges.sort(key=lambda r: r.start)
+        if any(a.end >= b.start for a, b in zip(ranges, ranges[1:], strict=False)):
+            return False
+    return True
 
 
 def _operator_state(checkpoint: FlinkSource, op: OperatorMetadata, plan: OperatorPlan,
