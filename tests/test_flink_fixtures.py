@@ -16,7 +16,6 @@ subtask, split and union operator state).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections import Counter
 from pathlib import Path
@@ -40,6 +39,7 @@ from statecore.checkpoint import CheckpointKind
 from statecore.rescale_plan import intersect_handle
 from statecore.ttl import TtlValue
 from tests.flink_fixtures import (
+    backend,
     expected,
     plain,
     plain_key,
@@ -62,13 +62,6 @@ KEY_TYPES = {"String": "string", "Long": "int64", "Integer": "int32",
 @pytest.mark.parametrize("root", ROOTS)
 def test_fixture_sets_exist(root: str) -> None:
     assert require_fixtures(root)
-
-
-@functools.cache
-def _backend(fixture_set: Path) -> str:
-    """``rocksdb`` when Flink's own reading (``metadata-dump.json``) found incremental handles."""
-    dump = (fixture_set / "metadata-dump.json").read_text()
-    return "rocksdb" if '"IncrementalRemoteKeyedStateHandle"' in dump else "hashmap"
 
 
 def _open(fixture_set: Path, snap: dict[str, Any]) -> FlinkCheckpoint:
@@ -135,7 +128,7 @@ def test_snapshot_identity(fixture_set: Path, snap: dict[str, Any]) -> None:
     assert checkpoint.metadata.kind is kind
     handle_kinds = {h.kind for op in checkpoint.flink.operators for st in op.subtasks
                     for h in st.managed_keyed}
-    native = "incremental" if _backend(fixture_set) == "rocksdb" else "heap"
+    native = "incremental" if backend(fixture_set) == "rocksdb" else "heap"
     assert handle_kinds == ({"canonical"} if snap["format"] == "canonical" else {native})
     if snap["kind"] == "savepoint":
         assert checkpoint.flink.savepoint_format == snap["format"].upper()
@@ -495,7 +488,7 @@ def test_rescale_plan_downloads_incremental_handles_whole(
                 h.meta.size + sum(f.size for _, f in h.files) for h in want)
             assert len(got) == sum(1 + len(h.files) for h in want)
             found += len(want)
-    assert (found > 0) == (_backend(fixture_set) == "rocksdb" and source["format"] != "canonical")
+    assert (found > 0) == (backend(fixture_set) == "rocksdb" and source["format"] != "canonical")
 
 
 # -- export -----------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from cli_support import run, run_json
-from flink_fixtures import expected, require_fixtures
+from flink_fixtures import backend, expected, require_fixtures
 from test_json_contract import check
 
 from formats.flink.java.input import DataReader
@@ -41,20 +41,23 @@ ROW = ("RowDataSerializer$RowDataSerializerSnapshot", "RowDataSerializXr$RowData
 BROKEN = {"day", "status", "per-status", "last-event", "recent"}
 
 
-def _p2(*roots: str) -> Iterator[tuple[str, Path]]:
+def _p2(*roots: str, job: str | None = None) -> Iterator[tuple[str, Path]]:
     """The snapshots each set's job took itself (not Flink's rescaled restores of them), at
-    whatever parallelism its expected.json says."""
+    whatever parallelism its expected.json says; of ``job``'s sets only, when given. Each is
+    labelled ``SET:FORMAT-KIND [BACKEND]`` (the backend as Flink's reading of the set found)."""
     for root in roots:
         for fixture_set in require_fixtures(root):
-            for snap in expected(fixture_set)["snapshots"]:
+            said = expected(fixture_set)
+            if job is not None and said["job"] != job:
+                continue
+            for snap in said["snapshots"]:
                 if "rescaled_from" not in snap:
-                    yield (f"{fixture_set.name}:{snap['format']}-{snap['kind']}",
-                           fixture_set / snap["path"])
+                    yield (f"{fixture_set.name}:{snap['format']}-{snap['kind']} "
+                           f"[{backend(fixture_set)}]", fixture_set / snap["path"])
 
 
 TYPES = list(_p2("types"))
-SQL = list(_p2("heap", "rocksdb"))
-SQL = [s for s in SQL if s[0].startswith("sql-")]
+SQL = list(_p2("heap", "rocksdb", job="sql"))
 
 
 def _broken_copy(snapshot: Path, tmp_path: Path, *renames: tuple[str, str]) -> Path:
@@ -143,7 +146,7 @@ def test_a_header_that_does_not_parse_still_lists_every_state(name: str, snapsho
             assert not_read["entries"] == state["entries"] == was["entries"], key
     # the formats that delimit values count every state; the heap format the states whose
     # block it met first in each key group (the next block is found by decoding one)
-    heap = "native" in name and "rocksdb" not in name
+    heap = "native" in name and "[rocksdb]" not in name
     assert exact >= 1 if heap else exact == len(BROKEN), exact
     code, out, err = run("inspect", str(copy))  # the summary: not "without state"
     assert code == 0 and "pojo-keyed" in out, err
@@ -173,8 +176,8 @@ def _verify_names(copy: Path, unread: set[tuple[str, str]], entries: int | None)
 def test_the_header_is_recovered_from_its_structure() -> None:
     """Two unparsable snapshots in one header (a heap stream of the types fixture): the states
     are found by their structure, in the header's order, and say what was not read."""
-    snapshot = next(path for name, path in TYPES if name.endswith(":native-checkpoint")
-                    and "rocksdb" not in name)
+    snapshot = next(path for name, path in TYPES if ":native-checkpoint " in name
+                    and "[rocksdb]" not in name)
     found = 0
     for path in sorted(snapshot.iterdir()):
         data = path.read_bytes()
@@ -235,8 +238,7 @@ def test_operator_state_with_an_unknown_serializer_is_listed(tmp_path: Path) -> 
     """An operator state header with a serializer snapshot statectl cannot parse: its states are
     recovered, the readable one decoded, the other's elements kept as their bytes (each is
     delimited by the handle's offsets) and counted."""
-    snapshots = [path for name, path in _p2("heap") if name.startswith("java-")
-                 and "canonical" in name]
+    snapshots = [path for name, path in _p2("heap", job="java") if ":canonical-" in name]
     assert snapshots, "no canonical savepoint of the java fixture"
     long = ("LongSerializer$LongSerializerSnapshot", "LongSerializXr$LongSerializerSnapshot")
     copy = _broken_copy(snapshots[0], tmp_path, long)
