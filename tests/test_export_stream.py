@@ -27,13 +27,13 @@ from big_snapshot import KEYS, limited, value, write_big_savepoint
 from cli_support import run
 from flink_fixtures import expected, fixture_sets, snapshots
 from oracle import REPO_ROOT
+from small_runs import cut_in_small_runs
 
 import formats.ops.export as export_module
 import formats.ops.key_group_runs as runs_module
 from formats.engines import Engine
 from formats.open import open_checkpoint
 from formats.ops.export import export_checkpoint
-from formats.ops.key_group_runs import key_group_chunks
 
 ROOTS = ("heap", "rocksdb", "types")
 #: Every set's snapshots at its lowest parallelism; all snapshots (the rescaled ones too, whose
@@ -60,13 +60,7 @@ def test_read_piece_by_piece_the_export_is_the_whole_ones(
     export_checkpoint(open_checkpoint(path, partial=True), str(tmp_path / "whole"))
     checkpoint = Engine().open_checkpoint(path, count=False, partial=True)
     assert not getattr(checkpoint, "keyed_decoded", True)  # read as exported, not at open
-    # the fixtures hold kilobytes: runs of about a third of the smallest handle with state
-    sizes = [sum(b for _, b in checkpoint.key_group_estimates(op.uid, h) or [])
-             for op in checkpoint.metadata.operators for st in op.subtasks for h in st.keyed]
-    monkeypatch.setattr(runs_module, "CHUNK_BYTES", max(1, min(
-        (n for n in sizes if n), default=3) // 3))
-    runs = [len(key_group_chunks(checkpoint, op.uid, h) or [None])
-            for op in checkpoint.metadata.operators for st in op.subtasks for h in st.keyed]
+    runs = cut_in_small_runs(checkpoint, monkeypatch)  # a few runs per handle
     export_checkpoint(checkpoint, str(tmp_path / "pieces"))
     whole, pieces = _tables(tmp_path / "whole"), _tables(tmp_path / "pieces")
     assert whole.keys() == pieces.keys()

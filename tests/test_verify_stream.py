@@ -28,6 +28,7 @@ from big_snapshot import KEYS, VALUE_BYTES, limited, write_big_savepoint
 from cli_support import run
 from flink_fixtures import expected, fixture_sets
 from oracle import REPO_ROOT
+from small_runs import cut_in_small_runs
 from test_verify_kinds import (
     _copy,
     _first_keyed_file,
@@ -40,7 +41,6 @@ from test_verify_kinds import (
 
 import formats.ops.key_group_runs as runs_module
 from formats.open import open_checkpoint
-from formats.ops.key_group_runs import key_group_chunks
 
 ROOTS = ("heap", "rocksdb", "types", "versions")
 #: As tests/test_export_stream.py chooses: every set's snapshots at its lowest parallelism, all
@@ -69,13 +69,7 @@ def test_read_in_runs_the_report_is_the_default_ones(
     path = str(fixture / snap["path"])
     default = _verify(path)
     checkpoint = open_checkpoint(path, partial=True, strict=False, decode=False)
-    # the fixtures hold kilobytes: runs of about a third of the smallest handle with state
-    sizes = [sum(b for _, b in checkpoint.key_group_estimates(op.uid, h) or [])
-             for op in checkpoint.metadata.operators for st in op.subtasks for h in st.keyed]
-    monkeypatch.setattr(runs_module, "CHUNK_BYTES", max(1, min(
-        (n for n in sizes if n), default=3) // 3))
-    runs = [len(key_group_chunks(checkpoint, op.uid, h) or [None])
-            for op in checkpoint.metadata.operators for st in op.subtasks for h in st.keyed]
+    runs = cut_in_small_runs(checkpoint, monkeypatch)  # a few runs per handle
     assert _verify(path) == default
     if default[1]["entries"]:  # states with entries were read in runs
         assert max(runs) > 1, runs
