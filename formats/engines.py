@@ -77,11 +77,13 @@ class Engine:
                        ) -> Checkpoint:
         """The checkpoint at ``location``, opened to be rewritten whole (``migrate``).
 
-        Locally decoded here, at once (values that cannot be read are known before the
-        rewrite, which refuses to lose them).
+        As ``rescale --out`` opens it (:func:`formats.open.open_in_runs`): counted piece by
+        piece, then rewritten run by run, never held whole; a snapshot with values that
+        cannot be read is decoded here, at once (they are known before the rewrite, which
+        refuses to lose them).
         """
         return self.open_checkpoint(location, allow_pickle=allow_pickle, partial=partial,
-                                    names=names)
+                                    names=names, rewrite=True)
 
     def check_source(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint this engine cannot read (every one is fine locally)."""
