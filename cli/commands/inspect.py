@@ -94,9 +94,12 @@ def inspect_command(output: Output, path: str, key_groups: bool, measure: str, t
     # --key (alone) only the key's key group besides
     pickles = allow_pickle()  # unpickling decodes every value at opening
     decode = bool(key_groups or top or now is not None or show_entries or everything or pickles)
+    # --key-groups alone: counted piece by piece, never held decoded (issue 45)
+    counted = key_groups and not (top or now is not None or show_entries or everything
+                                  or pickles or key is not None)
     checkpoint = reading(runner.open_checkpoint(path, allow_pickle=pickles,
                                                 names=operator_names(), partial=True,
-                                                decode=decode))
+                                                decode=decode, rewrite=counted))
     given_ttls(checkpoint, ttls)
     output.inspect(inspect_checkpoint(
         checkpoint, path, key_groups=key_groups, measure=measure, top=top, now=now,
