@@ -10,12 +10,13 @@ a snapshot far bigger decoded than a process's memory limit is counted under tha
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from big_snapshot import KEYS, run_limited, write_big_savepoint
+from big_snapshot import KEYS, run_limited, value, write_big_savepoint
 from cli_support import run_json
 from flink_fixtures import expected
 from test_export_stream import CASES as ALL_CASES
@@ -64,3 +65,21 @@ def test_a_snapshot_far_bigger_than_the_memory_limit_is_counted(big: Path) -> No
     document = json.loads(done.stdout)
     entries = sum(s["entries"] for op in document["operators"] for s in op["states"])
     assert entries == KEYS, document["operators"]
+
+
+def test_a_key_of_a_snapshot_far_bigger_than_the_memory_limit_is_looked_up(big: Path) -> None:
+    """inspect --key and history read the key's key group alone (``decode=False``): under the
+    limit, the value whole."""
+    document = json.loads(_limited_ok("--output", "json", "inspect", str(big), "--key", "key-7"))
+    (state,) = document["lookup"]["states"]
+    (entry,) = state["entries"]
+    assert base64.b64decode(entry["value"]) == value(7)
+    document = json.loads(_limited_ok("--output", "json", "history", str(big), "--key", "key-7"))
+    (snapshot,) = document["snapshots"]
+    assert base64.b64decode(snapshot["values"][0]["value"]) == value(7)
+
+
+def _limited_ok(*args: str) -> str:
+    done = run_limited(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
