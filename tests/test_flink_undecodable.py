@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from cli_support import run
-from flink_fixtures import expected, require_fixtures
+from flink_fixtures import backend, expected, require_fixtures
 
 from formats.open import open_checkpoint
 from formats.ops.verify import verify_checkpoint
@@ -43,13 +43,15 @@ BAD_FLAGS = 0x10
 
 
 def _snapshots() -> list[tuple[str, Path]]:
-    """``(id, snapshot dir)`` of the p2 snapshots of every types fixture set."""
+    """``(id, snapshot dir)`` of the snapshots every types fixture set's job took itself (not
+    Flink's rescaled restores of them); ids ``SET:FORMAT-KIND [BACKEND]``, the backend as
+    Flink's reading of the set found (:func:`flink_fixtures.backend`: set names may not say)."""
     out = []
     for fixture_set in require_fixtures("types"):
         for snap in expected(fixture_set)["snapshots"]:
-            if snap["parallelism"] == 2:
-                out.append((f"{fixture_set.name}:{snap['format']}-{snap['kind']}",
-                            fixture_set / snap["path"]))
+            if "rescaled_from" not in snap:
+                out.append((f"{fixture_set.name}:{snap['format']}-{snap['kind']} "
+                            f"[{backend(fixture_set)}]", fixture_set / snap["path"]))
     return out
 
 
@@ -111,7 +113,7 @@ def test_an_unknown_serializer_hides_nothing_else(name: str, snapshot: Path,
     assert parts and not any(p.damaged for p in parts)
     assert all("LocalDatXSerializer" in p.serializer + p.reason for p in parts)
     day = after[("pojo-keyed", "day")]
-    if "canonical" in name or "rocksdb" in name:  # delimited values: markers with the bytes
+    if "canonical" in name or "[rocksdb]" in name:  # delimited values: markers with the bytes
         assert len(day) == len(before[("pojo-keyed", "day")])
         assert all(type(e[3]) is Undecodable and e[3].data is not None and not e[3].damaged
                    for e in day)
@@ -144,9 +146,9 @@ def test_an_unknown_serializer_hides_nothing_else(name: str, snapshot: Path,
 
 
 @pytest.mark.parametrize(("name", "snapshot"),
-                         [s for s in SNAPSHOTS if "rocksdb" not in s[0]
+                         [s for s in SNAPSHOTS if "[rocksdb]" not in s[0]
                           and "native-savepoint" not in s[0]],
-                         ids=[s[0] for s in SNAPSHOTS if "rocksdb" not in s[0]
+                         ids=[s[0] for s in SNAPSHOTS if "[rocksdb]" not in s[0]
                               and "native-savepoint" not in s[0]])
 def test_one_corrupt_value_is_the_only_damage_and_exits_3(name: str, snapshot: Path,
                                                           tmp_path: Path) -> None:
@@ -232,7 +234,7 @@ def test_rescale_carries_undecodable_values_as_their_bytes(name: str, snapshot: 
 
 def test_a_savepoint_that_would_lose_values_is_refused(tmp_path: Path) -> None:
     """A heap checkpoint's block that could not be read: writing it would lose values."""
-    heap = [s for s in SNAPSHOTS if "native-checkpoint" in s[0] and "rocksdb" not in s[0]]
+    heap = [s for s in SNAPSHOTS if "native-checkpoint" in s[0] and "[rocksdb]" not in s[0]]
     copy = _copy(heap[0][1], tmp_path)
     _patch(copy, lambda data: data.replace(DAY_SNAPSHOT, UNKNOWN_SNAPSHOT))
     code, _, err = run("rescale", str(copy), "-p", "3", "--out", str(tmp_path / "out"))
@@ -244,8 +246,8 @@ def _rocksdb_incremental() -> Path:
     for fixture_set in require_fixtures("types"):
         for snap in expected(fixture_set)["snapshots"]:
             path = fixture_set / snap["path"]
-            if "rocksdb" in fixture_set.name and snap["kind"] == "checkpoint" and (
-                    snap["parallelism"] == 2):
+            if backend(fixture_set) == "rocksdb" and snap["kind"] == "checkpoint" and (
+                    "rescaled_from" not in snap):
                 return path
     pytest.fail("no RocksDB checkpoint in the types fixtures")
 
