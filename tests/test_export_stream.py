@@ -137,7 +137,7 @@ def test_worker_processes_export_what_one_process_does(
         _patch,
     )
 
-    name, source = next((n, s) for n, s in SNAPSHOTS if n.endswith("canonical-savepoint"))
+    name, source = next((n, s) for n, s in SNAPSHOTS if ":canonical-savepoint " in n)
     snapshot = _copy(source, tmp_path)
     if change == "unsupported":
         assert _patch(snapshot, lambda b: b.replace(DAY_SNAPSHOT, UNKNOWN_SNAPSHOT)) >= 1

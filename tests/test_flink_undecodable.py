@@ -113,7 +113,7 @@ def test_an_unknown_serializer_hides_nothing_else(name: str, snapshot: Path,
     assert parts and not any(p.damaged for p in parts)
     assert all("LocalDatXSerializer" in p.serializer + p.reason for p in parts)
     day = after[("pojo-keyed", "day")]
-    if "canonical" in name or "[rocksdb]" in name:  # delimited values: markers with the bytes
+    if ":canonical-" in name or "[rocksdb]" in name:  # delimited values: markers with the bytes
         assert len(day) == len(before[("pojo-keyed", "day")])
         assert all(type(e[3]) is Undecodable and e[3].data is not None and not e[3].damaged
                    for e in day)
@@ -147,9 +147,9 @@ def test_an_unknown_serializer_hides_nothing_else(name: str, snapshot: Path,
 
 @pytest.mark.parametrize(("name", "snapshot"),
                          [s for s in SNAPSHOTS if "[rocksdb]" not in s[0]
-                          and "native-savepoint" not in s[0]],
+                          and ":native-savepoint " not in s[0]],
                          ids=[s[0] for s in SNAPSHOTS if "[rocksdb]" not in s[0]
-                              and "native-savepoint" not in s[0]])
+                              and ":native-savepoint " not in s[0]])
 def test_one_corrupt_value_is_the_only_damage_and_exits_3(name: str, snapshot: Path,
                                                           tmp_path: Path) -> None:
     copy = _copy(snapshot, tmp_path)
@@ -185,7 +185,7 @@ def test_one_corrupt_value_is_the_only_damage_and_exits_3(name: str, snapshot: P
     assert [e for e in after[(hit.operator, hit.state)] if e[0] != hit.key_group] == other
     in_group = [e for e in after[(hit.operator, hit.state)] if e[0] == hit.key_group]
     was = [e for e in before[(hit.operator, hit.state)] if e[0] == hit.key_group]
-    if "canonical" in name:  # exactly one value: a marker with its bytes, the rest decoded
+    if ":canonical-" in name:  # exactly one value: a marker with its bytes, the rest decoded
         assert hit.values == 1 and hit.kept
         markers = [e for e in in_group if type(e[3]) is Undecodable]
         assert len(markers) == 1 and markers[0][3].damaged and markers[0][3].data
@@ -206,8 +206,8 @@ def test_one_corrupt_value_is_the_only_damage_and_exits_3(name: str, snapshot: P
 
 
 @pytest.mark.parametrize("max_parallelism", [None, 256])
-@pytest.mark.parametrize(("name", "snapshot"), [s for s in SNAPSHOTS if "canonical" in s[0]],
-                         ids=[s[0] for s in SNAPSHOTS if "canonical" in s[0]])
+@pytest.mark.parametrize(("name", "snapshot"), [s for s in SNAPSHOTS if ":canonical-" in s[0]],
+                         ids=[s[0] for s in SNAPSHOTS if ":canonical-" in s[0]])
 def test_rescale_carries_undecodable_values_as_their_bytes(name: str, snapshot: Path,
                                                            max_parallelism: int | None,
                                                            tmp_path: Path) -> None:
@@ -234,7 +234,7 @@ def test_rescale_carries_undecodable_values_as_their_bytes(name: str, snapshot: 
 
 def test_a_savepoint_that_would_lose_values_is_refused(tmp_path: Path) -> None:
     """A heap checkpoint's block that could not be read: writing it would lose values."""
-    heap = [s for s in SNAPSHOTS if "native-checkpoint" in s[0] and "[rocksdb]" not in s[0]]
+    heap = [s for s in SNAPSHOTS if ":native-checkpoint " in s[0] and "[rocksdb]" not in s[0]]
     copy = _copy(heap[0][1], tmp_path)
     _patch(copy, lambda data: data.replace(DAY_SNAPSHOT, UNKNOWN_SNAPSHOT))
     code, _, err = run("rescale", str(copy), "-p", "3", "--out", str(tmp_path / "out"))
