@@ -58,6 +58,11 @@ def open_checkpoint(location: str, *, filesystem: pafs.FileSystem | None = None,
         return _open(fs, root, location, strict, allow_pickle, decode, partial, names)
 
 
+#: A Flink snapshot of at most this many runs of keyed state (as stored) is decoded at once
+#: by :func:`open_in_runs`.
+WHOLE_RUNS = 4
+
+
 def open_in_runs(location: str, run_bytes: int, *, allow_pickle: bool = False,
                  partial: bool = False, names: OperatorNames | None = None) -> Checkpoint:
     """The checkpoint at ``location``, opened to be rewritten whole in bounded memory.
@@ -65,7 +70,10 @@ def open_in_runs(location: str, run_bytes: int, *, allow_pickle: bool = False,
     A Flink snapshot is counted piece by piece and rewritten run by run of about
     ``run_bytes`` stored bytes (:mod:`formats.flink.streamed`), never held decoded whole;
     with ``allow_pickle``, or values statectl cannot read, it is decoded at open (as
-    :func:`open_checkpoint` does). A statectl checkpoint is opened as always.
+    :func:`open_checkpoint` does). So is a snapshot whose keyed state is at most
+    :data:`WHOLE_RUNS` runs as stored: holding it decoded takes no more than a few runs do,
+    and reading it once is faster than counting it first. A statectl checkpoint is opened as
+    always.
     """
     if allow_pickle:
         return open_checkpoint(location, allow_pickle=True, partial=partial, names=names)
@@ -73,6 +81,8 @@ def open_in_runs(location: str, run_bytes: int, *, allow_pickle: bool = False,
     from formats.flink.checkpoint import FlinkCheckpoint
     if not isinstance(checkpoint, FlinkCheckpoint):
         return checkpoint
+    if sum(source.size for source in checkpoint.keyed_sources) <= WHOLE_RUNS * run_bytes:
+        return open_checkpoint(location, partial=partial, names=names)
     from formats.flink.streamed import counted_in_runs
     counted = counted_in_runs(checkpoint, run_bytes)
     return counted if counted is not None else open_checkpoint(location, partial=partial,
