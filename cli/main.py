@@ -152,8 +152,8 @@ def _domain_error(exc: Exception) -> str | None:
     if isinstance(exc, MemoryError):  # pyarrow's ArrowMemoryError is one too
         return (f"out of memory ({exc or 'no detail'}): the command needs more memory than "
                 "this process may take (docs/cli.md, \"Memory\": most commands hold a few runs "
-                "of key groups at a time; diff and rescale --max-parallelism a Flink snapshot "
-                "decoded whole, query the states it reads as tables); "
+                "of key groups at a time; rescale --max-parallelism a Flink snapshot decoded "
+                "whole, query the states it reads as tables); "
                 "raise the limit, or run the command with --engine spark")
     if isinstance(exc, OSError):
         from formats.storage.filesystems import explain

@@ -27,7 +27,7 @@ def diff_command(ctx: click.Context, a: str, b: str, limit: int) -> None:
     """
     output: Output = ctx.obj
     hold(a, b)
-    left, right = open_sides([("first", a, True), ("second", b, True)], pickles=allow_pickle())
+    left, right = open_sides([("first", a, False), ("second", b, False)], pickles=allow_pickle())
     report = diff_checkpoints(left, right, left=a, right=b, limit=limit)
     output.diff(report)
     if not report.equal:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,6 +103,8 @@ if TYPE_CHECKING:  # written and compared on demand: ``inspect`` loads neither (
     from formats.flink.write.versions import TargetRelease
     from formats.model.compatibility import OperatorMigration, StateCheck
     from statecore.rescale_plan import RescalePlan
+
+_key_group = itemgetter(0)
 
 __all__ = ["FLINK_METADATA_FILE", "FlinkCheckpoint", "is_flink_checkpoint",
            "open_flink_checkpoint"]
@@ -252,18 +255,24 @@ class FlinkCheckpoint(Checkpoint):
                       ) -> Iterator[tuple[int, Any, Any, Any]]:
         """The decoded entries themselves, in key-group order (the model's contract).
 
-        A Flink snapshot is decoded when opened: its entries need no trip through Arrow.
+        They need no trip through Arrow. Not decoded at open, a handle is decoded in runs of
+        whole key groups (:meth:`decoded_runs`) of the requested ones only, each let go
+        once its entries are taken: memory holds a run, not the snapshot (issue 45).
         """
         op = self.operator(uid)
         state_of(op, state_name, "keyed")
         handles = sorted((h for st in op.subtasks for h in st.keyed if h.state == state_name),
                          key=lambda h: h.key_group_range.start)
         for handle in handles:
-            rows = self.decoded_rows(handle.file)
-            if key_groups is None:
-                yield from rows
-            else:
-                yield from (row for row in rows if row[0] in key_groups)
+            first, last = handle.key_group_range.start, handle.key_group_range.end
+            if key_groups is not None:
+                first, last = max(first, key_groups.start), min(last, key_groups.end)
+            if first > last:
+                continue
+            for run in self.decoded_runs(handle.file, first, last):
+                # a run is in the order decoded: a stream's is its key groups' (timsort
+                # passes over it in one linear pass)
+                yield from sorted(run, key=_key_group)
 
     def namespace_reader(self, op: OperatorMetadata, state: StateMetadata
                          ) -> Callable[[Any], Any] | None:

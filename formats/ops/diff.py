@@ -9,6 +9,12 @@ and files. Keyed entries compare their values and TTL timestamps. Operator state
   restores all of them, so a range referenced by several subtasks counts once);
 * broadcast state as one map (the copies merged).
 
+Keyed state is read key group by key group where an operator has one max parallelism and key
+type on both sides (every key is then in the same key group on both), a run of key groups of
+each side at a time, holding only the differences listed; otherwise each side's state whole
+(docs/cli.md, "Memory"). Either way a state's differences are listed in the order of their
+keys' ``repr``.
+
 Floats compare NaN equal to NaN (the same stored value). A state whose TTL is unknown (read from
 a Flink snapshot, which keeps timestamps but not the TTL) declares the same as one with any TTL.
 """
@@ -16,11 +22,14 @@ a Flink snapshot, which keeps timestamps but not the TTL) declares the same as o
 from __future__ import annotations
 
 import decimal
+import heapq
 import math
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from formats.model.arrow_types import from_arrow, pyrows
@@ -90,6 +99,36 @@ class DiffReport:
         self.found += 1
         if self.limit is None or len(self.differences) < self.limit:
             self.differences.append(difference)
+
+    def add_sorted(self, found: Iterable[tuple[str, Difference]]) -> None:
+        """Add differences in the order of their sort keys, as :meth:`add` one by one would.
+
+        All are counted; only the ones the limit leaves room for are held while ``found``
+        runs (the smallest keys so far), so memory holds the listed differences, not all.
+        """
+        def counted() -> Iterator[tuple[str, Difference]]:
+            for item in found:
+                self.counts[item[1].change] += item[1].count
+                self.found += 1
+                yield item
+
+        room = None if self.limit is None else max(self.limit - len(self.differences), 0)
+        if room is None:
+            kept = sorted(counted(), key=itemgetter(0))
+        elif room == 0:
+            kept = []
+            deque(counted(), maxlen=0)
+        else:
+            kept = heapq.nsmallest(room, counted(), key=itemgetter(0))
+        self.differences.extend(difference for _, difference in kept)
+
+    def saved(self) -> tuple[Counter[str], int, int, int]:
+        """What :meth:`restore` puts back: the report before a state compared anew."""
+        return Counter(self.counts), self.found, self.compared, len(self.differences)
+
+    def restore(self, saved: tuple[Counter[str], int, int, int]) -> None:
+        self.counts, self.found, self.compared, listed = saved
+        del self.differences[listed:]
 
 
 def diff_checkpoints(a: Checkpoint, b: Checkpoint, *, left: str = "A", right: str = "B",
@@ -170,23 +209,49 @@ def _diff_operator(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint, op_b: O
             continue  # keyed vs operator (or list vs map): the declaration change says it
         sides = (side_errors("first", report.left), side_errors("second", report.right))
         if shape == "keyed":
-            with sides[0]:
-                keyed_a = dict(_keyed(a, op_a.uid, name)) if sa else {}
-            with sides[1]:
-                keyed_b = dict(_keyed(b, op_b.uid, name)) if sb else {}
-            _diff_keyed(keyed_a, keyed_b, uid, name, report, (sa, sb))
+            _diff_keyed_state(a, op_a, b, op_b, name, (sa, sb), uid, report)
         elif shape == "broadcast":
             with sides[0]:
                 map_a = _broadcast(a, op_a, sa) if sa else {}
             with sides[1]:
                 map_b = _broadcast(b, op_b, sb) if sb else {}
-            _diff_keyed(map_a, map_b, uid, name, report)
+            report.add_sorted(_keyed_differences([(map_a, map_b)], uid, name, report,
+                                                 (None, None)))
         else:
             with sides[0]:
                 elements_a = _elements(a, op_a, sa) if sa else Counter()
             with sides[1]:
                 elements_b = _elements(b, op_b, sb) if sb else Counter()
             _diff_elements(elements_a, elements_b, uid, name, report)
+
+
+def _diff_keyed_state(a: Checkpoint, op_a: OperatorMetadata, b: Checkpoint,
+                      op_b: OperatorMetadata, name: str,
+                      declared: tuple[StateMetadata | None, StateMetadata | None],
+                      uid: OperatorIdentity, report: DiffReport) -> None:
+    """One keyed state's entries compared, key group by key group where the sides allow.
+
+    Two sides of one max parallelism and key type have each key in the same key group: the
+    sides are read together a run of key groups at a time, memory holding a run of each and
+    the differences listed (issue 45). Otherwise (or where a side's key groups do not ascend)
+    each side is read whole into one map.
+    """
+    sa, sb = declared
+    if (op_a.max_parallelism, op_a.key_type) == (op_b.max_parallelism, op_b.key_type):
+        before = report.saved()
+        walk = _keyed_walk(
+            _key_groups(a, op_a.uid, name if sa else None, side_errors("first", report.left)),
+            _key_groups(b, op_b.uid, name if sb else None, side_errors("second", report.right)))
+        try:
+            report.add_sorted(_keyed_differences(walk, uid, name, report, declared))
+            return
+        except _NotAscending:
+            report.restore(before)
+    with side_errors("first", report.left):
+        keyed_a = dict(_keyed(a, op_a.uid, name)) if sa else {}
+    with side_errors("second", report.right):
+        keyed_b = dict(_keyed(b, op_b.uid, name)) if sb else {}
+    report.add_sorted(_keyed_differences([(keyed_a, keyed_b)], uid, name, report, declared))
 
 
 @contextmanager
@@ -236,29 +301,90 @@ def _keyed(checkpoint: Checkpoint, uid: str, state: str) -> Iterator[tuple[Any, 
         yield (canonical(key), canonical(namespace)), (key, namespace, stored)
 
 
-def _diff_keyed(left: dict[Any, Any], right: dict[Any, Any], uid: OperatorIdentity,
-                state: str, report: DiffReport,
-                declared: tuple[StateMetadata | None, StateMetadata | None] = (None, None)
-                ) -> None:
-    report.compared += len(left.keys() | right.keys())
-    for composite in sorted(left.keys() | right.keys(), key=repr):
-        la, rb = left.get(composite), right.get(composite)
-        if rb is None:
-            assert la is not None
-            key, ns, stored = la
-            value, ttl = _split(declared[0], stored)
-            report.add(Difference("removed", "entry", uid, state, key, _ns(ns), left=value,
-                                  left_ttl_timestamp=ttl))
-        elif la is None:
-            key, ns, stored = rb
-            value, ttl = _split(declared[1], stored)
-            report.add(Difference("added", "entry", uid, state, key, _ns(ns), right=value,
-                                  right_ttl_timestamp=ttl))
-        elif canonical(la[2]) != canonical(rb[2]):
-            (lv, lt), (rv, rt) = _split(declared[0], la[2]), _split(declared[1], rb[2])
-            report.add(Difference("changed", "entry", uid, state, la[0], _ns(la[1]),
-                                  left=lv, right=rv, left_ttl_timestamp=lt,
-                                  right_ttl_timestamp=rt))
+Entries = dict[Any, tuple[Any, Any, Any]]
+
+
+def _key_groups(checkpoint: Checkpoint, uid: str, state: str | None,
+                errors: AbstractContextManager[None]) -> Iterator[tuple[int, Entries]]:
+    """One side's entries of ``state`` key group by key group (none without the state).
+
+    ``keyed_entries`` reads them a run of key groups at a time; a key group's entries are
+    together there, in ascending key-group order (the model's contract). Errors reading them
+    are said with the side (:func:`side_errors`).
+    """
+    if state is None:
+        return
+    with errors:
+        for group, rows in groupby(checkpoint.keyed_entries(uid, state), key=itemgetter(0)):
+            yield group, {(canonical(key), canonical(ns)): (key, ns, stored)
+                          for _, key, ns, stored in rows}
+
+
+def _keyed_walk(left: Iterator[tuple[int, Entries]], right: Iterator[tuple[int, Entries]]
+                ) -> Iterator[tuple[Entries, Entries]]:
+    """Both sides' entries of each key group, in ascending key-group order.
+
+    Only for two sides of one max parallelism and key type, where a key is in the same key
+    group on both. A side whose key groups do not ascend (a snapshot that stores one key
+    group in two places) is compared whole: its entries merged as :func:`_keyed` does.
+    """
+    empty: Entries = {}
+    a, b = next(left, None), next(right, None)
+    seen = -1
+    while a is not None or b is not None:
+        group = min(side[0] for side in (a, b) if side is not None)
+        if group <= seen:
+            raise _NotAscending
+        seen = group
+        la = a[1] if a is not None and a[0] == group else empty
+        rb = b[1] if b is not None and b[0] == group else empty
+        yield la, rb
+        if la is not empty:
+            a = next(left, None)
+        if rb is not empty:
+            b = next(right, None)
+
+
+class _NotAscending(Exception):
+    """A side's key groups came out of order: the state is compared whole."""
+
+
+def _keyed_differences(walk: Iterable[tuple[Entries, Entries]], uid: OperatorIdentity,
+                       state: str, report: DiffReport,
+                       declared: tuple[StateMetadata | None, StateMetadata | None]
+                       ) -> Iterator[tuple[str, Difference]]:
+    """The differences of each pair of entries ``walk`` gives, each with its sort key.
+
+    The sort key is the ``repr`` of the canonical key and namespace: the report lists a
+    state's differences in that order however they were read.
+    """
+    for left, right in walk:
+        report.compared += len(left.keys() | right.keys())
+        for composite in left.keys() ^ right.keys() | {
+                c for c in left.keys() & right.keys()
+                if canonical(left[c][2]) != canonical(right[c][2])}:
+            yield repr(composite), _entry_difference(left.get(composite), right.get(composite),
+                                                     uid, state, declared)
+
+
+def _entry_difference(la: tuple[Any, Any, Any] | None, rb: tuple[Any, Any, Any] | None,
+                      uid: OperatorIdentity, state: str,
+                      declared: tuple[StateMetadata | None, StateMetadata | None]
+                      ) -> Difference:
+    if rb is None:
+        assert la is not None
+        key, ns, stored = la
+        value, ttl = _split(declared[0], stored)
+        return Difference("removed", "entry", uid, state, key, _ns(ns), left=value,
+                          left_ttl_timestamp=ttl)
+    if la is None:
+        key, ns, stored = rb
+        value, ttl = _split(declared[1], stored)
+        return Difference("added", "entry", uid, state, key, _ns(ns), right=value,
+                          right_ttl_timestamp=ttl)
+    (lv, lt), (rv, rt) = _split(declared[0], la[2]), _split(declared[1], rb[2])
+    return Difference("changed", "entry", uid, state, la[0], _ns(la[1]), left=lv, right=rv,
+                      left_ttl_timestamp=lt, right_ttl_timestamp=rt)
 
 
 def _split(state: StateMetadata | None, stored: Any) -> tuple[Any, Any]:
