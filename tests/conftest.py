@@ -39,6 +39,16 @@ def flink_fixtures_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def big_savepoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`big_snapshot.write_big_savepoint`'s savepoint (300 MiB), written once per test
+    process: the streaming tests of every command read it under a memory limit, none
+    changes it (statectl never modifies an input)."""
+    from big_snapshot import write_big_savepoint
+
+    return write_big_savepoint(tmp_path_factory.mktemp("big"))
+
+
+@pytest.fixture(scope="session")
 def flink_restorer() -> Iterator[object]:
     """Real Flink restores (``flink_restore.FlinkRestorer``), its drivers shared by the session."""
     from flink_restore import FlinkRestorer, FlinkUnavailable, build

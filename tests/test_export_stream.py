@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from big_snapshot import KEYS, limited, value, write_big_savepoint
+from big_snapshot import KEYS, limited, value
 from cli_support import run
 from flink_fixtures import expected, fixture_sets, snapshots
 from oracle import REPO_ROOT
@@ -70,11 +70,6 @@ def test_read_piece_by_piece_the_export_is_the_whole_ones(
     if sum(rows for rows, _ in whole.values()):  # states with entries were cut in runs
         assert max(runs) > 1, runs
 
-
-@pytest.fixture(scope="module")
-def big_savepoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """:func:`big_snapshot.write_big_savepoint`'s savepoint."""
-    return write_big_savepoint(tmp_path_factory.mktemp("big"))
 
 
 def test_a_snapshot_far_bigger_than_the_memory_limit_is_exported_whole(

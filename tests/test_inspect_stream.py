@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from big_snapshot import KEYS, run_limited, value, write_big_savepoint
+from big_snapshot import KEYS, run_limited, value
 from cli_support import run_json
 from flink_fixtures import expected
 from test_export_stream import CASES as ALL_CASES
@@ -54,27 +54,26 @@ def test_counted_in_runs_the_key_groups_are_the_decoded_ones(
     assert streamed == small == run_json("inspect", path, "--key-groups")
 
 
-@pytest.fixture(scope="module")
-def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_big_savepoint(tmp_path_factory.mktemp("big"))
 
-
-def test_a_snapshot_far_bigger_than_the_memory_limit_is_counted(big: Path) -> None:
-    done = run_limited("--output", "json", "inspect", str(big), "--key-groups")
+def test_a_snapshot_far_bigger_than_the_memory_limit_is_counted(big_savepoint: Path) -> None:
+    done = run_limited("--output", "json", "inspect", str(big_savepoint), "--key-groups")
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     entries = sum(s["entries"] for op in document["operators"] for s in op["states"])
     assert entries == KEYS, document["operators"]
 
 
-def test_a_key_of_a_snapshot_far_bigger_than_the_memory_limit_is_looked_up(big: Path) -> None:
+def test_a_key_of_a_snapshot_far_bigger_than_the_memory_limit_is_looked_up(
+        big_savepoint: Path) -> None:
     """inspect --key and history read the key's key group alone (``decode=False``): under the
     limit, the value whole."""
-    document = json.loads(_limited_ok("--output", "json", "inspect", str(big), "--key", "key-7"))
+    document = json.loads(_limited_ok("--output", "json", "inspect", str(big_savepoint),
+                                      "--key", "key-7"))
     (state,) = document["lookup"]["states"]
     (entry,) = state["entries"]
     assert base64.b64decode(entry["value"]) == value(7)
-    document = json.loads(_limited_ok("--output", "json", "history", str(big), "--key", "key-7"))
+    document = json.loads(_limited_ok("--output", "json", "history", str(big_savepoint),
+                                      "--key", "key-7"))
     (snapshot,) = document["snapshots"]
     assert base64.b64decode(snapshot["values"][0]["value"]) == value(7)
 

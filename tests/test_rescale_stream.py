@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from big_snapshot import KEYS, run_limited, write_big_savepoint
+from big_snapshot import KEYS, run_limited
 from flink_fixtures import expected, fixture_sets
 
 import formats.ops.key_group_runs as runs_module
@@ -103,16 +103,11 @@ def test_written_run_by_run_the_savepoint_is_the_decoded_ones(
             monkeypatch.undo()
 
 
-@pytest.fixture(scope="module")
-def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """:func:`big_snapshot.write_big_savepoint`'s savepoint."""
-    return write_big_savepoint(tmp_path_factory.mktemp("big"))
 
-
-def test_a_snapshot_far_bigger_than_the_memory_limit_is_rescaled(big: Path,
+def test_a_snapshot_far_bigger_than_the_memory_limit_is_rescaled(big_savepoint: Path,
                                                                   tmp_path: Path) -> None:
     out = tmp_path / "out"
-    done = run_limited("--quiet", "rescale", str(big), "-p", "3", "--out", str(out))
+    done = run_limited("--quiet", "rescale", str(big_savepoint), "-p", "3", "--out", str(out))
     assert done.returncode == 0, done.stderr
     verified = run_limited("--output", "json", "verify", str(out))
     assert verified.returncode == 0, verified.stderr
@@ -122,17 +117,18 @@ def test_a_snapshot_far_bigger_than_the_memory_limit_is_rescaled(big: Path,
     assert len(list(out.iterdir())) == 4  # three keyed files, _metadata
 
 
-def test_a_snapshot_far_bigger_than_the_memory_limit_is_migrated(big: Path,
+def test_a_snapshot_far_bigger_than_the_memory_limit_is_migrated(big_savepoint: Path,
                                                                  tmp_path: Path) -> None:
     """migrate opens OLD as rescale --out does (run by run): like itself, under the limit it
     needed about 1 GB for before; the state file written holds the source's bytes."""
     out = tmp_path / "out"
-    done = run_limited("--quiet", "migrate", str(big), "--like", str(big), "--out", str(out))
+    done = run_limited("--quiet", "migrate", str(big_savepoint), "--like", str(big_savepoint),
+                       "--out", str(out))
     assert done.returncode == 0, done.stderr
     verified = run_limited("--output", "json", "verify", str(out))
     assert verified.returncode == 0, verified.stderr
     report = json.loads(verified.stdout)
     assert report["clean"] and report["entries"] == KEYS, report
     (written,) = [p for p in out.iterdir() if p.name != "_metadata"]
-    (source,) = [p for p in big.iterdir() if p.name != "_metadata"]
+    (source,) = [p for p in big_savepoint.iterdir() if p.name != "_metadata"]
     assert written.read_bytes() == source.read_bytes()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from big_snapshot import KEYS, VALUE_BYTES, limited, write_big_savepoint
+from big_snapshot import KEYS, VALUE_BYTES, limited
 from cli_support import run
 from flink_fixtures import expected, fixture_sets
 from oracle import REPO_ROOT
@@ -100,11 +100,6 @@ def test_keyed_problems_read_in_runs_are_those_read_whole(
     _one_key_group_runs(monkeypatch)
     assert _verify(str(root)) == (code, whole)
 
-
-@pytest.fixture(scope="module")
-def big_savepoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """:func:`big_snapshot.write_big_savepoint`'s savepoint."""
-    return write_big_savepoint(tmp_path_factory.mktemp("big"))
 
 
 def test_a_snapshot_far_bigger_than_the_memory_limit_is_verified(big_savepoint: Path) -> None:
