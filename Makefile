@@ -18,17 +18,20 @@ FLINK_STAMP   := $(FLINK_VENV)/.installed-$(FLINK_VERSION)
 # (written through ctypes: merges and single deletions); from Debian, installed when missing.
 ROCKSDB_DEBS := librocksdb-dev rocksdb-tools
 
-.PHONY: demo test test-slow test-flink-versions bench json-docs lint venv flink-venv system-deps clean
+.PHONY: demo test test-pure test-slow test-flink-versions bench json-docs lint venv flink-venv system-deps clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The install builds statectl's compiled decoder (setup.py: formats/flink/read/_speedups.c, an
+# optional extension: without a C compiler it is left out and statectl decodes in pure Python;
+# `statectl --version` says which); a changed C file builds it again.
+$(STAMP): pyproject.toml setup.py formats/flink/read/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,dev]'
 	touch $(STAMP) $(DEMO_STAMP)
 
-$(DEMO_STAMP): pyproject.toml
+$(DEMO_STAMP): pyproject.toml setup.py formats/flink/read/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
@@ -58,6 +61,12 @@ TEST_WORKERS ?= auto
 test: lint $(FLINK_STAMP) system-deps
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
+# The whole suite without the compiled decoder (the Python readers alone, as on a machine
+# without a C compiler); tests/test_speedups.py compares both on every fixture in `make test`.
+test-pure: lint $(FLINK_STAMP) system-deps
+	STATECTL_PURE_PYTHON=1 STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q \
+	  -n $(TEST_WORKERS) --dist worksteal
+
 test-slow: $(STAMP) $(FLINK_STAMP) system-deps
 	STATECTL_FLINK_VENV=$(FLINK_VENV) $(PY) -m pytest -q -m slow
 
@@ -84,4 +93,5 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache build
+	find formats -name '_speedups*.so' -delete

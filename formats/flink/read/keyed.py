@@ -33,6 +33,8 @@ from formats.flink.java.input import DataReader
 from formats.flink.read.losses import Losses, described, reason_of, short_names
 from formats.flink.read.metadata import FlinkKeyedHandle
 from formats.flink.read.pairs import PairDecoder, in_state, pair_decoder, undecodable_error
+from formats.flink.read.speedups import SPEEDUPS, Attempts
+from formats.flink.read.speedups import plans as speedup_plans
 from formats.flink.read.state_meta import (
     HeaderCache,
     KeyedHeader,
@@ -192,6 +194,7 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
     empty_size, empty_blocks = 6 * n_states, struct.Struct(">" + "hi" * n_states)
     state_ids = list(range(n_states))
     empty_pattern = [b"-"]  # the block headers of an empty key group, once seen
+    fast = _Fast(header, decoded)
     for i, offset in enumerate(offsets):
         key_group = handle.first_key_group + i
         end = ends[i]
@@ -219,13 +222,62 @@ def _decode_heap(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader, whe
                     empty_pattern[0] = headers
                     group_bytes[key_group] = end - offset
                     continue  # else the block-by-block reading below says what is wrong
-            _heap_key_group(r, r.end if header.compressed else end, key_group, states, plans,
-                            names, read_key, losses, where, state_sizes)
+            limit = r.end if header.compressed else end
+            if not fast.heap(r.data, r.pos, limit, key_group):
+                _heap_key_group(r, limit, key_group, states, plans, names, read_key, losses,
+                                where, state_sizes)
         except CheckpointError as exc:
             losses.add("(key group)", key_group, -1, "(the whole key group)", "",
                        reason_of(exc, where), True, False)
             continue
         group_bytes[key_group] = end - offset
+
+
+class _Fast:
+    """The compiled decoder of :mod:`formats.flink.read.speedups` on one stream's key groups.
+
+    Each method decodes one key group into the stream's entries and state sizes, as the
+    Python readers here would, and returns True; False when it does not take it (not built,
+    a state it has no plan for, anything unusual): then nothing was added, and the Python
+    readers decode it.
+    """
+
+    def __init__(self, header: KeyedHeader, decoded: DecodedKeyed) -> None:
+        self.plans = speedup_plans(header)
+        self.attempts = Attempts()
+        self.outs = [decoded.entries[s.name] for s in header.states]
+        self.sizes = [decoded.state_key_group_bytes[s.name] for s in header.states]
+
+    def canonical(self, data: Any, pos: int, limit: int, key_group: int, prefix: int) -> bool:
+        if self.plans is None or not self.attempts.worth_it:
+            return False
+        assert SPEEDUPS is not None
+        found: list[list[Any]] = [[] for _ in self.outs]
+        runs = SPEEDUPS.canonical_group(data, pos, limit, key_group, prefix, self.plans,
+                                        found, VOID_NAMESPACE)
+        return self._take(runs, found, key_group)
+
+    def heap(self, data: Any, pos: int, limit: int, key_group: int) -> bool:
+        if self.plans is None or not self.attempts.worth_it:
+            return False
+        assert SPEEDUPS is not None
+        found: list[list[Any]] = [[] for _ in self.outs]
+        runs = SPEEDUPS.heap_group(data, pos, limit, key_group, self.plans, found,
+                                   VOID_NAMESPACE)
+        return self._take(runs, found, key_group)
+
+    def _take(self, runs: list[tuple[int, int, int]] | None, found: list[list[Any]],
+              key_group: int) -> bool:
+        self.attempts.count(runs is not None)
+        if runs is None:
+            return False
+        for out, entries in zip(self.outs, found, strict=True):
+            if entries:
+                out.extend(entries)
+        for state_id, start, end in runs:  # a state's bytes in the key group, as counted here
+            sizes = self.sizes[state_id]
+            sizes[key_group] = sizes.get(key_group, 0) + end - start
+        return True
 
 
 def undecodable_state(state: StateInfo, header: KeyedHeader) -> str:
@@ -466,6 +518,7 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
     k = DataReader(data, where)
     v = DataReader(data, where)
     whole = DataReader(data, where)
+    fast = _Fast(header, decoded)
     for i, offset in enumerate(offsets):
         if offset == 0:
             continue
@@ -484,6 +537,9 @@ def _decode_canonical(data: bytes, handle: FlinkKeyedHandle, header: KeyedHeader
                 r.pos = offset
             buf, limit = r.data, r.end
             pos = r.pos
+            if fast.canonical(buf, pos, limit, key_group, prefix):
+                decoded.key_group_bytes[key_group] = end - offset
+                continue
             if pos + 2 > limit:
                 raise r.fail("truncated state id")
             state_id = _I16.unpack_from(buf, pos)[0]

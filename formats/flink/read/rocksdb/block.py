@@ -38,6 +38,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from formats.flink.read.compiled import SPEEDUPS
 from formats.flink.read.rocksdb.coding import (
     U32,
     U64,
@@ -191,6 +192,13 @@ def decode_data_blocks(blocks: Sequence[bytes], wheres: Sequence[str], global_se
         starts.append(len(keys))
         key = b""
         pos = base
+        if SPEEDUPS is not None:  # the loop below, compiled (formats.flink.read.speedups)
+            held = len(keys)
+            stopped = SPEEDUPS.simple_entries(buf, pos, limit, keys, values, heads)
+            if stopped is not None:
+                pos = stopped
+            else:  # a header past the buffer's end: the loop below says so
+                del keys[held:], values[held:], heads[held:]
         # Nothing is checked in the loop but the end: the header's 3 bytes are before the
         # block's restart array, every slice is under 512 bytes, and what an entry that is not
         # simple makes of them is never returned (the checks after the loop find it).
