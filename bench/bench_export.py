@@ -8,7 +8,8 @@ the same conditions:
 * the big snapshots of :mod:`flink_big` (real Flink 2.3: 1M keys, about 6M entries; a heap
   checkpoint, a canonical savepoint, a RocksDB incremental checkpoint of the same state),
   exported by the local engine with its default workers (every core: ``$STATECTL_WORKERS``
-  unset) and with one process (``STATECTL_WORKERS=1``). Entries are the rows exported (one per
+  unset), with one process (``STATECTL_WORKERS=1``) and with one process without the compiled
+  decoder (``STATECTL_PURE_PYTHON=1``): which means gave what (info rows). Entries are the rows exported (one per
   key, namespace and state; one per operator-state element), the model's entries as
   ``bench_flink`` counts them. Bars: heap and canonical >= 1M entries/s; RocksDB >= 0.8 of
   canonical; the canonical savepoint's export <= 0.5x Flink's own restore of it (the JVM
@@ -66,12 +67,19 @@ sys.exit(code)
 """
 
 
-def export_once(location: str, workers: int | None) -> tuple[float, int, int]:
-    """One export in a fresh process: ``(seconds, rows, peak RSS of the exporting process)``."""
+def export_once(location: str, workers: int | None, pure: bool = False
+                ) -> tuple[float, int, int]:
+    """One export in a fresh process: ``(seconds, rows, peak RSS of the exporting process)``.
+
+    ``pure``: without the compiled decoder (``STATECTL_PURE_PYTHON=1``).
+    """
     env = dict(os.environ)
     env.pop("STATECTL_WORKERS", None)
+    env.pop("STATECTL_PURE_PYTHON", None)
     if workers is not None:
         env["STATECTL_WORKERS"] = str(workers)
+    if pure:
+        env["STATECTL_PURE_PYTHON"] = "1"
     with tempfile.TemporaryDirectory(prefix="statectl-bench-export-") as tmp:
         out = Path(tmp) / "out"
         started = time.perf_counter()
@@ -86,8 +94,8 @@ def export_once(location: str, workers: int | None) -> tuple[float, int, int]:
     return seconds, rows, int(done.stdout.strip().splitlines()[-1])
 
 
-def best(location: str, workers: int | None) -> tuple[float, int, int]:
-    runs = [export_once(location, workers) for _ in range(REPS)]
+def best(location: str, workers: int | None, pure: bool = False) -> tuple[float, int, int]:
+    runs = [export_once(location, workers, pure) for _ in range(REPS)]
     return min(r[0] for r in runs), runs[0][1], max(r[2] for r in runs)
 
 
@@ -156,11 +164,12 @@ def bench_export(cfg: Config) -> Section:
     snaps = manifest["snapshots"]
     cores = len(os.sched_getaffinity(0))
     found: dict[str, dict[str, Any]] = {}
-    for workers in (None, 1):
+    for workers, pure in ((None, False), (1, False), (1, True)):
         for name in NAMES:
-            label = "default workers" if workers is None else "one process"
+            label = ("default workers" if workers is None else
+                     "one process, pure Python" if pure else "one process")
             progress(f"export: {NAMES[name]}, {label}")
-            seconds, rows, rss = best(str(folder / snaps[name]["path"]), workers)
+            seconds, rows, rss = best(str(folder / snaps[name]["path"]), workers, pure)
             found.setdefault(name, {})[label] = {"seconds": seconds, "rows": rows, "rss": rss}
     rate = {name: found[name]["default workers"]["rows"] / found[name]["default workers"][
         "seconds"] for name in NAMES}
@@ -170,10 +179,13 @@ def bench_export(cfg: Config) -> Section:
     section.rows.append(Row("export big RocksDB incremental vs canonical savepoint, entries/s",
                             rate["rocksdb-incremental-checkpoint"], rate["canonical-savepoint"],
                             "ops/s", Bar(">=", ROCKSDB_BAR, f">= {ROCKSDB_BAR}")))
-    for name in NAMES:
-        one = found[name]["one process"]
+    for name in NAMES:  # which means gave what: both cores, then the compiled decoder
+        one, pure = found[name]["one process"], found[name]["one process, pure Python"]
         section.rows.append(Row(f"export big {NAMES[name]}: {cores} cores vs one process",
                                 rate[name], one["rows"] / one["seconds"], "ops/s"))
+        section.rows.append(Row(f"export big {NAMES[name]}, one process: compiled decoder vs "
+                                f"pure Python", one["rows"] / one["seconds"],
+                                pure["rows"] / pure["seconds"], "ops/s"))
         size = snaps[name]["bytes"]
         section.rows.append(Row(f"export big {NAMES[name]}: MB/s per core (info)",
                                 size / found[name]["default workers"]["seconds"] / cores,
