@@ -9,11 +9,11 @@ the same conditions:
   checkpoint, a canonical savepoint, a RocksDB incremental checkpoint of the same state),
   exported by the local engine with its default workers (every core: ``$STATECTL_WORKERS``
   unset), with one process (``STATECTL_WORKERS=1``) and with one process without the compiled
-  decoder (``STATECTL_PURE_PYTHON=1``): which means gave what (info rows). Entries are the rows exported (one per
-  key, namespace and state; one per operator-state element), the model's entries as
-  ``bench_flink`` counts them. Bars: heap and canonical >= 1M entries/s; RocksDB >= 0.8 of
-  canonical; the canonical savepoint's export <= 0.5x Flink's own restore of it (the JVM
-  anchor of :mod:`flink_big`);
+  decoder (``STATECTL_PURE_PYTHON=1``): which means gave what (info rows). Entries are the
+  rows exported (one per key, namespace and state; one per operator-state element), the
+  model's entries as ``bench_flink`` counts them. Bars: heap and canonical >= 1M entries/s;
+  RocksDB >= 0.8 of canonical; the canonical savepoint's export <= 0.5x Flink's own restore
+  of it (the JVM anchor of :mod:`flink_big`);
 * RocksDB's own ``ldb scan`` of the RocksDB checkpoint's column families (:mod:`ldb_scan`,
   native, one process) against statectl's one-process export of it (time; info, no bar);
 * peak RSS (``VmHWM``, read by the exporting process itself at exit, one process:
