@@ -22,16 +22,16 @@ ROCKSDB_DEBS := librocksdb-dev rocksdb-tools
 
 venv: $(STAMP)
 
-# The install builds statectl's compiled decoder (setup.py: formats/flink/read/_speedups.c, an
+# The install builds statectl's compiled decoder (setup.py: formats/flink/read/cdecoder.c, an
 # optional extension: without a C compiler it is left out and statectl decodes in pure Python;
 # `statectl --version` says which); a changed C file builds it again.
-$(STAMP): pyproject.toml setup.py formats/flink/read/_speedups.c
+$(STAMP): pyproject.toml setup.py formats/flink/read/cdecoder.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,dev]'
 	touch $(STAMP) $(DEMO_STAMP)
 
-$(DEMO_STAMP): pyproject.toml setup.py formats/flink/read/_speedups.c
+$(DEMO_STAMP): pyproject.toml setup.py formats/flink/read/cdecoder.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
@@ -94,4 +94,4 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache build
-	find formats -name '_speedups*.so' -delete
+	find formats -name 'cdecoder*.so' -delete

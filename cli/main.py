@@ -243,7 +243,7 @@ def _output(output_format: str, quiet: bool) -> Output:
 def _decoder() -> str:
     """How Flink's keyed state is decoded here, as ``--version`` says.
 
-    ``compiled decoder`` where ``formats/flink/read/_speedups.c`` was built (``setup.py``) and
+    ``compiled decoder`` where ``formats/flink/read/cdecoder.c`` was built (``setup.py``) and
     not switched off (``STATECTL_PURE_PYTHON=1``), else ``pure Python``. Found by its file,
     beside this package, so that ``--version`` imports nothing of ``formats`` (issue 45).
     """
@@ -254,7 +254,7 @@ def _decoder() -> str:
         return "pure Python: STATECTL_PURE_PYTHON is set"
     folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "formats", "flink", "read")
-    built = any(os.path.exists(os.path.join(folder, "_speedups" + suffix))
+    built = any(os.path.exists(os.path.join(folder, "cdecoder" + suffix))
                 for suffix in EXTENSION_SUFFIXES)
     return "compiled decoder" if built else "pure Python: the compiled decoder is not built"
 

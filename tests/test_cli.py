@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -76,9 +77,13 @@ def all_commands() -> list[tuple[str, click.Command]]:
 
 
 def test_version() -> None:
+    """The version, and how Flink's state is decoded here (the compiled decoder, or why not:
+    tests/test_speedups.py checks which)."""
     result = run("--version")
     assert result.exit_code == 0
-    assert result.stdout == f"statectl, version {version('statectl')}\n"
+    assert re.fullmatch(rf"statectl, version {re.escape(version('statectl'))} "
+                        r"\((compiled decoder|pure Python: [a-zA-Z_ =]+)\)\n", result.stdout), \
+        result.stdout
 
 
 def test_group_help_lists_every_command() -> None:

@@ -1,6 +1,6 @@
-"""The compiled decoder (formats/flink/read/_speedups.c) decodes what the Python readers decode.
+"""The compiled decoder (formats/flink/read/cdecoder.c) decodes what the Python readers decode.
 
-``_speedups`` takes a key group of a heap or canonical keyed stream only when it decodes it
+``cdecoder`` takes a key group of a heap or canonical keyed stream only when it decodes it
 exactly as the Python readers would (else it gives it back to them). Checked here, each
 snapshot opened twice -- with the compiled decoder and with the Python readers alone -- and
 everything compared: the metadata (entries and bytes per state and key group), every decoded
@@ -91,7 +91,7 @@ def test_the_compiled_decoder_is_built_where_a_compiler_is() -> None:
             [sys.executable, "-m", "cli.main", "--version"], cwd=REPO_ROOT, capture_output=True,
             text=True, check=True).stdout
         return
-    assert SPEEDUPS is not None, "formats/flink/read/_speedups.c was not built (setup.py)"
+    assert SPEEDUPS is not None, "formats/flink/read/cdecoder.c was not built (setup.py)"
     for env, compiled in (({}, "compiled"), ({"STATECTL_PURE_PYTHON": "1"}, "pure Python")):
         done = subprocess.run([sys.executable, "-m", "cli.main", "--version"], cwd=REPO_ROOT,
                               env={**os.environ, **env}, capture_output=True, text=True,
@@ -121,7 +121,7 @@ def test_the_compiled_decoder_takes_the_fixtures_key_groups(
     for root, snap in SNAPSHOTS:
         _contents(str(root / snap["path"]), False, monkeypatch)
     if SPEEDUPS is None:  # switched off or not built: nothing compiled is even imported
-        assert "formats.flink.read._speedups" not in sys.modules
+        assert "formats.flink.read.cdecoder" not in sys.modules
         return
     assert taken["canonical_group taken"] > 0 and taken["heap_group taken"] > 0, taken
     assert taken["pairs_run taken"] > 0, taken  # RocksDB's pairs too
@@ -273,7 +273,7 @@ def test_without_a_compiler_the_install_goes_on_and_decodes_alike(tmp_path: Path
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         assert "formats/flink/read/speedups.py" in names
-        assert not [n for n in names if "_speedups" in n], names
+        assert not [n for n in names if "cdecoder" in n], names
         archive.extractall(tmp_path / "installed")
     root, snap = next((s, snap) for s, snap in SNAPSHOTS
                       if snap.get("format") == "canonical" and "rocksdb" not in str(s))

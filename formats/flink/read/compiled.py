@@ -1,4 +1,4 @@
-"""The compiled decoder (``_speedups.c``), loaded once: the module, or ``None``.
+"""The compiled decoder (``cdecoder.c``), loaded once: the module, or ``None``.
 
 ``None`` where it was not built (``setup.py`` builds it where a C compiler is found; the
 install goes on without one) or ``STATECTL_PURE_PYTHON=1`` switches it off. Nothing else is
@@ -23,10 +23,10 @@ def _load() -> ModuleType | None:
     if switched_off():
         return None
     try:
-        from formats.flink.read import _speedups  # type: ignore[attr-defined]
+        from formats.flink.read import cdecoder  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return _speedups  # type: ignore[no-any-return]
+    return cdecoder  # type: ignore[no-any-return]
 
 
 SPEEDUPS: ModuleType | None = _load()

@@ -1,6 +1,6 @@
-"""The compiled decoder of common key groups (``_speedups.c``), and when it is used.
+"""The compiled decoder of common key groups (``cdecoder.c``), and when it is used.
 
-``_speedups`` decodes, in C, a key group of a heap or canonical keyed stream whose states are
+``cdecoder`` decodes, in C, a key group of a heap or canonical keyed stream whose states are
 all made of primitives Flink writes in fixed bytes, ASCII Strings and the void namespace
 (value, list and map state of those, and timers): the commonest state of DataStream jobs. It
 takes a key group only when it decodes it exactly as the Python readers of
@@ -28,7 +28,7 @@ from statecore.serializers import VOID_NAMESPACE
 __all__ = ["SPEEDUPS", "Attempts", "PairRuns", "Plans", "pair_runs", "plans", "speedups_state"]
 
 
-#: the type codes of ``_speedups.c`` (PRIMS): each codec's reader, as the Python readers
+#: the type codes of ``cdecoder.c`` (PRIMS): each codec's reader, as the Python readers
 #: decode it
 _CODES: dict[Any, int] = {STRING_READ: 1, DataReader.i32: 2, DataReader.i64: 3, DataReader.i16: 4,
           DataReader.i8: 5, DataReader.boolean: 6, DataReader.f32: 7, DataReader.f64: 8}
@@ -37,7 +37,7 @@ _CODES: dict[Any, int] = {STRING_READ: 1, DataReader.i32: 2, DataReader.i64: 3, 
 _BYTES_EQUAL = frozenset({1, 2, 3, 4, 5, 6})
 _KINDS = {"value": 0, "list": 1, "map": 2, "timers": 3}
 
-#: one plan per state of a stream's header; ``None`` where ``_speedups`` takes none
+#: one plan per state of a stream's header; ``None`` where ``cdecoder`` takes none
 Plans = tuple[tuple[int, int, int, int, int] | None, ...]
 
 
@@ -80,7 +80,7 @@ def _plan(state: StateInfo, key: Codec | None) -> tuple[int, int, int, int, int]
 
 
 def plans(header: KeyedHeader) -> Plans | None:
-    """The plans of a stream's states; ``None``: ``_speedups`` could take no key group of it.
+    """The plans of a stream's states; ``None``: ``cdecoder`` could take no key group of it.
 
     Not built, or no state with a plan. A key group that holds entries of a state without one
     is given back.
@@ -92,7 +92,7 @@ def plans(header: KeyedHeader) -> Plans | None:
 
 
 class Attempts:
-    """Whether to keep trying ``_speedups`` on a stream's key groups.
+    """Whether to keep trying ``cdecoder`` on a stream's key groups.
 
     A stream whose key groups it keeps giving back (a state without a plan in each) is left to
     the Python readers after :data:`GIVE_UPS` more of them than it took: every key group

@@ -1,5 +1,5 @@
 /*
- * formats.flink.read._speedups: the commonest key groups of Flink's keyed state streams,
+ * formats.flink.read.cdecoder: the commonest key groups of Flink's keyed state streams,
  * decoded in C (issue 45: a million entries a second).
  *
  * The same decoding as the pure-Python readers (formats/flink/read/keyed.py for the heap and
@@ -706,11 +706,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_speedups",
+    PyModuleDef_HEAD_INIT, "cdecoder",
     "Flink keyed state key groups of primitive states, decoded in C (see speedups.py).",
     -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) {
+PyMODINIT_FUNC PyInit_cdecoder(void) {
     return PyModule_Create(&module);
 }
