@@ -279,7 +279,9 @@ def test_without_a_compiler_the_install_goes_on_and_decodes_alike(tmp_path: Path
                       if snap.get("format") == "canonical" and "rocksdb" not in str(s))
     outputs = []
     for where in (tmp_path / "installed", REPO_ROOT):
-        env = {k: v for k, v in os.environ.items() if k != "STATECTL_PURE_PYTHON"}
+        # the wheel's own say (not switched off); this checkout's as this process runs
+        env = {k: v for k, v in os.environ.items()
+               if k != "STATECTL_PURE_PYTHON" or where == REPO_ROOT}
         env["PYTHONPATH"] = str(where)
         version = subprocess.run([sys.executable, "-m", "cli.main", "--version"], cwd=tmp_path,
                                  env=env, capture_output=True, text=True, check=True).stdout
