@@ -10,7 +10,7 @@ then decode it, and say what is wrong with it. They stay the definition and the 
 It is built by the project's install step (``pip install .``: ``setup.py``, an optional
 extension: without a compiler the install goes on without it) and used unless
 ``STATECTL_PURE_PYTHON=1``. :data:`SPEEDUPS` is the module, or ``None`` (not built, or
-switched off); ``statectl --version`` says which.
+switched off); ``statectl --version`` says which (``cli.main``, by the built file alone).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from collections.abc import Callable
 from typing import Any
 
 from formats.flink.java.input import DataReader
-from formats.flink.read.compiled import SPEEDUPS, switched_off
+from formats.flink.read.compiled import SPEEDUPS
 from formats.flink.read.state_meta import KeyedHeader, StateInfo
 from formats.flink.types.codec import Codec
 from formats.flink.types.codecs import STRING_READ, VOID_READ
 from statecore.serializers import VOID_NAMESPACE
 
-__all__ = ["SPEEDUPS", "Attempts", "PairRuns", "Plans", "pair_runs", "plans", "speedups_state"]
+__all__ = ["SPEEDUPS", "Attempts", "PairRuns", "Plans", "pair_runs", "plans"]
 
 
 #: the type codes of ``cdecoder.c`` (PRIMS): each codec's reader, as the Python readers
@@ -143,11 +143,3 @@ def pair_runs(state: StateInfo, key: Codec | None, out: list[Any], prefix: int
             del out[before:]
         return taken
     return decode
-
-
-def speedups_state() -> dict[str, Any]:
-    """What ``statectl --version`` says: whether the compiled decoder is in use, and why not."""
-    if SPEEDUPS is not None:
-        return {"compiled": True, "module": SPEEDUPS.__file__}
-    return {"compiled": False,
-            "why": "STATECTL_PURE_PYTHON is set" if switched_off() else "not built"}
