@@ -38,6 +38,9 @@ from oracle import REPO_ROOT
 
 import formats.flink.read.incremental as incremental_module
 import formats.flink.read.keyed as keyed_module
+import formats.flink.read.rocksdb.block as block_module
+import formats.flink.read.rocksdb.merge as merge_module
+import formats.flink.read.rocksdb.sst as sst_module
 from formats.flink.read.speedups import SPEEDUPS
 from formats.open import open_checkpoint
 
@@ -51,6 +54,8 @@ def _contents(path: str, pure: bool, monkeypatch: pytest.MonkeyPatch) -> dict[st
     with monkeypatch.context() as patch:
         if pure:
             patch.setattr(keyed_module, "speedup_plans", lambda header: None)
+            for module in (block_module, merge_module, sst_module):  # RocksDB's tables
+                patch.setattr(module, "SPEEDUPS", None)
         checkpoint = open_checkpoint(path, partial=True)
         rows = {}
         for op in checkpoint.metadata.operators:

@@ -18,6 +18,7 @@ it always has, and ``--partial`` shows what could be read.
 from __future__ import annotations
 
 from formats.flink.checkpoint import FlinkCheckpoint, open_flink_checkpoint
+from formats.flink.read.incremental import OpenedHandles
 from formats.flink.read.keyed import HeaderCache
 from formats.flink.read.pieces import (
     StateCounts,
@@ -41,9 +42,11 @@ def counted_in_runs(checkpoint: FlinkCheckpoint, run_bytes: int) -> FlinkCheckpo
     """
     streams = SnapshotStreams(checkpoint.fs, checkpoint.root)
     headers: HeaderCache = {}
+    opened = OpenedHandles()
     parts: dict[tuple[int, int, int], list[dict[str, StateCounts]]] = {}
     for piece in plan_pieces(checkpoint.keyed_sources, run_bytes):
-        header, decoded, info = decode_piece(streams, piece, headers, refuse=False)
+        header, decoded, info = decode_piece(streams, piece, headers, refuse=False,
+                                             opened=opened)
         if any(damaged or not kept for *_, damaged, kept in decoded.losses.parts()):
             return None
         parts.setdefault(piece.source.ident, []).append(

@@ -88,26 +88,44 @@ def key_group_prefix(key_group: int, max_parallelism: int) -> bytes:
     return key_group.to_bytes(1 if max_parallelism <= 128 else 2, "big")
 
 
-def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: str,
-                       max_parallelism: int, headers: HeaderCache | None = None,
-                       stored: Callable[[StreamHandle, str], str] | None = None, *,
-                       key_groups: tuple[int, int] | None = None, on_disk: bool = True
-                       ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental]:
-    """Decode every live entry of one incremental handle (see the module doc).
+@dataclass
+class _Opened:
+    """A handle's files read and checked, its SST files opened, by column family."""
 
-    ``read`` fetches a file's bytes; ``stored`` names where a file is (for plans and verify).
-    ``key_groups`` ``(first, last)``: only those key groups of the handle's (a part of the
-    handle, as a Spark task decodes it). ``on_disk=False`` leaves each state's bytes per key
-    group as its keys' and values' bytes: :func:`scale_to_disk` of the parts' bytes together,
-    with ``disk_bytes``, gives what decoding the whole handle does.
+    header: KeyedHeader
+    families: dict[str, list[SstFile]]
+    files: list[RocksDBFile]
+
+
+class OpenedHandles:
+    """The RocksDB handle opened last, kept to decode more pieces of it.
+
+    A handle decoded in pieces (runs of key groups, one after another: ``export``, ``verify``,
+    the rewrites) has its files read, checked and parsed once, not once a piece (the big
+    RocksDB checkpoint of the benchmarks: 84 pieces of two handles). One handle at a time:
+    memory holds its files between pieces, as decoding any piece of it does.
     """
+
+    def __init__(self) -> None:
+        self._handle: FlinkIncrementalHandle | None = None
+        self._opened: _Opened | None = None
+
+    def get(self, handle: FlinkIncrementalHandle) -> _Opened | None:
+        return self._opened if self._handle == handle else None
+
+    def put(self, handle: FlinkIncrementalHandle, opened: _Opened) -> None:
+        self._handle, self._opened = handle, opened
+
+
+def _open(handle: FlinkIncrementalHandle, read: FileReader, where: str,
+          headers: HeaderCache | None, stored: Callable[[StreamHandle, str], str] | None
+          ) -> _Opened:
+    """Read every file of ``handle`` (each checked), parse its header and open its SSTs."""
     from formats.flink.read.rocksdb import open_sst
-    from formats.flink.read.rocksdb.merge import live_batches
     meta, _ = read(handle.meta, "meta data")
     header = cached_header(meta, f"{where}: meta data", headers, len(meta))
-    info = DecodedIncremental()
-    info.files.append(RocksDBFile("(meta data)", stored(handle.meta, "(meta data)")
-                                  if stored is not None else "(meta data)", len(meta)))
+    files = [RocksDBFile("(meta data)", stored(handle.meta, "(meta data)")
+                         if stored is not None else "(meta data)", len(meta))]
     families: dict[str, list[SstFile]] = {}
     manifests = []
     for local, stream in handle.files:
@@ -117,18 +135,44 @@ def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: 
             table = open_sst(data, f"{where}: {local} ({name})")
             family = table.properties.column_family_name or "default"
             families.setdefault(family, []).append(table)
-            info.files.append(RocksDBFile(local, shown, len(data), family))
+            files.append(RocksDBFile(local, shown, len(data), family))
         elif local.startswith("MANIFEST-"):
             data, name = read(stream, local)
             manifests.append((local, data, name))
-            info.files.append(RocksDBFile(local, shown, len(data)))
+            files.append(RocksDBFile(local, shown, len(data)))
         else:  # CURRENT, OPTIONS-*: read too, so every file is checked (present, its size)
             data, name = read(stream, local)
             if local == "CURRENT":
                 _check_current(data, f"{where}: {local} ({name})", handle)
-            info.files.append(RocksDBFile(local, shown, len(data)))
+            files.append(RocksDBFile(local, shown, len(data)))
     for local, data, name in manifests:
         _check_manifest(data, f"{where}: {local} ({name})", handle, families)
+    return _Opened(header, families, files)
+
+
+def decode_incremental(handle: FlinkIncrementalHandle, read: FileReader, where: str,
+                       max_parallelism: int, headers: HeaderCache | None = None,
+                       stored: Callable[[StreamHandle, str], str] | None = None, *,
+                       key_groups: tuple[int, int] | None = None, on_disk: bool = True,
+                       opened: OpenedHandles | None = None
+                       ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental]:
+    """Decode every live entry of one incremental handle (see the module doc).
+
+    ``read`` fetches a file's bytes; ``stored`` names where a file is (for plans and verify).
+    ``key_groups`` ``(first, last)``: only those key groups of the handle's (a part of the
+    handle, as a Spark task decodes it). ``on_disk=False`` leaves each state's bytes per key
+    group as its keys' and values' bytes: :func:`scale_to_disk` of the parts' bytes together,
+    with ``disk_bytes``, gives what decoding the whole handle does. ``opened``: where the
+    handle opened last is kept (its files are read and parsed again only for another handle).
+    """
+    from formats.flink.read.rocksdb.merge import live_batches
+    found = opened.get(handle) if opened is not None else None
+    if found is None:
+        found = _open(handle, read, where, headers, stored)
+        if opened is not None:
+            opened.put(handle, found)
+    header, families = found.header, found.families
+    info = DecodedIncremental(list(found.files))
     decoded = DecodedKeyed({s.name: [] for s in header.states},
                            {s.name: {} for s in header.states})
     prefix = 1 if max_parallelism <= 128 else 2
@@ -213,9 +257,9 @@ def _decode_batches(batches: Iterable[tuple[list[bytes], list[bytes]]], prefix: 
             run_keys, run_values = ((keys, values) if at == 0 and upto == len(keys)
                                     else (keys[at:upto], values[at:upto]))
             at = upto
-            if fast is not None and fast(run_keys, run_values, key_group):
-                sizes[key_group] = (sizes.get(key_group, 0) + sum(map(len, run_keys))
-                                    + sum(map(len, run_values)))
+            size = fast(run_keys, run_values, key_group) if fast is not None else None
+            if size is not None:
+                sizes[key_group] = sizes.get(key_group, 0) + size
                 continue
             for key, value in zip(run_keys, run_values, strict=True):
                 k.data = key

@@ -28,7 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from formats.flink.read.incremental import DecodedIncremental, decode_incremental, scale_to_disk
+from formats.flink.read.incremental import (
+    DecodedIncremental,
+    OpenedHandles,
+    decode_incremental,
+    scale_to_disk,
+)
 from formats.flink.read.keyed import (
     DecodedKeyed,
     HeaderCache,
@@ -263,22 +268,24 @@ def decode_keyed_handle(streams: SnapshotStreams,
 
 
 def decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCache | None = None,
-                 refuse: bool = True
+                 refuse: bool = True, opened: OpenedHandles | None = None
                  ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental | None]:
     """Decode one piece (:func:`_decode_piece`) as the Flink that wrote the snapshot wrote it.
 
     The codecs built for it read that Flink's Kryo (:mod:`formats.flink.types.flink_version`).
     ``refuse``: what could not be decoded raises (a Spark task cannot report a partial
     result); else it is in ``decoded.losses``, as when the whole handle is decoded.
+    ``opened``: the RocksDB handle opened last is kept there, for the next piece of it.
     """
     with written_by(piece.source.kryo_major):
-        header, decoded, info = _decode_piece(streams, piece, headers)
+        header, decoded, info = _decode_piece(streams, piece, headers, opened)
     if refuse:
         refuse_losses(decoded.losses, piece.source.where)
     return header, decoded, info
 
 
-def _decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCache | None
+def _decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCache | None,
+                  opened: OpenedHandles | None = None
                   ) -> tuple[KeyedHeader, DecodedKeyed, DecodedIncremental | None]:
     """Decode the entries of one piece's key groups (see the module doc).
 
@@ -292,7 +299,7 @@ def _decode_piece(streams: SnapshotStreams, piece: KeyedPiece, headers: HeaderCa
                                   max_parallelism, headers,
                                   lambda stream, local: streams.stored_as(stream),
                                   key_groups=(piece.first_key_group, piece.last_key_group),
-                                  on_disk=False)
+                                  on_disk=False, opened=opened)
     if piece.whole:
         return decode_keyed_handle(streams, handle, where, max_parallelism, headers)
     stream = handle.stream

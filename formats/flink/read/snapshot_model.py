@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from formats.flink.read.incremental import OpenedHandles
 from formats.flink.read.keyed import (
     DecodedKeyed,
     HeaderCache,
@@ -478,6 +479,8 @@ class PieceCache:
     def __init__(self, kept: int = _PIECES_KEPT) -> None:
         self.kept = kept
         self._pieces: dict[tuple[int, int, int], DecodedKeyed] = {}
+        #: the RocksDB handle read last, its files opened, for its next piece
+        self.handles = OpenedHandles()
 
     def pop(self, key: tuple[int, int, int]) -> DecodedKeyed | None:
         return self._pieces.pop(key, None)
@@ -540,7 +543,8 @@ class _HandleLoader:
         key = (id(self), *span)
         found = self._pieces.pop(key)
         if found is None:
-            _, found, info = decode_piece(self.streams, piece, self.headers, refuse=False)
+            _, found, info = decode_piece(self.streams, piece, self.headers, refuse=False,
+                                          opened=self._pieces.handles)
             if info is not None:
                 self.disk_bytes = info.disk_bytes
             if self.lost is not None and span not in self._reported:

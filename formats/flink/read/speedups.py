@@ -115,9 +115,10 @@ class Attempts:
             self.given_back += 1
 
 
-#: decodes a state's RocksDB pairs of one key group (keys, values, key group) into its entries;
-#: False: not taken (nothing added), the Python readers decode them
-PairRuns = Callable[[list[bytes], list[bytes], int], bool]
+#: decodes a state's RocksDB pairs of one key group (keys, values, key group) into its entries:
+#: their bytes (keys' and values' together); None: not taken (nothing added), the Python
+#: readers decode them
+PairRuns = Callable[[list[bytes], list[bytes], int], int | None]
 
 
 def pair_runs(state: StateInfo, key: Codec | None, out: list[Any], prefix: int
@@ -133,13 +134,13 @@ def pair_runs(state: StateInfo, key: Codec | None, out: list[Any], prefix: int
     assert SPEEDUPS is not None
     run, attempts = SPEEDUPS.pairs_run, Attempts()
 
-    def decode(keys: list[bytes], values: list[bytes], key_group: int) -> bool:
+    def decode(keys: list[bytes], values: list[bytes], key_group: int) -> int | None:
         if not attempts.worth_it:
-            return False
+            return None
         before = len(out)
-        taken = run(keys, values, prefix, key_group, plan, out, VOID_NAMESPACE) is not None
-        attempts.count(taken)
-        if not taken:
+        size = run(keys, values, prefix, key_group, plan, out, VOID_NAMESPACE)
+        attempts.count(size is not None)
+        if size is None:
             del out[before:]
-        return taken
+        return size  # type: ignore[no-any-return]
     return decode

@@ -304,7 +304,10 @@ class IndexBlock:
         """
         if self._num_restarts == 0:
             return iter(())
-        # The last restart point whose key is < target (or the first one).
+        return self._entries_from(self._seek_point(target), target)
+
+    def _seek_point(self, target: bytes) -> int:
+        """Where the last restart point whose key is < target (or the first one) starts."""
         lo, hi = 0, self._num_restarts - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
@@ -312,7 +315,25 @@ class IndexBlock:
                 lo = mid
             else:
                 hi = mid - 1
-        return self._entries_from(self._restart_point(lo), target)
+        return self._restart_point(lo)
+
+    def listed(self, target: bytes | None, end: bytes | None
+               ) -> tuple[list[bytes], list[int], list[int]] | None:
+        """The entries of :meth:`seek`, listed by the compiled decoder.
+
+        Those iterating gives when ``target`` is ``None``; up to the first whose key is
+        ``>= end`` (included), as lists of separators, block offsets and sizes. ``None``
+        without the compiled decoder, or where iterating would raise (then iterating says why).
+        """
+        if SPEEDUPS is None:
+            return None
+        if self._num_restarts == 0:
+            return [], [], []
+        # as iterating (``target`` None) or :meth:`seek` start
+        at = self._restart_point(0) if target is None else self._seek_point(target)
+        listed = SPEEDUPS.index_run(self._block, at, self._limit, self._delta, self._with_seq,
+                                    self._first_key, target or b"", end)
+        return listed  # type: ignore[no-any-return]
 
     def _restart_point(self, index: int) -> int:
         offset = U32.unpack_from(self._block, self._limit + 4 * index)[0]

@@ -30,6 +30,7 @@ import google_crc32c
 import xxhash
 
 __all__ = [
+    "DIGESTS",
     "ChecksumType",
     "compute_builtin_checksum",
     "context_modifier",
@@ -50,6 +51,17 @@ class ChecksumType(IntEnum):
     XXHASH = 2
     XXHASH64 = 3
     XXH3 = 4
+
+
+#: The function behind each checksum type, for the compiled block reader
+#: (``cdecoder.data_run``, which masks, drops the last byte and adds the context as
+#: :func:`compute_builtin_checksum` and :func:`context_modifier` do).
+DIGESTS = {
+    ChecksumType.CRC32C: google_crc32c.value,
+    ChecksumType.XXHASH: xxhash.xxh32_intdigest,
+    ChecksumType.XXHASH64: xxhash.xxh64_intdigest,
+    ChecksumType.XXH3: xxhash.xxh3_64_intdigest,
+}
 
 
 def crc32c_mask(crc: int) -> int:

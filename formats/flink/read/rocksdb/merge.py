@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice, repeat
 from operator import eq, le, lt
 
+from formats.flink.read.compiled import SPEEDUPS
 from formats.flink.read.rocksdb.coding import corrupt
 from formats.flink.read.rocksdb.dbformat import ValueType
 from formats.flink.read.rocksdb.sst import RangeTombstone, SstFile
@@ -192,9 +193,10 @@ class _Cursor:
             (keys, trailers, values), types = item
             if not keys:
                 continue
-            strict = all(map(lt, keys, islice(keys, 1, None)))
-            if not strict and not all(map(le, keys, islice(keys, 1, None))):
+            strict = _key_order(keys)
+            if strict < 1:
                 raise corrupt(self.name, "entries out of key order")
+            strict = strict == 2
             lo, hi = 0, len(keys)
             if self.start is not None and keys[0] < self.start:
                 lo = bisect_left(keys, self.start)
@@ -277,7 +279,7 @@ def _resolve_bulk(runs: list[Run], merges_allowed: bool,
         return runs[0][0], runs[0][2]
     # oldest table first; the tables' sequence ranges must not overlap, so that a later table's
     # version of a key is always the newer one
-    ranged = sorted(((min(run[1]), max(run[1]), run) for run in runs), key=_first)
+    ranged = sorted(((*_span(run[1]), run) for run in runs), key=_first)
     for (_, newest, _), (oldest, _, _) in zip(ranged, ranged[1:], strict=False):
         if newest >= oldest:
             return None
@@ -312,6 +314,12 @@ def _onto_oldest(runs: list[Run], delimiter: bytes) -> tuple[list[bytes], list[b
     nothing, each newer entry a binary search.
     """
     base_keys, _, values, _ = runs[0]
+    if SPEEDUPS is not None:
+        taken = SPEEDUPS.onto_oldest(base_keys, values, [(k, t, v, kind == VALUES)
+                                                         for k, t, v, kind in runs[1:]],
+                                     _MERGE, delimiter)
+        if taken is not None:
+            return (base_keys, values) if taken else None
     n = len(base_keys)
     found: list[list[int]] = []
     for keys, _, _, _ in runs[1:]:
@@ -327,6 +335,26 @@ def _onto_oldest(runs: list[Run], delimiter: bytes) -> tuple[list[bytes], list[b
         for i, trailer, value in zip(at, trailers, new_values, strict=True):
             values[i] = values[i] + delimiter + value if trailer & 0xFF == _MERGE else value
     return base_keys, values
+
+
+def _key_order(keys: list[bytes]) -> int:
+    """2: ``keys`` increase strictly, 1: they never decrease, 0: they decrease somewhere."""
+    if SPEEDUPS is not None:
+        order = SPEEDUPS.key_order(keys)
+        if order is not None:
+            return int(order)
+    if all(map(lt, keys, islice(keys, 1, None))):
+        return 2
+    return 1 if all(map(le, keys, islice(keys, 1, None))) else 0
+
+
+def _span(trailers: list[int]) -> tuple[int, int]:
+    """The lowest and highest of a run's trailers."""
+    if SPEEDUPS is not None:
+        span = SPEEDUPS.trailer_span(trailers)
+        if span is not None:
+            return span  # type: ignore[no-any-return]
+    return min(trailers), max(trailers)
 
 
 def _first(item: tuple[int, int, Run]) -> int:

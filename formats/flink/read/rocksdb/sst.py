@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
+from formats.flink.read.compiled import SPEEDUPS
 from formats.flink.read.rocksdb.block import (
     DataBlock,
     IndexBlock,
@@ -33,6 +34,7 @@ from formats.flink.read.rocksdb.block import (
     decode_meta_block,
 )
 from formats.flink.read.rocksdb.checksums import (
+    DIGESTS,
     ChecksumType,
     compute_builtin_checksum,
     context_modifier,
@@ -302,63 +304,136 @@ class SstFile:
                           ) -> Generator[tuple[DataBlock, frozenset[int]], None, None]:
         """:meth:`data_blocks`, each with the set of value types its entries have.
 
-        Blocks are read a run at a time (about :data:`RUN_BYTES` of them) and decoded together
-        when they are simple (:func:`~.block.decode_data_blocks`), else one by one; each run
-        comes as one block.
+        Blocks are read a run at a time (about :data:`RUN_BYTES` of them as stored): by the
+        compiled decoder (:meth:`_compiled_run`) until it gives a run back, then by the Python
+        readers, which decode a run together while its blocks are simple
+        (:func:`~.block.decode_data_blocks`), else one block at a time. Each run comes as one
+        block.
         """
+        listed = (self._index.listed(start, end)
+                  if self.properties.index_type != IndexType.TWO_LEVEL_INDEX_SEARCH else None)
+        runs = (self._listed_runs(*listed) if listed is not None
+                else self._indexed_runs(start, end))
         previous = b""
-        handles = self.index_entries(start)
         simple = True  # until a block is not: then the rest of the table one block at a time
+        compiled = SPEEDUPS is not None  # until it gives a run back: then the Python readers
+        told: bool | None = None  # (a generator is started with None)
+        while True:
+            try:
+                separators, chosen = runs.send(told)
+            except StopIteration:
+                return
+            run = self._compiled_run(chosen) if compiled else None
+            if run is None:
+                compiled = False
+                run = self._run([BlockHandle(o, z) for o, z in chosen], simple)
+                simple = run[3]
+            (keys, trailers, values), starts, types, _ = run
+            told = compiled or simple
+            for i, (offset, _) in enumerate(chosen):
+                lo, hi = starts[i], starts[i + 1] if i + 1 < len(starts) else len(keys)
+                if hi > lo:
+                    if keys[lo] < previous:
+                        raise corrupt(self._data_where(offset), "data block's first key is below "
+                                                                "the previous block's last key")
+                    if keys[hi - 1] > separators[i]:
+                        raise corrupt(self._data_where(offset), "data block holds keys above its "
+                                                                "index separator")
+                    previous = keys[hi - 1]
+            if not types <= SUPPORTED_VALUE_TYPES:
+                for i, (offset, _) in enumerate(chosen):
+                    hi = starts[i + 1] if i + 1 < len(starts) else len(keys)
+                    _check_types(_types(trailers[starts[i]:hi]), self._data_where(offset))
+            yield (keys, trailers, values), types if types != _VALUES_ONLY else _VALUES_ONLY
+
+    #: What :meth:`typed_data_blocks` reads next: separators and ``(offset, size)`` of a run
+    #: of data blocks; sent whether blocks are still read in runs (else one at a time).
+    _Runs = Generator[tuple[list[bytes], list[tuple[int, int]]], bool | None, None]
+
+    def _indexed_runs(self, start: bytes | None, end: bytes | None) -> _Runs:
+        """The runs of blocks that can hold ``[start, end)``, from iterating the index."""
+        handles = self.index_entries(start)
+        simple = True
         done = False
         while not done:
             separators: list[bytes] = []
-            wheres: list[str] = []
-            blocks: list[bytes] = []
+            chosen: list[tuple[int, int]] = []
             size = 0
             done = True
             for separator, handle in handles:
                 separators.append(separator)
-                wheres.append(f"{self.name} (data block at offset {handle.offset})")
-                blocks.append(self.read_block(handle, "data"))
-                size += len(blocks[-1])
+                chosen.append((handle.offset, handle.size))
+                size += handle.size
                 if end is not None and separator >= end:
                     break
                 if size >= RUN_BYTES or not simple:
                     done = False
                     break
-            if not blocks:
+            if not chosen:
                 return
-            run = decode_data_blocks(blocks, wheres, self.global_seqno) if simple else None
-            if run is None:
-                simple = False
-                decoded = [decode_data_block(b, w, self.global_seqno)
-                           for b, w in zip(blocks, wheres, strict=True)]
-                starts = []
-                keys: list[bytes] = []
-                trailers: list[int] = []
-                values: list[bytes] = []
-                for block in decoded:
-                    starts.append(len(keys))
-                    keys += block[0]
-                    trailers += block[1]
-                    values += block[2]
-                types = _types(trailers)
-            else:
-                (keys, trailers, values), starts, types = run
-            for i, where in enumerate(wheres):
-                lo, hi = starts[i], starts[i + 1] if i + 1 < len(starts) else len(keys)
-                if hi > lo:
-                    if keys[lo] < previous:
-                        raise corrupt(where, "data block's first key is below the previous "
-                                             "block's last key")
-                    if keys[hi - 1] > separators[i]:
-                        raise corrupt(where, "data block holds keys above its index separator")
-                    previous = keys[hi - 1]
-            if not types <= SUPPORTED_VALUE_TYPES:
-                for i, where in enumerate(wheres):
-                    hi = starts[i + 1] if i + 1 < len(starts) else len(keys)
-                    _check_types(_types(trailers[starts[i]:hi]), where)
-            yield (keys, trailers, values), types if types != _VALUES_ONLY else _VALUES_ONLY
+            simple = bool((yield separators, chosen))
+
+    def _listed_runs(self, separators: list[bytes], offsets: list[int], sizes: list[int]
+                     ) -> _Runs:
+        """The runs of :meth:`_indexed_runs`, from the index's entries listed at once."""
+        at, n = 0, len(separators)
+        simple = True
+        while at < n:
+            upto, size = at, 0
+            while upto < n:
+                size += sizes[upto]
+                upto += 1
+                if size >= RUN_BYTES or not simple:
+                    break
+            simple = bool((yield (separators[at:upto],
+                                  list(zip(offsets[at:upto], sizes[at:upto], strict=True)))))
+            at = upto
+
+    def _data_where(self, offset: int) -> str:
+        return f"{self.name} (data block at offset {offset})"
+
+    def _compiled_run(self, chosen: list[tuple[int, int]]
+                      ) -> tuple[DataBlock, list[int], frozenset[int], bool] | None:
+        """A run of data blocks read and decoded by the compiled decoder.
+
+        The same as :meth:`_run` gives (:meth:`read_block` of each, then
+        :func:`~.block.decode_data_block`) where it takes the run: blocks uncompressed or
+        Snappy, their checksums right, well formed, without a hash index. ``None`` otherwise,
+        or without the compiled decoder: :meth:`_run` reads the run and says what is wrong
+        with it.
+        """
+        if SPEEDUPS is None:
+            return None
+        footer = self.footer
+        kind = footer.checksum_type if self.verify_checksums else ChecksumType.NO_CHECKSUM
+        found = SPEEDUPS.data_run(self.data, [o for o, _ in chosen], [z for _, z in chosen],
+                                  footer.footer_offset, int(kind), DIGESTS.get(kind),
+                                  footer.base_context_checksum, self.global_seqno)
+        if found is None:
+            return None
+        keys, trailers, values, starts, types = found
+        return (keys, trailers, values), starts, types, True
+
+    def _run(self, handles: list[BlockHandle], simple: bool
+             ) -> tuple[DataBlock, list[int], frozenset[int], bool]:
+        """A run of data blocks read and decoded in Python, and whether it was simple."""
+        wheres = [self._data_where(h.offset) for h in handles]
+        blocks = [self.read_block(h, "data") for h in handles]
+        run = decode_data_blocks(blocks, wheres, self.global_seqno) if simple else None
+        if run is not None:
+            return (*run, True)
+        decoded = [decode_data_block(b, w, self.global_seqno)
+                   for b, w in zip(blocks, wheres, strict=True)]
+        starts = []
+        keys: list[bytes] = []
+        trailers: list[int] = []
+        values: list[bytes] = []
+        for block in decoded:
+            starts.append(len(keys))
+            keys += block[0]
+            trailers += block[1]
+            values += block[2]
+        return (keys, trailers, values), starts, _types(trailers), False
 
     def entries(self, start: bytes | None = None,
                 end: bytes | None = None) -> Iterator[Entry]:
