@@ -271,20 +271,29 @@ static int canonical_pair(const Plan *plan, Cursor *k, Cursor *v, PyObject *key_
         return append_entry(out, key_group, key, ns, stamp);
     }
     Py_ssize_t key_at = k->pos;
-    if ((r = read_value(k, plan->key, &key)) != TAKEN) return r;
-    if ((r = read_void(k)) != TAKEN) {
-        Py_DECREF(key);
-        return r;
+    if (plan->kind == K_MAP && run->last != NULL && run->key != NULL
+            && k->end - k->pos >= run->key_len
+            && memcmp(k->data + k->pos, run->key, (size_t)run->key_len) == 0) {
+        /* the last entry's key and namespace bytes again: they decode to the same key (the
+         * bytes read are the same), so only the user key and value are read */
+        k->pos += run->key_len;
+        key = NULL;
+    } else {
+        if ((r = read_value(k, plan->key, &key)) != TAKEN) return r;
+        if ((r = read_void(k)) != TAKEN) {
+            Py_DECREF(key);
+            return r;
+        }
     }
     Py_ssize_t key_len = k->pos - key_at;
     if (plan->kind == K_MAP) {
         PyObject *user_key;
         if ((r = read_value(k, plan->user_key, &user_key)) != TAKEN) {
-            Py_DECREF(key);
+            Py_XDECREF(key);
             return r;
         }
         if (k->pos != k->end || v->pos >= v->end) {
-            Py_DECREF(key);
+            Py_XDECREF(key);
             Py_DECREF(user_key);
             return GIVE_UP;
         }
@@ -294,26 +303,27 @@ static int canonical_pair(const Plan *plan, Cursor *k, Cursor *v, PyObject *key_
             value = Py_None;
             Py_INCREF(value);
         } else if ((r = read_value(v, plan->value, &value)) != TAKEN) {
-            Py_DECREF(key);
+            Py_XDECREF(key);
             Py_DECREF(user_key);
             return r;
         }
         if (v->pos != v->end) {  /* bytes after a map value: the Python reader's to judge */
-            Py_DECREF(key);
+            Py_XDECREF(key);
             Py_DECREF(user_key);
             Py_DECREF(value);
             return GIVE_UP;
         }
         /* a key's user keys come one pair each, adjacent: extend the last entry's map */
-        int same = same_map_key(run, key_group, key, ns, k->data + key_at, key_len);
+        int same = key == NULL ? 1
+                   : same_map_key(run, key_group, key, ns, k->data + key_at, key_len);
         if (same < 0) {
-            Py_DECREF(key);
+            Py_XDECREF(key);
             Py_DECREF(user_key);
             Py_DECREF(value);
             return ERROR;
         }
         if (same) {
-            Py_DECREF(key);
+            Py_XDECREF(key);
             int failed = PyDict_SetItem(PyTuple_GET_ITEM(run->last, 3), user_key, value);
             Py_DECREF(user_key);
             Py_DECREF(value);
