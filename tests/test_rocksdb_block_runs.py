@@ -184,8 +184,12 @@ def test_real_tables_read_a_run_at_a_time_as_block_by_block(path):
     keys: list[bytes] = []
     trailers: list[int] = []
     values: list[bytes] = []
-    for (k, t, v), types in table.typed_data_blocks():
+    for (k, t, v), types, order in table.typed_data_blocks():
         assert types == frozenset(x & 0xFF for x in t)
+        # the order of a run's keys, where the reader says it: that of the keys
+        pairs = list(zip(k, k[1:], strict=False))
+        assert order in (None, 2 if all(a < b for a, b in pairs) else
+                         1 if all(a <= b for a, b in pairs) else 0)
         keys += k
         trailers += t
         values += v

@@ -721,6 +721,20 @@ static inline uint64_t le64(const unsigned char *p) {
     return (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32);
 }
 
+/* bytes a vs b as Python compares them: <0, 0, >0 */
+static inline int bytes_cmp(PyObject *a, PyObject *b) {
+    Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b);
+    int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)(la < lb ? la : lb));
+    return c ? c : (la < lb ? -1 : la > lb);
+}
+
+static int all_bytes(PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyBytes_CheckExact(PyList_GET_ITEM(list, i))) return 0;
+    return 1;
+}
+
 /* A varint of at most max_shift / 7 + 1 bytes at b[*pos:limit] (coding.py get_varint32 /
  * get_varint64); GIVE_UP where those raise. */
 static inline int varint(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t limit, int max_shift,
@@ -902,7 +916,8 @@ static int block_entries(const unsigned char *b, Py_ssize_t size, PyObject *keys
 }
 
 /* data_run(data, offsets, sizes, footer_offset, checksum_kind, digest, base_context,
- *          global_seqno) -> (keys, trailers, values, starts, types) | None
+ *          global_seqno, separators, previous) -> (keys, trailers, values, starts, types,
+ *                                                   order) | None
  *
  * The data blocks at (offsets[i], sizes[i]) of one table's bytes, read as SstFile.read_block
  * reads them (in the table, before its footer; checksum verified, format version 6's context
@@ -910,16 +925,20 @@ static int block_entries(const unsigned char *b, Py_ssize_t size, PyObject *keys
  * entries concatenated, where each block's first entry is, the set of value types. None for
  * anything else -- a checksum that does not match, another compression, a block with a hash
  * index, anything not well formed -- and the Python reader reads the run, raising what it
- * deserves. checksum_kind 0 (none) needs no digest.
+ * deserves. checksum_kind 0 (none) needs no digest. As SstFile.typed_data_blocks checks
+ * them, each block's keys must be above ``previous`` (the last key of the block before) and at
+ * most its index separator (else None); ``order``: 2 the run's keys increase strictly, 1
+ * they never decrease, 0 they decrease somewhere (merge.py _key_order).
  */
 static PyObject *data_run(PyObject *self, PyObject *args) {
     Py_buffer buf;
-    PyObject *offsets, *sizes, *digest;
+    PyObject *offsets, *sizes, *digest, *separators, *previous;
     Py_ssize_t footer_offset;
     int kind;
     unsigned long long base_context, global_seqno;
-    if (!PyArg_ParseTuple(args, "y*O!O!niOKK", &buf, &PyList_Type, &offsets, &PyList_Type,
-                          &sizes, &footer_offset, &kind, &digest, &base_context, &global_seqno))
+    if (!PyArg_ParseTuple(args, "y*O!O!niOKKO!S", &buf, &PyList_Type, &offsets, &PyList_Type,
+                          &sizes, &footer_offset, &kind, &digest, &base_context, &global_seqno,
+                          &PyList_Type, &separators, &previous))
         return NULL;
     const unsigned char *data = buf.buf;
     Py_ssize_t n = PyList_GET_SIZE(offsets);
@@ -933,8 +952,10 @@ static PyObject *data_run(PyObject *self, PyObject *args) {
     Py_ssize_t key_room = 0;
     int r = TAKEN;
     if (keys == NULL || values == NULL || starts == NULL) r = ERROR;
-    if (PyList_GET_SIZE(sizes) != n || kind < 0 || kind > 4 || footer_offset > buf.len)
+    if (PyList_GET_SIZE(sizes) != n || PyList_GET_SIZE(separators) != n || kind < 0
+            || kind > 4 || footer_offset > buf.len || !all_bytes(separators))
         r = GIVE_UP;
+    PyObject *last = previous;  /* the last key of the block before (borrowed) */
     for (Py_ssize_t i = 0; i < n && r == TAKEN; i++) {
         Py_ssize_t offset = PyLong_AsSsize_t(PyList_GET_ITEM(offsets, i));
         Py_ssize_t size = PyLong_AsSsize_t(PyList_GET_ITEM(sizes, i));
@@ -965,9 +986,25 @@ static PyObject *data_run(PyObject *self, PyObject *args) {
         PyObject *start = PyLong_FromSsize_t(PyList_GET_SIZE(keys));
         if (start == NULL || PyList_Append(starts, start)) r = ERROR;
         Py_XDECREF(start);
+        Py_ssize_t first = PyList_GET_SIZE(keys);
         if (r == TAKEN)
             r = block_entries(block, block_size, keys, values, &trailers, &count, &cap,
                               global_seqno, &key, &key_room);
+        if (r == TAKEN && PyList_GET_SIZE(keys) > first) {
+            if (bytes_cmp(PyList_GET_ITEM(keys, first), last) < 0
+                    || bytes_cmp(PyList_GET_ITEM(keys, PyList_GET_SIZE(keys) - 1),
+                                 PyList_GET_ITEM(separators, i)) > 0) {
+                r = GIVE_UP;  /* out of order with the block before, or above its separator */
+                break;
+            }
+            last = PyList_GET_ITEM(keys, PyList_GET_SIZE(keys) - 1);
+        }
+    }
+    int order = 2;
+    for (Py_ssize_t i = 1; r == TAKEN && i < count; i++) {
+        int c = bytes_cmp(PyList_GET_ITEM(keys, i - 1), PyList_GET_ITEM(keys, i));
+        if (c > 0) { order = 0; break; }
+        if (c == 0) order = 1;
     }
     if (r == TAKEN) {
         PyObject *listed = PyList_New(count), *types = PySet_New(NULL);
@@ -999,9 +1036,11 @@ static PyObject *data_run(PyObject *self, PyObject *args) {
         }
         if (r == TAKEN) {
             PyObject *frozen = PyFrozenSet_New(types);
-            if (frozen != NULL)
-                result = PyTuple_Pack(5, keys, listed, values, starts, frozen);
+            PyObject *ordered = PyLong_FromLong(order);
+            if (frozen != NULL && ordered != NULL)
+                result = PyTuple_Pack(6, keys, listed, values, starts, frozen, ordered);
             Py_XDECREF(frozen);
+            Py_XDECREF(ordered);
         }
         Py_XDECREF(listed);
         Py_XDECREF(types);
@@ -1022,19 +1061,6 @@ static PyObject *data_run(PyObject *self, PyObject *args) {
  * RocksDB merging (rocksdb/merge.py)
  */
 
-/* bytes a vs b as Python compares them: <0, 0, >0 */
-static inline int bytes_cmp(PyObject *a, PyObject *b) {
-    Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b);
-    int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)(la < lb ? la : lb));
-    return c ? c : (la < lb ? -1 : la > lb);
-}
-
-static int all_bytes(PyObject *list) {
-    Py_ssize_t n = PyList_GET_SIZE(list);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!PyBytes_CheckExact(PyList_GET_ITEM(list, i))) return 0;
-    return 1;
-}
 
 /* key_order(keys) -> 2 (strictly increasing), 1 (never decreasing), 0 (decreasing somewhere),
  * None (an item is not bytes): merge.py _Cursor.fill's order checks in one pass. */
@@ -1072,9 +1098,10 @@ static PyObject *trailer_span(PyObject *self, PyObject *trailers) {
     return PyTuple_Pack(2, low, high);
 }
 
-/* onto_oldest(base_keys, base_values, newer, merge_type, delimiter) -> bool | None
+/* onto_oldest(base_keys, base_values, newer, merge_type, delimiter, values_kind) -> bool | None
  *
- * merge.py _onto_oldest: ``newer`` is a list of (keys, trailers, values, only_values) runs,
+ * merge.py _onto_oldest: ``newer`` is a list of (keys, trailers, values, kind) runs (kind
+ * ``values_kind``: only values),
  * oldest first, whose every key must be among ``base_keys`` (sorted, bytes); then each newer
  * version replaces the value below it, or, a merge operand (trailer & 0xFF == merge_type), is
  * appended to it after ``delimiter``; base_values is updated in place. False, with nothing
@@ -1083,9 +1110,10 @@ static PyObject *trailer_span(PyObject *self, PyObject *trailers) {
 static PyObject *onto_oldest(PyObject *self, PyObject *args) {
     PyObject *base_keys, *base_values, *newer, *delimiter;
     int merge_type;
-    if (!PyArg_ParseTuple(args, "O!O!O!iO!", &PyList_Type, &base_keys, &PyList_Type,
+    long values_kind;
+    if (!PyArg_ParseTuple(args, "O!O!O!iO!l", &PyList_Type, &base_keys, &PyList_Type,
                           &base_values, &PyList_Type, &newer, &merge_type, &PyBytes_Type,
-                          &delimiter))
+                          &delimiter, &values_kind))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(base_keys), runs = PyList_GET_SIZE(newer), total = 0;
     if (PyList_GET_SIZE(base_values) != n || !all_bytes(base_keys) || !all_bytes(base_values))
@@ -1130,7 +1158,9 @@ static PyObject *onto_oldest(PyObject *self, PyObject *args) {
     for (Py_ssize_t r = 0; r < runs; r++) {
         PyObject *run = PyList_GET_ITEM(newer, r);
         PyObject *trailers = PyTuple_GET_ITEM(run, 1), *values = PyTuple_GET_ITEM(run, 2);
-        int only_values = PyObject_IsTrue(PyTuple_GET_ITEM(run, 3));
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(run, 3));
+        if (kind == -1 && PyErr_Occurred()) { PyMem_Free(at); return NULL; }
+        int only_values = kind == values_kind;
         Py_ssize_t m = PyList_GET_SIZE(values);
         for (Py_ssize_t i = 0; i < m; i++, k++) {
             PyObject *value = PyList_GET_ITEM(values, i), *put;

@@ -190,10 +190,10 @@ class _Cursor:
             if item is None:
                 self.done = True
                 return
-            (keys, trailers, values), types = item
+            (keys, trailers, values), types, *known = item
             if not keys:
                 continue
-            strict = _key_order(keys)
+            strict = known[0] if known and known[0] is not None else _key_order(keys)
             if strict < 1:
                 raise corrupt(self.name, "entries out of key order")
             strict = strict == 2
@@ -315,9 +315,7 @@ def _onto_oldest(runs: list[Run], delimiter: bytes) -> tuple[list[bytes], list[b
     """
     base_keys, _, values, _ = runs[0]
     if SPEEDUPS is not None:
-        taken = SPEEDUPS.onto_oldest(base_keys, values, [(k, t, v, kind == VALUES)
-                                                         for k, t, v, kind in runs[1:]],
-                                     _MERGE, delimiter)
+        taken = SPEEDUPS.onto_oldest(base_keys, values, runs[1:], _MERGE, delimiter, VALUES)
         if taken is not None:
             return (base_keys, values) if taken else None
     n = len(base_keys)

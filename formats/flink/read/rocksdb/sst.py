@@ -297,16 +297,17 @@ class SstFile:
         first and last may hold keys outside the range. Consecutive blocks may come as one
         (:meth:`typed_data_blocks`).
         """
-        for block, _ in self.typed_data_blocks(start, end):
+        for block, *_ in self.typed_data_blocks(start, end):
             yield block
 
     def typed_data_blocks(self, start: bytes | None = None, end: bytes | None = None
-                          ) -> Generator[tuple[DataBlock, frozenset[int]], None, None]:
-        """:meth:`data_blocks`, each with the set of value types its entries have.
+                          ) -> Generator[tuple[DataBlock, frozenset[int], int | None], None, None]:
+        """:meth:`data_blocks`, each with its entries' value types and its keys' order.
 
-        Blocks are read a run at a time (about :data:`RUN_BYTES` of them as stored): by the
-        compiled decoder (:meth:`_compiled_run`) until it gives a run back, then by the Python
-        readers, which decode a run together while its blocks are simple
+        The order as :func:`.merge._key_order` gives it, where known (else ``None``). Blocks
+        are read a run at a time (about :data:`RUN_BYTES` of them as stored): by the compiled
+        decoder (:meth:`_compiled_run`) until it gives a run back, then by the Python readers,
+        which decode a run together while its blocks are simple
         (:func:`~.block.decode_data_blocks`), else one block at a time. Each run comes as one
         block.
         """
@@ -323,13 +324,17 @@ class SstFile:
                 separators, chosen = runs.send(told)
             except StopIteration:
                 return
-            run = self._compiled_run(chosen) if compiled else None
-            if run is None:
-                compiled = False
-                run = self._run([BlockHandle(o, z) for o, z in chosen], simple)
-                simple = run[3]
-            (keys, trailers, values), starts, types, _ = run
-            told = compiled or simple
+            found = self._compiled_run(chosen, separators, previous) if compiled else None
+            if found is not None:  # checked against the index as below, and its order known
+                (keys, trailers, values), types, order = found
+                previous = keys[-1] if keys else previous
+                told = True
+                yield (keys, trailers, values), types, order
+                continue
+            compiled = False
+            run = self._run([BlockHandle(o, z) for o, z in chosen], simple)
+            (keys, trailers, values), starts, types, simple = run
+            told = simple
             for i, (offset, _) in enumerate(chosen):
                 lo, hi = starts[i], starts[i + 1] if i + 1 < len(starts) else len(keys)
                 if hi > lo:
@@ -344,7 +349,7 @@ class SstFile:
                 for i, (offset, _) in enumerate(chosen):
                     hi = starts[i + 1] if i + 1 < len(starts) else len(keys)
                     _check_types(_types(trailers[starts[i]:hi]), self._data_where(offset))
-            yield (keys, trailers, values), types if types != _VALUES_ONLY else _VALUES_ONLY
+            yield (keys, trailers, values), types if types != _VALUES_ONLY else _VALUES_ONLY, None
 
     #: What :meth:`typed_data_blocks` reads next: separators and ``(offset, size)`` of a run
     #: of data blocks; sent whether blocks are still read in runs (else one at a time).
@@ -392,15 +397,17 @@ class SstFile:
     def _data_where(self, offset: int) -> str:
         return f"{self.name} (data block at offset {offset})"
 
-    def _compiled_run(self, chosen: list[tuple[int, int]]
-                      ) -> tuple[DataBlock, list[int], frozenset[int], bool] | None:
+    def _compiled_run(self, chosen: list[tuple[int, int]], separators: list[bytes],
+                      previous: bytes) -> tuple[DataBlock, frozenset[int], int] | None:
         """A run of data blocks read and decoded by the compiled decoder.
 
         The same as :meth:`_run` gives (:meth:`read_block` of each, then
         :func:`~.block.decode_data_block`) where it takes the run: blocks uncompressed or
-        Snappy, their checksums right, well formed, without a hash index. ``None`` otherwise,
-        or without the compiled decoder: :meth:`_run` reads the run and says what is wrong
-        with it.
+        Snappy, their checksums right, well formed, without a hash index, each block's keys
+        above ``previous`` (the block before's last) and at most its separator, their value
+        types all supported. With the order of the run's keys (:func:`.merge._key_order`'s).
+        ``None`` otherwise, or without the compiled decoder: :meth:`_run` reads the run and
+        :meth:`typed_data_blocks` says what is wrong with it.
         """
         if SPEEDUPS is None:
             return None
@@ -408,11 +415,14 @@ class SstFile:
         kind = footer.checksum_type if self.verify_checksums else ChecksumType.NO_CHECKSUM
         found = SPEEDUPS.data_run(self.data, [o for o, _ in chosen], [z for _, z in chosen],
                                   footer.footer_offset, int(kind), DIGESTS.get(kind),
-                                  footer.base_context_checksum, self.global_seqno)
+                                  footer.base_context_checksum, self.global_seqno, separators,
+                                  previous)
         if found is None:
             return None
-        keys, trailers, values, starts, types = found
-        return (keys, trailers, values), starts, types, True
+        keys, trailers, values, _, types, order = found
+        if not types <= SUPPORTED_VALUE_TYPES:
+            return None
+        return (keys, trailers, values), (types if types != _VALUES_ONLY else _VALUES_ONLY), order
 
     def _run(self, handles: list[BlockHandle], simple: bool
              ) -> tuple[DataBlock, list[int], frozenset[int], bool]:
