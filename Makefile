@@ -22,16 +22,18 @@ ROCKSDB_DEBS := librocksdb-dev rocksdb-tools
 
 venv: $(STAMP)
 
-# The install builds statectl's compiled decoder (setup.py: formats/flink/read/cdecoder.c, an
+# The install builds statectl's compiled decoder (setup.py: formats/flink/read/cdecoder*.c, an
 # optional extension: without a C compiler it is left out and statectl decodes in pure Python;
 # `statectl --version` says which); a changed C file builds it again.
-$(STAMP): pyproject.toml setup.py formats/flink/read/cdecoder.c
+CDECODER := $(wildcard formats/flink/read/cdecoder*.c formats/flink/read/cdecoder.h)
+
+$(STAMP): pyproject.toml setup.py $(CDECODER)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,dev]'
 	touch $(STAMP) $(DEMO_STAMP)
 
-$(DEMO_STAMP): pyproject.toml setup.py formats/flink/read/cdecoder.c
+$(DEMO_STAMP): pyproject.toml setup.py $(CDECODER)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .

@@ -1,9 +1,10 @@
-"""The compiled decoder (``cdecoder.c``), loaded once: the module, or ``None``.
+"""The compiled decoder, loaded once: the module, or ``None``.
 
-``None`` where it was not built (``setup.py`` builds it where a C compiler is found; the
-install goes on without one) or ``STATECTL_PURE_PYTHON=1`` switches it off. Nothing else is
-imported here, so that any reader may ask (the RocksDB block reader too). What it decodes and
-when: :mod:`formats.flink.read.speedups`.
+Its sources: ``cdecoder.c`` (the module; Flink's keyed key groups) and ``cdecoder_rocksdb.c``
+(RocksDB's tables). ``None`` where it was not built (``setup.py`` builds it where a C compiler
+is found; the install goes on without one) or ``STATECTL_PURE_PYTHON=1`` switches it off.
+Nothing else is imported here, so that any reader may ask (the RocksDB block reader too). What
+it decodes and when: :mod:`formats.flink.read.speedups`.
 """
 
 from __future__ import annotations
