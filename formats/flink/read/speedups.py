@@ -6,6 +6,9 @@ all made of primitives Flink writes in fixed bytes, ASCII Strings and the void n
 takes a key group only when it decodes it exactly as the Python readers of
 :mod:`formats.flink.read.keyed` would, and otherwise gives it back (``None``): those readers
 then decode it, and say what is wrong with it. They stay the definition and the fallback.
+Its RocksDB part (``cdecoder_rocksdb.c``) reads SST files' data blocks, indexes and merges
+tables' versions the same way, for :mod:`formats.flink.read.rocksdb` (``sst``, ``block``,
+``merge``), which call it where they would otherwise do that work in Python.
 
 It is built by the project's install step (``pip install .``: ``setup.py``, an optional
 extension: without a compiler the install goes on without it) and used unless
